@@ -1,0 +1,40 @@
+# Thin targets; the work lives in scripts and the Python packages.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
+PYTEST_ARGS ?=
+
+.PHONY: venv run test unit integration e2e bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+venv: $(STAMP)
+
+# Single-node broker on 127.0.0.1:9092, data in ./rillet-data.
+run: venv
+	$(BIN)/rillet serve --set log.dirs=./rillet-data
+
+# The whole suite: unit, integration (real brokers, real clients) and e2e.
+test: venv
+	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS) tests e2e
+
+unit: venv
+	$(BIN)/python -m pytest -q tests/unit
+
+integration: venv
+	$(BIN)/python -m pytest -q tests/integration
+
+e2e: venv
+	$(BIN)/python -m pytest -q e2e
+
+bench: venv
+	$(BIN)/python bench/produce_consume.py
+
+clean:
+	rm -rf $(VENV) rillet-data

@@ -1,0 +1,2 @@
+"""rillet: a Kafka-API-compatible broker."""
+__version__ = "0.1.0"
