@@ -1,0 +1,95 @@
+"""Kafka errors as exceptions carrying their wire error code.
+
+Lower layers (storage, metadata, coordinator) raise these; API handlers turn
+each into the error code of the partition/topic/group it concerns. Anything
+that is not a KafkaError becomes UNKNOWN_SERVER_ERROR and is logged.
+"""
+from __future__ import annotations
+
+
+class KafkaError(Exception):
+    code: int = -1
+    retriable: bool = False
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or type(self).__name__)
+        self.message = message or None
+
+
+def _error(name: str, code: int, retriable: bool = False) -> type[KafkaError]:
+    cls = type(name, (KafkaError,), {"code": code, "retriable": retriable})
+    _BY_CODE[code] = cls
+    return cls
+
+
+_BY_CODE: dict[int, type[KafkaError]] = {}
+
+UnknownServerError = _error("UnknownServerError", -1)
+OffsetOutOfRange = _error("OffsetOutOfRange", 1)
+CorruptMessage = _error("CorruptMessage", 2, True)
+UnknownTopicOrPartition = _error("UnknownTopicOrPartition", 3, True)
+InvalidFetchSize = _error("InvalidFetchSize", 4)
+LeaderNotAvailable = _error("LeaderNotAvailable", 5, True)
+NotLeaderOrFollower = _error("NotLeaderOrFollower", 6, True)
+RequestTimedOut = _error("RequestTimedOut", 7, True)
+MessageTooLarge = _error("MessageTooLarge", 10)
+CoordinatorLoadInProgress = _error("CoordinatorLoadInProgress", 14, True)
+CoordinatorNotAvailable = _error("CoordinatorNotAvailable", 15, True)
+NotCoordinator = _error("NotCoordinator", 16, True)
+InvalidTopicException = _error("InvalidTopicException", 17)
+RecordListTooLarge = _error("RecordListTooLarge", 18)
+NotEnoughReplicas = _error("NotEnoughReplicas", 19, True)
+NotEnoughReplicasAfterAppend = _error("NotEnoughReplicasAfterAppend", 20, True)
+InvalidRequiredAcks = _error("InvalidRequiredAcks", 21)
+IllegalGeneration = _error("IllegalGeneration", 22)
+InconsistentGroupProtocol = _error("InconsistentGroupProtocol", 23)
+InvalidGroupId = _error("InvalidGroupId", 24)
+UnknownMemberId = _error("UnknownMemberId", 25)
+InvalidSessionTimeout = _error("InvalidSessionTimeout", 26)
+RebalanceInProgress = _error("RebalanceInProgress", 27)
+InvalidCommitOffsetSize = _error("InvalidCommitOffsetSize", 28)
+TopicAuthorizationFailed = _error("TopicAuthorizationFailed", 29)
+GroupAuthorizationFailed = _error("GroupAuthorizationFailed", 30)
+UnsupportedVersion = _error("UnsupportedVersion", 35)
+TopicAlreadyExists = _error("TopicAlreadyExists", 36)
+InvalidPartitions = _error("InvalidPartitions", 37)
+InvalidReplicationFactor = _error("InvalidReplicationFactor", 38)
+InvalidReplicaAssignment = _error("InvalidReplicaAssignment", 39)
+InvalidConfig = _error("InvalidConfig", 40)
+NotController = _error("NotController", 41, True)
+InvalidRequest = _error("InvalidRequest", 42)
+UnsupportedForMessageFormat = _error("UnsupportedForMessageFormat", 43)
+PolicyViolation = _error("PolicyViolation", 44)
+OutOfOrderSequenceNumber = _error("OutOfOrderSequenceNumber", 45)
+DuplicateSequenceNumber = _error("DuplicateSequenceNumber", 46)
+InvalidProducerEpoch = _error("InvalidProducerEpoch", 47)
+InvalidTxnState = _error("InvalidTxnState", 48)
+InvalidProducerIdMapping = _error("InvalidProducerIdMapping", 49)
+InvalidTransactionTimeout = _error("InvalidTransactionTimeout", 50)
+ClusterAuthorizationFailed = _error("ClusterAuthorizationFailed", 31)
+ReassignmentInProgress = _error("ReassignmentInProgress", 60)
+UnknownLeaderEpoch = _error("UnknownLeaderEpoch", 75, True)
+FencedLeaderEpoch = _error("FencedLeaderEpoch", 74, True)
+KafkaStorageError = _error("KafkaStorageError", 56, True)
+NonEmptyGroup = _error("NonEmptyGroup", 68)
+GroupIdNotFound = _error("GroupIdNotFound", 69)
+GroupSubscribedToTopic = _error("GroupSubscribedToTopic", 86)
+MemberIdRequired = _error("MemberIdRequired", 79)
+FencedInstanceId = _error("FencedInstanceId", 82)
+InvalidRecord = _error("InvalidRecord", 87)
+ElectionNotNeeded = _error("ElectionNotNeeded", 84)
+PreferredLeaderNotAvailable = _error("PreferredLeaderNotAvailable", 80, True)
+NoReassignmentInProgress = _error("NoReassignmentInProgress", 85)
+UnstableOffsetCommit = _error("UnstableOffsetCommit", 88, True)
+UnknownProducerId = _error("UnknownProducerId", 59)
+UnknownTopicId = _error("UnknownTopicId", 100, True)
+InconsistentTopicId = _error("InconsistentTopicId", 103, True)
+OffsetNotAvailable = _error("OffsetNotAvailable", 78, True)
+
+
+def error_for_code(code: int) -> type[KafkaError]:
+    return _BY_CODE.get(code, UnknownServerError)
+
+
+def code_of(exc: BaseException) -> int:
+    return exc.code if isinstance(exc, KafkaError) else UnknownServerError.code
