@@ -1,0 +1,20 @@
+"""One module per Kafka API; importing this package registers them all."""
+from importlib import import_module
+
+from .registry import REGISTRY, ApiSpec, RequestContext, api
+
+MODULES = (
+    "api_versions", "metadata", "produce", "fetch", "list_offsets",
+    "create_topics", "delete_topics", "create_partitions",
+    "describe_configs", "alter_configs", "incremental_alter_configs",
+    "describe_cluster", "init_producer_id", "offset_for_leader_epoch",
+)
+
+
+def load_all() -> dict[int, ApiSpec]:
+    for name in MODULES:
+        import_module(f"{__name__}.{name}")
+    return REGISTRY
+
+
+__all__ = ["REGISTRY", "ApiSpec", "RequestContext", "api", "load_all"]

@@ -1,0 +1,38 @@
+"""AlterConfigs (key 33), v0-2: replace a topic's whole set of overrides.
+
+Broker configs are static in rillet: altering them is refused with a reason.
+v2: flexible.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..metadata.image import TOPIC_RESOURCE
+from ..protocol import errors
+from .registry import RequestContext, api
+
+
+async def alter_resource(ctx: RequestContext, res: Any, changes: dict[str, str | None],
+                         replace_all: bool, validate_only: bool) -> dict[str, Any]:
+    entry: dict[str, Any] = {"error_code": 0, "error_message": None,
+                             "resource_type": res.resource_type,
+                             "resource_name": res.resource_name}
+    try:
+        if res.resource_type != TOPIC_RESOURCE:
+            raise errors.InvalidRequest(
+                f"altering resource type {res.resource_type} is not supported: "
+                "broker configs are static (server.properties / --set)")
+        await ctx.broker.controller.alter_topic_configs(res.resource_name, changes,
+                                                        replace_all, validate_only)
+    except errors.KafkaError as exc:
+        entry.update(error_code=exc.code, error_message=exc.message)
+    return entry
+
+
+@api(key=33, versions=(0, 2))
+async def alter_configs(ctx: RequestContext, req: Any) -> Any:
+    out = []
+    for res in req.resources:
+        changes = {c.name: c.value for c in res.configs}
+        out.append(await alter_resource(ctx, res, changes, True, req.validate_only))
+    return ctx.response({"throttle_time": 0, "responses": out})

@@ -1,0 +1,30 @@
+"""DeleteTopics (key 20), v1-5.
+
+The topic's metadata record is removed, then every replica deletes its
+partition directories. v4: flexible. v5: error messages.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..protocol import errors
+from .registry import RequestContext, api
+
+TOPIC_DELETION_DISABLED = 73
+
+
+@api(key=20, versions=(1, 5))
+async def delete_topics(ctx: RequestContext, req: Any) -> Any:
+    out = []
+    for name in req.topic_names:
+        entry: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
+        try:
+            if not ctx.broker.config["delete.topic.enable"]:
+                entry.update(error_code=TOPIC_DELETION_DISABLED,
+                             error_message="delete.topic.enable is false")
+            else:
+                await ctx.broker.controller.delete_topic(name)
+        except errors.KafkaError as exc:
+            entry.update(error_code=exc.code, error_message=exc.message)
+        out.append(entry)
+    return ctx.response({"throttle_time": 0, "responses": out})

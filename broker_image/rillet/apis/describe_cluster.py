@@ -1,0 +1,28 @@
+"""DescribeCluster (key 60), v0-1: brokers, controller, cluster id. Flexible only.
+
+v1: endpoint type; asking for controller endpoints gets UNSUPPORTED_ENDPOINT_TYPE
+(in combined mode the brokers are the controllers).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .registry import RequestContext, api
+
+UNSUPPORTED_ENDPOINT_TYPE = 119
+
+
+@api(key=60, versions=(0, 1))
+async def describe_cluster(ctx: RequestContext, req: Any) -> Any:
+    broker = ctx.broker
+    image = broker.image
+    if getattr(req, "endpoint_type", 1) != 1:
+        return ctx.response({"throttle_time": 0, "error_code": UNSUPPORTED_ENDPOINT_TYPE,
+                             "error_message": "only broker endpoints are served",
+                             "cluster_id": broker.cluster_id, "brokers": []})
+    brokers = [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+               for b in sorted(image.brokers.values(), key=lambda b: b.node_id)
+               if not b.fenced]
+    return ctx.response({"throttle_time": 0, "error_code": 0, "error_message": None,
+                         "cluster_id": broker.cluster_id, "controller_id": broker.node_id,
+                         "brokers": brokers})

@@ -1,0 +1,93 @@
+"""DescribeConfigs (key 32), v1-4, for topics (2) and brokers (4).
+
+Every topic config is reported with its effective value and where it came
+from (topic override, static broker config, default), with synonyms and
+documentation on request. Broker configs are static (read-only).
+v1: config source, synonyms. v3: config type, documentation. v4: flexible.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import BROKER_DEFS, BrokerConfig, ConfigDef
+from ..metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
+from ..protocol import errors
+from ..topic_config import TOPIC_DEFS, effective, render
+from .registry import RequestContext, api
+
+# ConfigEntry.ConfigType as the protocol numbers them.
+_TYPE_CODES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
+DYNAMIC_TOPIC, STATIC_BROKER, DEFAULT = 1, 4, 5
+
+
+def _entry(d: ConfigDef, value: Any, source: int, read_only: bool,
+           synonyms: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"name": d.name, "value": None if value is None else render(value),
+            "read_only": read_only, "config_source": source, "is_sensitive": False,
+            "synonyms": synonyms, "config_type": _TYPE_CODES.get(d.kind, 0),
+            "documentation": d.doc or None}
+
+
+def topic_config_entries(broker: BrokerConfig, overrides: dict[str, str],
+                         keys: list[str] | None, with_synonyms: bool = False
+                         ) -> list[dict[str, Any]]:
+    out = []
+    for name, tdef in sorted(TOPIC_DEFS.items()):
+        if keys is not None and name not in keys:
+            continue
+        value, source = effective(broker, overrides, name)
+        synonyms = []
+        if with_synonyms:
+            if name in overrides:
+                synonyms.append({"name": name, "value": overrides[name], "source": DYNAMIC_TOPIC})
+            if tdef.synonym:
+                synonyms.append({"name": tdef.synonym,
+                                 "value": render(tdef.broker_value(broker)),
+                                 "source": STATIC_BROKER if broker.is_explicit(tdef.synonym)
+                                 else DEFAULT})
+        out.append(_entry(tdef.definition, value, source, False, synonyms))
+    return out
+
+
+def _broker_entries(broker: BrokerConfig, keys: list[str] | None) -> list[dict[str, Any]]:
+    out = []
+    for name, d in sorted(BROKER_DEFS.items()):
+        if keys is not None and name not in keys:
+            continue
+        source = STATIC_BROKER if broker.is_explicit(name) else DEFAULT
+        out.append(_entry(d, broker[name], source, True, []))
+    return out
+
+
+def _describe(ctx: RequestContext, res: Any, with_synonyms: bool) -> dict[str, Any]:
+    keys = list(res.configuration_keys) if res.configuration_keys else None
+    broker = ctx.broker
+    entry: dict[str, Any] = {"error_code": 0, "error_message": None,
+                             "resource_type": res.resource_type,
+                             "resource_name": res.resource_name, "configs": []}
+    try:
+        if res.resource_type == TOPIC_RESOURCE:
+            if res.resource_name not in broker.image.topics:
+                raise errors.UnknownTopicOrPartition(
+                    f"topic {res.resource_name!r} does not exist")
+            overrides = dict(broker.image.topic_config(res.resource_name))
+            entry["configs"] = topic_config_entries(broker.config, overrides, keys,
+                                                    with_synonyms)
+        elif res.resource_type == BROKER_RESOURCE:
+            if res.resource_name not in ("", str(broker.node_id)):
+                raise errors.InvalidRequest(
+                    f"broker {res.resource_name!r} is not this node ({broker.node_id})")
+            entry["configs"] = _broker_entries(broker.config, keys)
+        else:
+            raise errors.InvalidRequest(
+                f"describing resource type {res.resource_type} is not supported")
+    except errors.KafkaError as exc:
+        entry.update(error_code=exc.code, error_message=exc.message)
+    return entry
+
+
+@api(key=32, versions=(1, 4))
+async def describe_configs(ctx: RequestContext, req: Any) -> Any:
+    with_synonyms = getattr(req, "include_synonyms", False)
+    return ctx.response({"throttle_time": 0,
+                         "results": [_describe(ctx, r, with_synonyms) for r in req.resources]})

@@ -1,0 +1,83 @@
+"""Fetch (key 1), v4-12, for consumers (replica_id -1).
+
+Long poll: waits up to max_wait for min_bytes, woken by appends. At least
+one whole batch is returned even above max_bytes / partition_max_bytes
+(KIP-74), but only for the first partition with data. Reads stop at the
+high watermark. Fetch sessions are declined (session_id 0 in every
+response), which clients handle by sending full fetch requests.
+Gaps: follower fetches (replication), aborted transactions (no txns).
+v4: isolation level, last stable offset. v5: log start offset. v7: sessions.
+v9: current leader epoch. v11: rack id. v12: flexible, diverging epoch.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from ..protocol import errors
+from .registry import RequestContext, api
+
+
+def _read_partition(ctx: RequestContext, topic: str, p: Any, budget: int,
+                    min_one: bool) -> dict[str, Any]:
+    entry: dict[str, Any] = {"partition_index": p.partition, "error_code": 0,
+                             "high_watermark": -1, "last_stable_offset": -1,
+                             "log_start_offset": -1, "records": b"",
+                             "aborted_transactions": None}
+    try:
+        plog = ctx.broker.leader_log(topic, p.partition,
+                                     getattr(p, "current_leader_epoch", -1))
+        entry["high_watermark"] = plog.high_watermark
+        entry["last_stable_offset"] = plog.high_watermark
+        entry["log_start_offset"] = plog.log_start_offset
+        if p.fetch_offset > plog.log_end_offset or p.fetch_offset < plog.log_start_offset:
+            raise errors.OffsetOutOfRange(
+                f"fetch offset {p.fetch_offset} of {topic}-{p.partition} is outside "
+                f"[{plog.log_start_offset}, {plog.log_end_offset}]")
+        limit = min(p.partition_max_bytes, budget)
+        if limit > 0 or min_one:
+            entry["records"] = plog.read(p.fetch_offset, max(limit, 0),
+                                         max_offset=plog.high_watermark,
+                                         min_one_batch=min_one)
+    except errors.KafkaError as exc:
+        entry["error_code"] = exc.code
+    return entry
+
+
+def _read_all(ctx: RequestContext, req: Any) -> tuple[list[dict[str, Any]], int, bool]:
+    budget = req.max_bytes
+    total = 0
+    errored = False
+    topics = []
+    for topic in req.topics:
+        parts = []
+        for p in topic.partitions:
+            entry = _read_partition(ctx, topic.topic, p, budget - total, min_one=total == 0)
+            size = len(entry["records"])
+            total += size
+            errored = errored or entry["error_code"] != 0
+            parts.append(entry)
+        topics.append({"topic": topic.topic, "partitions": parts})
+    return topics, total, errored
+
+
+@api(key=1, versions=(4, 12))
+async def fetch(ctx: RequestContext, req: Any) -> Any:
+    if req.replica_id >= 0:
+        raise errors.InvalidRequest("follower fetch is not supported yet")
+    isolation = getattr(req, "isolation_level", 0)
+    deadline = time.monotonic() + req.max_wait.total_seconds()
+    tps = [(t.topic, p.partition) for t in req.topics for p in t.partitions]
+    while True:
+        topics, total, errored = _read_all(ctx, req)
+        remaining = deadline - time.monotonic()
+        if total >= req.min_bytes or errored or remaining <= 0 or not tps:
+            break
+        await ctx.broker.wait_for_append(tps, remaining)
+    if isolation == 1:
+        for t in topics:
+            for p in t["partitions"]:
+                p["aborted_transactions"] = []
+    return ctx.response({"throttle_time": 0, "error_code": 0, "session_id": 0,
+                         "responses": topics})

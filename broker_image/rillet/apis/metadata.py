@@ -1,0 +1,112 @@
+"""Metadata (key 3), v0-12.
+
+Brokers, controller, cluster id, topics with ids, partitions with leader,
+leader epoch, replicas and ISR. Topics named in the request that do not
+exist are created when auto.create.topics.enable and the request allows it.
+Gaps: topic/cluster authorized operations are not computed (reported as
+unset). v0: empty topic list = all. v1+: null = all; is_internal,
+controller. v2: cluster id. v4: allow_auto_topic_creation. v7: leader
+epoch. v9: flexible. v10: topic ids. v12: topic by id without name.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..controller.controller import TopicSpec, validate_topic_name
+from ..metadata.image import MetadataImage, TopicInfo
+from ..protocol import errors
+from .registry import RequestContext, api
+
+log = logging.getLogger(__name__)
+
+
+def _partitions(topic: TopicInfo, image: MetadataImage) -> list[dict[str, Any]]:
+    out = []
+    for p in sorted(topic.partitions):
+        part = topic.partitions[p]
+        leader_known = part.leader in image.brokers
+        out.append({
+            "error_code": 0 if leader_known else errors.LeaderNotAvailable.code,
+            "partition_index": p,
+            "leader_id": part.leader,
+            "leader_epoch": part.leader_epoch,
+            "replica_nodes": part.replicas,
+            "isr_nodes": part.isr,
+            "offline_replicas": [r for r in part.replicas if r not in image.brokers],
+        })
+    return out
+
+
+def _topic(topic: TopicInfo, image: MetadataImage) -> dict[str, Any]:
+    return {"error_code": 0, "name": topic.name, "topic_id": topic.topic_id,
+            "is_internal": topic.name == "__consumer_offsets",
+            "partitions": _partitions(topic, image)}
+
+
+async def _auto_create(ctx: RequestContext, names: list[str]) -> None:
+    broker = ctx.broker
+    results = await broker.controller.create_topics([TopicSpec(n) for n in names])
+    for result in results:
+        if result.error is None:
+            log.info("auto-created topic %s (%d partitions)", result.name,
+                     result.num_partitions)
+
+
+@api(key=3, versions=(0, 12))
+async def metadata(ctx: RequestContext, req: Any) -> Any:
+    broker = ctx.broker
+    image: MetadataImage = broker.image
+    requested = req.topics
+    if ctx.version == 0 and not requested:
+        requested = None
+    topics: list[dict[str, Any]] = []
+    if requested is None:
+        topics = [_topic(t, image) for t in image.topics.values()]
+    else:
+        allow = getattr(req, "allow_auto_topic_creation", True)
+        missing = [t.name for t in requested
+                   if t.name is not None and t.name not in image.topics]
+        creatable = []
+        for name in missing:
+            if name.startswith("__"):
+                continue
+            try:
+                validate_topic_name(name)
+            except errors.KafkaError:
+                continue
+            creatable.append(name)
+        if creatable and allow and broker.config["auto.create.topics.enable"]:
+            await _auto_create(ctx, creatable)
+            image = broker.image
+        for t in requested:
+            name = t.name
+            topic_id = getattr(t, "topic_id", None)
+            if name is None and topic_id is not None:
+                name = image.topic_names.get(topic_id)
+                if name is None:
+                    topics.append({"error_code": errors.UnknownTopicId.code, "name": None,
+                                   "topic_id": topic_id, "partitions": []})
+                    continue
+            info = image.topics.get(name) if name is not None else None
+            if info is None:
+                code = errors.UnknownTopicOrPartition.code
+                try:
+                    validate_topic_name(name or "")
+                except errors.KafkaError:
+                    code = errors.InvalidTopicException.code
+                topics.append({"error_code": code, "name": name,
+                               "topic_id": topic_id, "partitions": []})
+            else:
+                topics.append(_topic(info, image))
+    brokers = [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+               for b in sorted(image.brokers.values(), key=lambda b: b.node_id)
+               if not b.fenced]
+    return ctx.response({
+        "throttle_time": 0,
+        "brokers": brokers,
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.node_id,
+        "topics": topics,
+        "cluster_authorized_operations": -2147483648,
+    })

@@ -1,0 +1,118 @@
+"""Produce (key 0), v3-11 served; v0-2 advertised and answered UNSUPPORTED_VERSION.
+
+v0-2 stay in the advertised range because librdkafka derives features from
+it; they carry message formats v0/v1, which rillet does not store, so each
+partition is answered UNSUPPORTED_VERSION.
+Batches are validated (magic 2, lengths, CRC-32C) and stored as sent, with
+only base offset and leader epoch patched. acks=0 gets no response.
+Gaps: transactional produce (transactional_id set) is refused.
+v3: transactional id, RecordBatch v2. v5: log start offset. v7: zstd.
+v8: record errors, error message. v9: flexible. v10-11: current leader
+(KIP-951, filled on NOT_LEADER_OR_FOLLOWER).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from typing import Any
+
+from ..protocol import errors
+from ..records import parse_batches
+from .registry import RequestContext, api
+
+log = logging.getLogger(__name__)
+
+
+def _partition_error(index: int, exc: BaseException) -> dict[str, Any]:
+    if not isinstance(exc, errors.KafkaError):
+        log.exception("produce failed", exc_info=exc)
+    return {"index": index, "error_code": errors.code_of(exc), "base_offset": -1,
+            "log_append_time": -1, "log_start_offset": -1,
+            "error_message": getattr(exc, "message", None) or str(exc)}
+
+
+def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None,
+            acks: int) -> tuple[dict[str, Any], Any]:
+    """Append one partition's batches; returns (response entry, log to flush)."""
+    broker = ctx.broker
+    plog = broker.leader_log(topic, index)
+    if records is None or len(records) == 0:
+        raise errors.CorruptMessage(f"produce to {topic}-{index} carries no records")
+    if acks == -1:
+        part = broker.image.partition(topic, index)
+        min_isr = int(broker.image.topic_config(topic).get(
+            "min.insync.replicas", broker.config["min.insync.replicas"]))
+        if len(part.isr) < min_isr:
+            raise errors.NotEnoughReplicas(
+                f"{topic}-{index} has {len(part.isr)} in-sync replica(s), "
+                f"min.insync.replicas is {min_isr}")
+    data = bytearray(records)
+    headers = parse_batches(data)
+    part = broker.image.partition(topic, index)
+    info = plog.append(data, headers, leader_epoch=part.leader_epoch)
+    # Single node: the ISR is this node, so everything appended is committed.
+    plog.high_watermark = plog.log_end_offset
+    broker.notify_append((topic, index))
+    return ({"index": index, "error_code": 0, "base_offset": info.base_offset,
+             "log_append_time": info.log_append_time,
+             "log_start_offset": info.log_start_offset}, plog)
+
+
+@api(key=0, versions=(0, 11), decodable_from=3,
+     raw_handler=lambda ctx, frame: _legacy_produce(ctx, frame))
+async def produce(ctx: RequestContext, req: Any) -> Any:
+    acks = req.acks
+    results: list[dict[str, Any]] = []
+    to_flush = []
+    for topic in req.topic_data:
+        parts = []
+        for pdata in topic.partition_data:
+            try:
+                if req.transactional_id is not None:
+                    raise errors.InvalidTxnState("transactions are not supported by rillet")
+                if acks not in (-1, 0, 1):
+                    raise errors.InvalidRequiredAcks(f"acks must be -1, 0 or 1, got {acks}")
+                entry, plog = _append(ctx, topic.name, pdata.index, pdata.records, acks)
+                to_flush.append(plog)
+            except Exception as exc:  # one partition's failure never aborts the request
+                entry = _partition_error(pdata.index, exc)
+            parts.append(entry)
+        results.append({"name": topic.name, "partition_responses": parts})
+    # flush.messages / flush.ms: fsync (off the event loop) before acknowledging.
+    if to_flush:
+        await asyncio.gather(*(plog.maybe_flush() for plog in to_flush))
+    if acks == 0:
+        return None
+    return ctx.response({"responses": results, "throttle_time": 0})
+
+
+def _legacy_produce(ctx: RequestContext, frame: bytes) -> bytes | None:
+    """Produce v0-2: parse just enough to answer every partition UNSUPPORTED_VERSION."""
+    version = ctx.version
+    pos = 8
+    (client_len,) = struct.unpack_from(">h", frame, pos)
+    pos += 2 + max(client_len, 0)
+    acks, _timeout, topic_count = struct.unpack_from(">hii", frame, pos)
+    pos += 10
+    out = bytearray()
+    out += struct.pack(">i", ctx.header.correlation_id)
+    out += struct.pack(">i", topic_count)
+    for _ in range(topic_count):
+        (name_len,) = struct.unpack_from(">h", frame, pos)
+        name = frame[pos:pos + 2 + name_len]
+        pos += 2 + name_len
+        (pcount,) = struct.unpack_from(">i", frame, pos)
+        pos += 4
+        out += name + struct.pack(">i", pcount)
+        for _ in range(pcount):
+            index, size = struct.unpack_from(">ii", frame, pos)
+            pos += 8 + max(size, 0)
+            out += struct.pack(">ihq", index, errors.UnsupportedVersion.code, -1)
+            if version >= 2:
+                out += struct.pack(">q", -1)
+    if version >= 1:
+        out += struct.pack(">i", 0)
+    if acks == 0:
+        return None
+    return struct.pack(">i", len(out)) + bytes(out)

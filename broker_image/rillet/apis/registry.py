@@ -1,0 +1,82 @@
+"""The API registry: each API module registers its key and version range beside its handler.
+
+ApiVersions is answered from this registry, so what is advertised is what is
+implemented. A duplicate key, an inverted range, or a version kio cannot
+decode fails at import time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from ..protocol.build import build
+from ..protocol.codec import RequestHeader, request_schema, response_schema
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+
+@dataclass
+class RequestContext:
+    """Everything a handler may use for one request."""
+    broker: "Broker"
+    header: RequestHeader
+    peer: str
+    connection_id: int
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+    def response(self, data: dict[str, Any]) -> Any:
+        """The response entity of this request's key and version, built from plain values."""
+        return build(response_schema(self.header.api_key, self.header.api_version), data)
+
+    def entity(self, nested: type, data: dict[str, Any]) -> Any:
+        return build(nested, data)
+
+
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+# Raw handler for advertised versions kio has no schema for (Produce v0-2 is
+# advertised for librdkafka's feature checks but answered UNSUPPORTED_VERSION).
+RawHandler = Callable[[RequestContext, bytes], bytes | None]
+
+
+@dataclass(frozen=True)
+class ApiSpec:
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    handler: Handler
+    decodable_from: int
+    raw_handler: RawHandler | None = None
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+REGISTRY: dict[int, ApiSpec] = {}
+
+
+def api(key: int, versions: tuple[int, int], *, decodable_from: int | None = None,
+        raw_handler: RawHandler | None = None) -> Callable[[Handler], Handler]:
+    low, high = versions
+    if low > high or low < 0:
+        raise ValueError(f"api {key}: bad version range {versions}")
+    first = low if decodable_from is None else decodable_from
+    if first > low and raw_handler is None:
+        raise ValueError(f"api {key}: versions below {first} need a raw handler")
+
+    def register(handler: Handler) -> Handler:
+        if key in REGISTRY:
+            raise ValueError(f"api {key} registered twice "
+                             f"({REGISTRY[key].handler.__module__}, {handler.__module__})")
+        for v in range(first, high + 1):
+            request_schema(key, v)
+            response_schema(key, v)
+        REGISTRY[key] = ApiSpec(key, handler.__module__.rsplit(".", 1)[-1], low, high,
+                                handler, first, raw_handler)
+        return handler
+
+    return register

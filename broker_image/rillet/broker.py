@@ -1,0 +1,152 @@
+"""The broker: wires config, storage, the controller and the metadata image.
+
+Single node today: this node is its own controller (KRaft combined mode) and
+the leader of every partition it hosts. The Broker owns the map from
+partition to log; API handlers reach logs only through it.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Iterable
+
+from .config import BrokerConfig
+from .controller.controller import Controller
+from .metadata.image import MetadataImage
+from .metadata.log import MetadataLog
+from .protocol import errors
+from .storage.log import LogConfig, PartitionLog
+from .storage.manager import LogManager
+from .storage_format import ensure_formatted
+from .topic_config import log_config
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.cluster_id = ""
+        self.logs = LogManager(config.log_dirs)
+        self.controller: Controller | None = None
+        self._waiters: dict[TopicPartition, list[asyncio.Future[None]]] = {}
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.cluster_id = ensure_formatted(self.config.log_dirs, self.node_id,
+                                           self.config["cluster.id"])
+        meta_dir = self.config["metadata.log.dir"]
+        from pathlib import Path
+        metadata_root = Path(meta_dir) if meta_dir else self.config.log_dirs[0]
+        self.controller = Controller(
+            MetadataLog.open(metadata_root), self.cluster_id, self.node_id,
+            lambda: (self.config["num.partitions"], self.config["default.replication.factor"]))
+        self.controller.load()
+        self.logs.load_logs(self.log_config_for)
+        self._reconcile_logs(self.image)
+        self.controller.on_change(self._on_metadata_change)
+        advertised = self.config.advertised_listeners[0]
+        await self.controller.register_broker(self.node_id, advertised.host, advertised.port,
+                                              self.config["broker.rack"])
+        self._tasks.append(asyncio.create_task(self.logs.run(
+            self._stop,
+            retention_check_interval_ms=self.config["log.retention.check.interval.ms"])))
+
+    async def stop(self) -> None:
+        self._stop.set()
+        for task in self._tasks:
+            try:
+                await asyncio.wait_for(task, 10)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                task.cancel()
+        await self.logs.close()
+
+    # -- metadata ----------------------------------------------------------------
+
+    @property
+    def image(self) -> MetadataImage:
+        assert self.controller is not None
+        return self.controller.image
+
+    def log_config_for(self, topic: str, partition: int = 0) -> LogConfig:
+        return log_config(self.config, dict(self.image.topic_config(topic)))
+
+    def _on_metadata_change(self, old: MetadataImage, new: MetadataImage) -> None:
+        for name, topic in old.topics.items():
+            current = new.topics.get(name)
+            if current is None or current.topic_id != topic.topic_id:
+                self.logs.delete_topic(name)
+                for p in topic.partitions:
+                    self._wake((name, p))
+        self._reconcile_logs(new)
+        for name in new.topics:
+            if old.topic_config(name) != new.topic_config(name):
+                cfg = self.log_config_for(name)
+                for (t, _), plog in self.logs.logs().items():
+                    if t == name:
+                        plog.update_config(cfg)
+
+    def _reconcile_logs(self, image: MetadataImage) -> None:
+        """Make sure a log exists for every partition this node hosts."""
+        for name, topic in image.topics.items():
+            for p, part in topic.partitions.items():
+                if self.node_id in part.replicas and self.logs.get(name, p) is None:
+                    self.logs.create(name, p, self.log_config_for(name))
+
+    def leader_log(self, topic: str, partition: int,
+                   current_leader_epoch: int = -1) -> PartitionLog:
+        """The log of a partition this node leads, or the Kafka error a client expects."""
+        part = self.image.partition(topic, partition)
+        if part is None:
+            raise errors.UnknownTopicOrPartition(
+                f"this server does not host {topic}-{partition}")
+        if part.leader != self.node_id:
+            raise errors.NotLeaderOrFollower(
+                f"node {self.node_id} is not the leader of {topic}-{partition}")
+        if current_leader_epoch >= 0 and current_leader_epoch != part.leader_epoch:
+            if current_leader_epoch > part.leader_epoch:
+                raise errors.UnknownLeaderEpoch(
+                    f"{topic}-{partition}: client epoch {current_leader_epoch} is newer than "
+                    f"{part.leader_epoch}")
+            raise errors.FencedLeaderEpoch(
+                f"{topic}-{partition}: client epoch {current_leader_epoch} is older than "
+                f"{part.leader_epoch}")
+        plog = self.logs.get(topic, partition)
+        if plog is None:
+            raise errors.LeaderNotAvailable(f"log of {topic}-{partition} is not loaded")
+        return plog
+
+    # -- fetch purgatory ---------------------------------------------------------
+
+    def notify_append(self, tp: TopicPartition) -> None:
+        self._wake(tp)
+
+    def _wake(self, tp: TopicPartition) -> None:
+        for fut in self._waiters.pop(tp, ()):
+            if not fut.done():
+                fut.set_result(None)
+
+    async def wait_for_append(self, tps: Iterable[TopicPartition], timeout: float) -> None:
+        """Return when any of `tps` gets new data, or after `timeout` seconds."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        keys = list(tps)
+        for tp in keys:
+            self._waiters.setdefault(tp, []).append(fut)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            for tp in keys:
+                lst = self._waiters.get(tp)
+                if lst and fut in lst:
+                    lst.remove(fut)
+                    if not lst:
+                        del self._waiters[tp]

@@ -1,0 +1,77 @@
+"""`rillet serve [--config server.properties] [--set key=value ...]`."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from .config import BrokerConfig, ConfigError
+
+log = logging.getLogger("rillet")
+
+
+def _parse_sets(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--set expects key=value, got {item!r}")
+        key, value = item.split("=", 1)
+        out[key.strip()] = value
+    return out
+
+
+async def serve(config: BrokerConfig) -> None:
+    from .apis import load_all
+    from .broker import Broker
+    from .server import KafkaServer
+
+    load_all()
+    broker = Broker(config)
+    await broker.start()
+    listener = config.listeners[0]
+    server = KafkaServer(broker, listener.host, listener.port,
+                         max_request_bytes=config["socket.request.max.bytes"],
+                         idle_timeout_s=config["connections.max.idle.ms"] / 1000)
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("rillet node %d serving cluster %s on %s:%d", config.node_id, broker.cluster_id,
+             listener.host, server.port)
+    await stop.wait()
+    log.info("shutting down")
+    await server.stop()
+    await broker.stop()
+    log.info("stopped")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="rillet")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_serve = sub.add_parser("serve", help="run a broker")
+    p_serve.add_argument("--config", type=Path, help="server.properties file")
+    p_serve.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                         help="override one config (repeatable)")
+    p_serve.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = BrokerConfig.load(args.config, _parse_sets(args.set))
+    except (ConfigError, OSError) as exc:
+        print(f"rillet: config error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(serve(config))
+    except ConfigError as exc:
+        print(f"rillet: config error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

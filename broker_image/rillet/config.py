@@ -1,0 +1,253 @@
+"""Broker configuration: Kafka's names, types and defaults, validated.
+
+`BrokerConfig.load(path, overrides)` reads a server.properties file and
+`--set key=value` overrides. An unknown key or a bad value raises ConfigError
+naming the key; the CLI turns that into exit code 2.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+LONG_MAX = 2**63 - 1
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    name: str
+    kind: str            # int, long, bool, string, list, double
+    default: Any
+    doc: str = ""
+    check: Callable[[Any], bool] | None = None
+    check_doc: str = ""
+    effect: bool = True  # False: accepted for server.properties compatibility, no effect
+
+
+def _nonneg(v: Any) -> bool:
+    return v >= 0
+
+
+def _positive(v: Any) -> bool:
+    return v > 0
+
+
+def _minus_one_or_more(v: Any) -> bool:
+    return v >= -1
+
+
+_BROKER_DEFS = [
+    ConfigDef("node.id", "int", 1, "this node's id", _nonneg, ">= 0"),
+    ConfigDef("process.roles", "list", ["broker", "controller"], "KRaft roles of this node"),
+    ConfigDef("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "host:port to listen on"),
+    ConfigDef("advertised.listeners", "list", None, "what clients are told to connect to"),
+    ConfigDef("controller.quorum.voters", "list", [], "id@host:port of the controller voters"),
+    ConfigDef("controller.listener.names", "list", [], "listener names of the controller", effect=False),
+    ConfigDef("inter.broker.listener.name", "string", None, "", effect=False),
+    ConfigDef("listener.security.protocol.map", "list", [], "", effect=False),
+    ConfigDef("broker.rack", "string", None, "rack (zone) of this broker"),
+    ConfigDef("log.dirs", "list", None, "data directories"),
+    ConfigDef("log.dir", "string", "./rillet-data", "data directory when log.dirs is unset"),
+    ConfigDef("num.partitions", "int", 1, "partitions of auto-created topics", _positive, "> 0"),
+    ConfigDef("default.replication.factor", "int", 1, "", _positive, "> 0"),
+    ConfigDef("min.insync.replicas", "int", 1, "", _positive, "> 0"),
+    ConfigDef("auto.create.topics.enable", "bool", True),
+    ConfigDef("delete.topic.enable", "bool", True),
+    ConfigDef("log.segment.bytes", "int", 1073741824, "", lambda v: v >= 14, ">= 14"),
+    ConfigDef("log.roll.ms", "long", None),
+    ConfigDef("log.roll.hours", "int", 168, "", _positive, "> 0"),
+    ConfigDef("log.retention.ms", "long", None, "", _minus_one_or_more, ">= -1"),
+    ConfigDef("log.retention.minutes", "int", None),
+    ConfigDef("log.retention.hours", "int", 168),
+    ConfigDef("log.retention.bytes", "long", -1, "", _minus_one_or_more, ">= -1"),
+    ConfigDef("log.retention.check.interval.ms", "long", 300000, "", _positive, "> 0"),
+    ConfigDef("log.flush.interval.messages", "long", LONG_MAX, "", _positive, "> 0"),
+    ConfigDef("log.flush.interval.ms", "long", None),
+    ConfigDef("log.flush.scheduler.interval.ms", "long", LONG_MAX),
+    ConfigDef("log.index.interval.bytes", "int", 4096, "", _nonneg, ">= 0"),
+    ConfigDef("log.index.size.max.bytes", "int", 10485760, "", lambda v: v >= 4, ">= 4"),
+    ConfigDef("log.cleanup.policy", "list", ["delete"]),
+    ConfigDef("log.cleaner.enable", "bool", True),
+    ConfigDef("log.cleaner.delete.retention.ms", "long", 86400000),
+    ConfigDef("log.cleaner.min.compaction.lag.ms", "long", 0),
+    ConfigDef("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX),
+    ConfigDef("log.cleaner.min.cleanable.ratio", "double", 0.5),
+    ConfigDef("log.cleaner.backoff.ms", "long", 15000),
+    ConfigDef("log.message.timestamp.type", "string", "CreateTime", "",
+              lambda v: v in ("CreateTime", "LogAppendTime"), "CreateTime or LogAppendTime"),
+    ConfigDef("message.max.bytes", "int", 1048588, "", _nonneg, ">= 0"),
+    ConfigDef("compression.type", "string", "producer"),
+    ConfigDef("unclean.leader.election.enable", "bool", False),
+    ConfigDef("socket.request.max.bytes", "int", 104857600, "", _positive, "> 0"),
+    ConfigDef("connections.max.idle.ms", "long", 600000),
+    ConfigDef("offsets.topic.num.partitions", "int", 50, "", _positive, "> 0"),
+    ConfigDef("offsets.topic.replication.factor", "int", 3, "", _positive, "> 0"),
+    ConfigDef("offsets.topic.segment.bytes", "int", 104857600, "", _positive, "> 0"),
+    ConfigDef("offsets.retention.minutes", "int", 10080, "", _positive, "> 0"),
+    ConfigDef("offsets.retention.check.interval.ms", "long", 600000, "", _positive, "> 0"),
+    ConfigDef("offsets.commit.timeout.ms", "int", 5000),
+    ConfigDef("group.initial.rebalance.delay.ms", "int", 3000, "", _nonneg, ">= 0"),
+    ConfigDef("group.min.session.timeout.ms", "int", 6000),
+    ConfigDef("group.max.session.timeout.ms", "int", 1800000),
+    ConfigDef("group.max.size", "int", 2**31 - 1),
+    ConfigDef("transaction.state.log.replication.factor", "int", 3, effect=False),
+    ConfigDef("transaction.state.log.min.isr", "int", 2, effect=False),
+    ConfigDef("num.network.threads", "int", 3, effect=False),
+    ConfigDef("num.io.threads", "int", 8, effect=False),
+    ConfigDef("num.recovery.threads.per.data.dir", "int", 1, effect=False),
+    ConfigDef("num.replica.fetchers", "int", 1),
+    ConfigDef("replica.lag.time.max.ms", "long", 30000),
+    ConfigDef("replica.fetch.max.bytes", "int", 1048576),
+    ConfigDef("replica.fetch.wait.max.ms", "int", 500),
+    ConfigDef("socket.send.buffer.bytes", "int", 102400, effect=False),
+    ConfigDef("socket.receive.buffer.bytes", "int", 102400, effect=False),
+    ConfigDef("metadata.log.dir", "string", None),
+    ConfigDef("cluster.id", "string", None, "cluster id used when formatting new storage"),
+]
+
+BROKER_DEFS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}
+
+
+def parse_value(d: ConfigDef, raw: Any) -> Any:
+    """Typed value of `raw` for `d`; raises ConfigError naming the key."""
+    if raw is None:
+        return None
+    try:
+        if d.kind in ("int", "long"):
+            value: Any = int(str(raw).strip())
+            if d.kind == "int" and not -2**31 <= value < 2**31:
+                raise ValueError("out of int32 range")
+            if not -2**63 <= value < 2**63:
+                raise ValueError("out of int64 range")
+        elif d.kind == "double":
+            value = float(str(raw).strip())
+        elif d.kind == "bool":
+            text = str(raw).strip().lower()
+            if text not in ("true", "false"):
+                raise ValueError("expected true or false")
+            value = text == "true"
+        elif d.kind == "list":
+            if isinstance(raw, list):
+                value = raw
+            else:
+                value = [p.strip() for p in str(raw).split(",") if p.strip()]
+        else:
+            value = str(raw).strip()
+    except ValueError as exc:
+        raise ConfigError(f"invalid value {raw!r} for config {d.name}: {exc}") from None
+    if d.check is not None and value is not None and not d.check(value):
+        raise ConfigError(f"invalid value {raw!r} for config {d.name}: must be {d.check_doc}")
+    return value
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Java .properties subset: key=value or key: value, # and ! comments."""
+    out: dict[str, str] = {}
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        text = line.strip()
+        if not text or text[0] in "#!":
+            continue
+        sep = min((i for i in (text.find("="), text.find(":")) if i > 0), default=-1)
+        if sep < 0:
+            raise ConfigError(f"{path}:{lineno}: expected key=value, got {text!r}")
+        out[text[:sep].strip()] = text[sep + 1:].strip()
+    return out
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+def parse_listener(spec: str) -> Listener:
+    try:
+        name, rest = spec.split("://", 1)
+        host, port = rest.rsplit(":", 1)
+        return Listener(name, host.strip("[]"), int(port))
+    except ValueError:
+        raise ConfigError(f"invalid listener {spec!r}: expected NAME://host:port") from None
+
+
+class BrokerConfig:
+    """Validated broker configuration; values are typed. Immutable after load."""
+
+    def __init__(self, values: dict[str, Any], explicit_keys: set[str] | None = None) -> None:
+        self._values = values
+        self._explicit_keys = explicit_keys or set()
+
+    @classmethod
+    def load(cls, path: Path | None = None, overrides: dict[str, str] | None = None
+             ) -> "BrokerConfig":
+        raw: dict[str, Any] = {}
+        if path is not None:
+            raw.update(read_properties(path))
+        raw.update(overrides or {})
+        values = {name: d.default for name, d in BROKER_DEFS.items()}
+        for key, value in raw.items():
+            d = BROKER_DEFS.get(key)
+            if d is None:
+                raise ConfigError(f"unknown config {key!r}")
+            values[key] = parse_value(d, value)
+        config = cls(values, set(raw))
+        config._check_cross_field()
+        return config
+
+    def _check_cross_field(self) -> None:
+        for spec in self.listeners:
+            if spec.port < 0 or spec.port > 65535:
+                raise ConfigError(f"invalid port in listeners: {spec.port}")
+        if not self.listeners:
+            raise ConfigError("config listeners must name at least one listener")
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._values.get(key, default)
+
+    def is_explicit(self, key: str) -> bool:
+        return key in self._explicit_keys
+
+    @property
+    def node_id(self) -> int:
+        return self["node.id"]
+
+    @property
+    def listeners(self) -> list[Listener]:
+        return [parse_listener(s) for s in self["listeners"]]
+
+    @property
+    def advertised_listeners(self) -> list[Listener]:
+        specs = self["advertised.listeners"] or self["listeners"]
+        return [parse_listener(s) for s in specs]
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        dirs = self["log.dirs"] or [self["log.dir"]]
+        return [Path(d) for d in dirs]
+
+    @property
+    def retention_ms(self) -> int:
+        if self["log.retention.ms"] is not None:
+            return self["log.retention.ms"]
+        if self["log.retention.minutes"] is not None:
+            return self["log.retention.minutes"] * 60000
+        return self["log.retention.hours"] * 3600000
+
+    @property
+    def roll_ms(self) -> int:
+        if self["log.roll.ms"] is not None:
+            return self["log.roll.ms"]
+        return self["log.roll.hours"] * 3600000
+
+    @property
+    def flush_ms(self) -> int:
+        if self["log.flush.interval.ms"] is not None:
+            return self["log.flush.interval.ms"]
+        return self["log.flush.scheduler.interval.ms"]

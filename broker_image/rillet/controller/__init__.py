@@ -1,0 +1,1 @@
+"""The active controller: decides metadata changes as records, then commits them."""

@@ -1,0 +1,271 @@
+"""The controller: validates requests against the image, emits records, commits them.
+
+Decide, then apply: each operation computes records from the current image
+without touching it; `_commit` appends them to the metadata log and only
+then replays them into a new image. Operations are serialized by one lock,
+so two decisions never race on the same image.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..config import ConfigError
+from ..metadata import records as mrec
+from ..metadata.image import TOPIC_RESOURCE, MetadataImage, replay
+from ..metadata.log import MetadataLog
+from ..protocol import errors
+from ..topic_config import validate_topic_configs
+from .placement import BrokerSlot, PlacementError, assign
+
+log = logging.getLogger(__name__)
+
+PRODUCER_ID_BLOCK = 1000
+_LEGAL_TOPIC_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+@dataclass
+class TopicSpec:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: dict[int, list[int]] = field(default_factory=dict)
+    configs: dict[str, str | None] = field(default_factory=dict)
+
+
+@dataclass
+class TopicResult:
+    name: str
+    topic_id: uuid.UUID | None = None
+    error: errors.KafkaError | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+
+
+def validate_topic_name(name: str) -> None:
+    if not name:
+        raise errors.InvalidTopicException("topic name is empty")
+    if name in (".", ".."):
+        raise errors.InvalidTopicException(f"topic name {name!r} is not allowed")
+    if len(name) > 249:
+        raise errors.InvalidTopicException(f"topic name is {len(name)} characters, max 249")
+    bad = set(name) - _LEGAL_TOPIC_CHARS
+    if bad:
+        raise errors.InvalidTopicException(
+            f"topic name {name!r} contains illegal characters {''.join(sorted(bad))!r}; "
+            "allowed: ASCII alphanumerics, '.', '_' and '-'")
+
+
+class Controller:
+    """Owns the metadata log and the current image; the broker reads `image`."""
+
+    def __init__(self, metadata_log: MetadataLog, cluster_id: str, node_id: int,
+                 defaults: Callable[[], tuple[int, int]]) -> None:
+        self._log = metadata_log
+        self._node_id = node_id
+        self._defaults = defaults  # (num.partitions, default.replication.factor)
+        self._lock = asyncio.Lock()
+        self.image = MetadataImage(cluster_id=cluster_id)
+        self._listeners: list[Callable[[MetadataImage, MetadataImage], None]] = []
+        self._pid_next = 0
+        self._pid_end = 0
+        self.leader_epoch = 0
+
+    def load(self) -> None:
+        """Rebuild the image by replaying the whole metadata log (startup)."""
+        image = self.image
+        for offset, records in self._log.replay_batches():
+            image = replay(image, records, offset)
+        self.image = image
+
+    def on_change(self, listener: Callable[[MetadataImage, MetadataImage], None]) -> None:
+        self._listeners.append(listener)
+
+    async def _commit(self, records: list[dict[str, Any]]) -> MetadataImage:
+        if not records:
+            return self.image
+        offset = await self._log.append(records, self.leader_epoch)
+        old, self.image = self.image, replay(self.image, records, offset)
+        for listener in self._listeners:
+            listener(old, self.image)
+        return self.image
+
+    # -- brokers ---------------------------------------------------------------
+
+    async def register_broker(self, node_id: int, host: str, port: int,
+                              rack: str | None) -> None:
+        async with self._lock:
+            known = self.image.brokers.get(node_id)
+            if known and (known.host, known.port, known.rack) == (host, port, rack):
+                return
+            epoch = (known.epoch + 1) if known else 0
+            await self._commit([{"type": mrec.REGISTER_BROKER, "node_id": node_id,
+                                 "host": host, "port": port, "rack": rack, "epoch": epoch}])
+
+    def _slots(self) -> list[BrokerSlot]:
+        return [BrokerSlot(b.node_id, b.rack) for b in self.image.brokers.values()
+                if not b.fenced]
+
+    # -- topics ----------------------------------------------------------------
+
+    def _decide_topic(self, spec: TopicSpec, taken: set[str]) -> tuple[TopicResult,
+                                                                       list[dict[str, Any]]]:
+        validate_topic_name(spec.name)
+        if spec.name in self.image.topics or spec.name in taken:
+            raise errors.TopicAlreadyExists(f"topic {spec.name!r} already exists")
+        try:
+            configs = validate_topic_configs(spec.configs)
+        except ConfigError as exc:
+            raise errors.InvalidConfig(str(exc)) from None
+        default_partitions, default_rf = self._defaults()
+        if spec.assignments:
+            if spec.num_partitions != -1 or spec.replication_factor != -1:
+                raise errors.InvalidRequest(
+                    "both assignments and numPartitions/replicationFactor were set")
+            assignment = self._check_assignments(spec.assignments)
+        else:
+            partitions = default_partitions if spec.num_partitions == -1 else spec.num_partitions
+            rf = default_rf if spec.replication_factor == -1 else spec.replication_factor
+            if partitions < 1:
+                raise errors.InvalidPartitions(f"number of partitions must be >= 1, got {partitions}")
+            if rf < 1:
+                raise errors.InvalidReplicationFactor(f"replication factor must be >= 1, got {rf}")
+            slots = self._slots()
+            try:
+                assignment = assign(slots, partitions, rf,
+                                    start_index=random.randrange(max(len(slots), 1)))
+            except PlacementError as exc:
+                raise errors.InvalidReplicationFactor(str(exc)) from None
+        topic_id = uuid.uuid4()
+        recs: list[dict[str, Any]] = [{"type": mrec.TOPIC, "name": spec.name,
+                                       "topic_id": str(topic_id)}]
+        for p, replicas in sorted(assignment.items()):
+            recs.append(self._partition_record(topic_id, p, replicas))
+        for key, value in configs.items():
+            recs.append({"type": mrec.CONFIG, "resource_type": TOPIC_RESOURCE,
+                         "name": spec.name, "key": key, "value": value})
+        rf = len(next(iter(assignment.values())))
+        return TopicResult(spec.name, topic_id, None, len(assignment), rf), recs
+
+    def _partition_record(self, topic_id: uuid.UUID, p: int, replicas: list[int]) -> dict[str, Any]:
+        return {"type": mrec.PARTITION, "topic_id": str(topic_id), "partition": p,
+                "replicas": replicas, "isr": replicas, "leader": replicas[0],
+                "leader_epoch": 0, "partition_epoch": 0}
+
+    def _check_assignments(self, assignments: dict[int, list[int]]) -> dict[int, list[int]]:
+        if sorted(assignments) != list(range(len(assignments))):
+            raise errors.InvalidReplicaAssignment(
+                "partition indexes in the assignment must be consecutive from 0")
+        sizes = {len(r) for r in assignments.values()}
+        if len(sizes) != 1 or 0 in sizes:
+            raise errors.InvalidReplicaAssignment(
+                "every partition must have the same, non-zero number of replicas")
+        for p, replicas in assignments.items():
+            if len(set(replicas)) != len(replicas):
+                raise errors.InvalidReplicaAssignment(f"partition {p} repeats a broker")
+            unknown = [b for b in replicas if b not in self.image.brokers]
+            if unknown:
+                raise errors.InvalidReplicaAssignment(
+                    f"partition {p} names unknown broker(s) {unknown}")
+        return assignments
+
+    async def create_topics(self, specs: list[TopicSpec], validate_only: bool = False
+                            ) -> list[TopicResult]:
+        async with self._lock:
+            results: list[TopicResult] = []
+            records: list[dict[str, Any]] = []
+            taken: set[str] = set()
+            for spec in specs:
+                try:
+                    result, recs = self._decide_topic(spec, taken)
+                except errors.KafkaError as exc:
+                    results.append(TopicResult(spec.name, error=exc))
+                    continue
+                taken.add(spec.name)
+                results.append(result)
+                records.extend(recs)
+            if not validate_only:
+                await self._commit(records)
+            return results
+
+    async def delete_topic(self, name: str) -> None:
+        async with self._lock:
+            topic = self.image.topics.get(name)
+            if topic is None:
+                raise errors.UnknownTopicOrPartition(f"topic {name!r} does not exist")
+            await self._commit([{"type": mrec.REMOVE_TOPIC, "topic_id": str(topic.topic_id)}])
+
+    async def create_partitions(self, name: str, count: int,
+                                assignments: list[list[int]] | None,
+                                validate_only: bool) -> None:
+        async with self._lock:
+            topic = self.image.topics.get(name)
+            if topic is None:
+                raise errors.UnknownTopicOrPartition(f"topic {name!r} does not exist")
+            current = len(topic.partitions)
+            if count < current:
+                raise errors.InvalidPartitions(
+                    f"topic {name!r} has {current} partitions; cannot decrease to {count}")
+            if count == current:
+                raise errors.InvalidPartitions(f"topic {name!r} already has {count} partitions")
+            rf = len(topic.partitions[0].replicas)
+            if assignments:
+                if len(assignments) != count - current:
+                    raise errors.InvalidReplicaAssignment(
+                        f"{len(assignments)} assignments given for {count - current} new partitions")
+                new = self._check_assignments(
+                    {i: list(a) for i, a in enumerate(assignments)})
+                new = {current + i: a for i, a in new.items()}
+            else:
+                slots = self._slots()
+                try:
+                    new = assign(slots, count - current, rf, first_partition=current,
+                                 start_index=random.randrange(max(len(slots), 1)))
+                except PlacementError as exc:
+                    raise errors.InvalidReplicationFactor(str(exc)) from None
+            if not validate_only:
+                await self._commit([self._partition_record(topic.topic_id, p, r)
+                                    for p, r in sorted(new.items())])
+
+    # -- configs ---------------------------------------------------------------
+
+    async def alter_topic_configs(self, name: str, changes: dict[str, str | None],
+                                  replace_all: bool, validate_only: bool) -> None:
+        """changes: key -> new value, None deletes. replace_all: AlterConfigs semantics."""
+        async with self._lock:
+            if name not in self.image.topics:
+                raise errors.UnknownTopicOrPartition(f"topic {name!r} does not exist")
+            try:
+                validate_topic_configs({k: v for k, v in changes.items() if v is not None})
+            except ConfigError as exc:
+                raise errors.InvalidConfig(str(exc)) from None
+            current = dict(self.image.topic_config(name))
+            target = dict(current) if not replace_all else {}
+            for key, value in changes.items():
+                if value is None:
+                    target.pop(key, None)
+                else:
+                    target[key] = value
+            records = [{"type": mrec.CONFIG, "resource_type": TOPIC_RESOURCE, "name": name,
+                        "key": key, "value": target.get(key)}
+                       for key in sorted(set(current) | set(target))
+                       if current.get(key) != target.get(key)]
+            if not validate_only:
+                await self._commit(records)
+
+    # -- producer ids ----------------------------------------------------------
+
+    async def next_producer_id(self) -> int:
+        async with self._lock:
+            if self._pid_next >= self._pid_end:
+                start = self.image.next_producer_id
+                await self._commit([{"type": mrec.PRODUCER_IDS,
+                                     "next_producer_id": start + PRODUCER_ID_BLOCK}])
+                self._pid_next, self._pid_end = start, start + PRODUCER_ID_BLOCK
+            pid = self._pid_next
+            self._pid_next += 1
+            return pid

@@ -1,0 +1,54 @@
+"""Request dispatch: one frame in, one response frame (or none) out. No sockets here."""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .apis.registry import REGISTRY, RequestContext
+from .protocol.build import build
+from .protocol.codec import (API_VERSIONS_KEY, FramingError, decode_header_only,
+                             decode_request, encode_response, response_schema)
+from .protocol.errors import UnsupportedVersion
+
+log = logging.getLogger(__name__)
+
+
+def api_versions_table() -> list[dict[str, int]]:
+    return [{"api_key": s.key, "min_version": s.min_version, "max_version": s.max_version}
+            for s in sorted(REGISTRY.values(), key=lambda s: s.key)]
+
+
+def _unsupported_api_versions(correlation_id: int) -> bytes:
+    """ApiVersions at a version we do not know: a v0 body with error 35 and our ranges,
+    so the client retries with a version we support."""
+    body = build(response_schema(API_VERSIONS_KEY, 0),
+                 {"error_code": UnsupportedVersion.code, "api_keys": api_versions_table()})
+    return encode_response(API_VERSIONS_KEY, correlation_id, body)
+
+
+async def dispatch(broker: Any, frame: bytes, peer: str, connection_id: int) -> bytes | None:
+    """Handle one request frame (without its size prefix).
+
+    Returns the response frame, or None when the request gets no response
+    (acks=0 produce). Raises FramingError when the connection must be closed.
+    """
+    header = decode_header_only(frame)
+    spec = REGISTRY.get(header.api_key)
+    if spec is None:
+        raise FramingError(f"unknown api key {header.api_key}")
+    if not spec.supports(header.api_version):
+        if header.api_key == API_VERSIONS_KEY:
+            return _unsupported_api_versions(header.correlation_id)
+        raise FramingError(f"unsupported version {header.api_version} of api "
+                           f"{spec.name} ({spec.key}); supported "
+                           f"{spec.min_version}-{spec.max_version}")
+    ctx = RequestContext(broker, header, peer, connection_id)
+    if header.api_version < spec.decodable_from:
+        assert spec.raw_handler is not None
+        return spec.raw_handler(ctx, frame)
+    header, body = decode_request(frame)
+    ctx.header = header
+    response = await spec.handler(ctx, body)
+    if response is None:
+        return None
+    return encode_response(header.api_key, header.correlation_id, response)

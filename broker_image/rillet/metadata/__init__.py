@@ -1,0 +1,1 @@
+"""Cluster metadata: records of the metadata log and the image rebuilt from them."""

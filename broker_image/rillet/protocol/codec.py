@@ -1,0 +1,133 @@
+"""kio glue: request header parsing, payload decoding, response encoding.
+
+Plain functions, bytes in and bytes out, so dispatch can be tested without
+sockets. Readers and writers are built once per (api key, version).
+"""
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.serial import entity_reader, entity_writer
+
+API_VERSIONS_KEY = 18
+_KEY_VERSION = struct.Struct(">hh")
+_CORRELATION = struct.Struct(">hhi")
+
+
+class FramingError(Exception):
+    """The bytes cannot be a Kafka request; the connection must be closed."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+def peek_key_version(frame: bytes) -> tuple[int, int, int]:
+    """api key, version and correlation id: the fixed prefix of every header version."""
+    if len(frame) < 8:
+        raise FramingError(f"request of {len(frame)} bytes is shorter than a header")
+    return _CORRELATION.unpack_from(frame, 0)
+
+
+@lru_cache(maxsize=None)
+def request_schema(api_key: int, version: int) -> type:
+    return load_request_schema(api_key, version)
+
+
+@lru_cache(maxsize=None)
+def response_schema(api_key: int, version: int) -> type:
+    return load_response_schema(api_key, version)
+
+
+@lru_cache(maxsize=None)
+def _reader(cls: type) -> Any:
+    return entity_reader(cls)
+
+
+@lru_cache(maxsize=None)
+def _writer(cls: type) -> Any:
+    return entity_writer(cls)
+
+
+def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
+    """Parse header and body of a supported (api key, version); raises FramingError."""
+    api_key, version, _ = peek_key_version(frame)
+    try:
+        schema = request_schema(api_key, version)
+    except Exception as exc:  # kio: unknown key or version
+        raise FramingError(f"no schema for api key {api_key} v{version}") from exc
+    header_cls = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
+    try:
+        header, used = _reader(header_cls)(frame, 0)
+        body, body_size = _reader(schema)(frame, used)
+    except Exception as exc:
+        raise FramingError(
+            f"malformed api key {api_key} v{version} request: {exc!r}") from exc
+    if used + body_size != len(frame):
+        raise FramingError(
+            f"api key {api_key} v{version}: {len(frame) - used - body_size} trailing bytes")
+    return RequestHeader(api_key, version, header.correlation_id, header.client_id), body
+
+
+def decode_header_only(frame: bytes) -> RequestHeader:
+    """Header of a request whose body we will not parse (unsupported version)."""
+    api_key, version, correlation_id = peek_key_version(frame)
+    return RequestHeader(api_key, version, correlation_id, None)
+
+
+def encode_response(api_key: int, correlation_id: int, body: Any) -> bytes:
+    """Size-prefixed response frame. ApiVersions always answers with header v0."""
+    flexible = type(body).__flexible__ and api_key != API_VERSIONS_KEY
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    if flexible:
+        _writer(ResponseHeaderV1)(buf, ResponseHeaderV1(correlation_id=correlation_id))
+    else:
+        _writer(ResponseHeaderV0)(buf, ResponseHeaderV0(correlation_id=correlation_id))
+    _writer(type(body))(buf, body)
+    out = buf.getbuffer()
+    struct.pack_into(">i", out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def encode_request(api_key: int, version: int, correlation_id: int,
+                   client_id: str | None, body: Any) -> bytes:
+    """Size-prefixed request frame (used by rillet's own client)."""
+    schema = request_schema(api_key, version)
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    if schema.__flexible__:
+        header: Any = RequestHeaderV2(request_api_key=api_key, request_api_version=version,
+                                      correlation_id=correlation_id, client_id=client_id)
+        _writer(RequestHeaderV2)(buf, header)
+    else:
+        header = RequestHeaderV1(request_api_key=api_key, request_api_version=version,
+                                 correlation_id=correlation_id, client_id=client_id)
+        _writer(RequestHeaderV1)(buf, header)
+    _writer(schema)(buf, body)
+    out = buf.getbuffer()
+    struct.pack_into(">i", out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
+    """(correlation id, body) of a response frame without its size prefix."""
+    schema = response_schema(api_key, version)
+    flexible = schema.__flexible__ and api_key != API_VERSIONS_KEY
+    header_cls = ResponseHeaderV1 if flexible else ResponseHeaderV0
+    header, used = _reader(header_cls)(frame, 0)
+    body, _ = _reader(schema)(frame, used)
+    return header.correlation_id, body

@@ -1,0 +1,101 @@
+"""asyncio listeners: framing, per-connection in-order responses, limits, shutdown.
+
+Only moves bytes: a frame is read (int32 size + body), handed to dispatch,
+and its response written before the next frame is read, so responses leave
+in request order, as Kafka guarantees per connection. A framing error closes
+that one connection with a log line; the broker carries on.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import struct
+from typing import Any
+
+from .dispatch import dispatch
+from .protocol.codec import FramingError
+
+log = logging.getLogger(__name__)
+_SIZE = struct.Struct(">i")
+
+
+class KafkaServer:
+    def __init__(self, broker: Any, host: str, port: int, *, max_request_bytes: int,
+                 idle_timeout_s: float) -> None:
+        self.broker = broker
+        self.host = host
+        self.port = port
+        self.max_request_bytes = max_request_bytes
+        self.idle_timeout_s = idle_timeout_s
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._ids = itertools.count(1)
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(
+            self._on_connect, self.host, self.port, reuse_address=True, limit=1 << 20)
+        sock = self._server.sockets[0]
+        self.port = sock.getsockname()[1]
+        log.info("listening on %s:%d", self.host, self.port)
+
+    async def _on_connect(self, reader: asyncio.StreamReader,
+                          writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            await self._serve(reader, writer)
+        finally:
+            self._connections.discard(task)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn_id = next(self._ids)
+        peer = "%s:%s" % (writer.get_extra_info("peername") or ("?", "?"))[:2]
+        try:
+            while True:
+                try:
+                    head = await asyncio.wait_for(reader.readexactly(4), self.idle_timeout_s)
+                except asyncio.TimeoutError:
+                    log.info("closing idle connection %d from %s", conn_id, peer)
+                    return
+                (size,) = _SIZE.unpack(head)
+                if size < 8 or size > self.max_request_bytes:
+                    log.warning("closing connection %d from %s: request size %d outside "
+                                "[8, %d] (socket.request.max.bytes)", conn_id, peer, size,
+                                self.max_request_bytes)
+                    return
+                frame = await reader.readexactly(size)
+                try:
+                    response = await dispatch(self.broker, frame, peer, conn_id)
+                except FramingError as exc:
+                    log.warning("closing connection %d from %s: %s", conn_id, peer, exc)
+                    return
+                except Exception:
+                    log.exception("closing connection %d from %s: request failed", conn_id, peer)
+                    return
+                if response is not None:
+                    writer.write(response)
+                    await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+        except asyncio.CancelledError:
+            raise
+        finally:
+            writer.close()
+            try:
+                await asyncio.wait_for(writer.wait_closed(), 1)
+            except (Exception, asyncio.CancelledError):
+                pass
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """Stop accepting, give connections a grace period, then cancel them."""
+        if self._server is not None:
+            self._server.close()
+        pending = list(self._connections)
+        if pending:
+            _, still = await asyncio.wait(pending, timeout=grace_s)
+            for task in still:
+                task.cancel()
+            if still:
+                await asyncio.wait(still, timeout=1)
