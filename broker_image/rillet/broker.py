@@ -54,12 +54,16 @@ class Broker:
         advertised = self.config.advertised_listeners[0]
         await self.controller.register_broker(self.node_id, advertised.host, advertised.port,
                                               self.config["broker.rack"])
+        # --- coordinator hooks: start (owned by the group coordinator work) ---
+        # --- end coordinator hooks: start ---
         self._tasks.append(asyncio.create_task(self.logs.run(
             self._stop,
             retention_check_interval_ms=self.config["log.retention.check.interval.ms"])))
 
     async def stop(self) -> None:
         self._stop.set()
+        # --- coordinator hooks: stop ---
+        # --- end coordinator hooks: stop ---
         for task in self._tasks:
             try:
                 await asyncio.wait_for(task, 10)
@@ -85,6 +89,8 @@ class Broker:
                 for p in topic.partitions:
                     self._wake((name, p))
         self._reconcile_logs(new)
+        # --- coordinator hooks: metadata change ---
+        # --- end coordinator hooks: metadata change ---
         for name in new.topics:
             if old.topic_config(name) != new.topic_config(name):
                 cfg = self.log_config_for(name)
