@@ -1,0 +1,377 @@
+#!/usr/bin/env python3
+"""rillet beside Apache Kafka: the same workload, the same client, the same machine, one run.
+
+Starts a fresh single node of each system in turn (never both at once: this machine has 2 cores
+and the client JVM needs one), drives it with Kafka's own kafka-producer-perf-test and
+kafka-consumer-perf-test (tools/kafka/, jars from Maven Central), and prints one table with
+rillet, Kafka and the rillet/Kafka ratio:
+
+- producer records/s and MB/s, 1 KB records, acks=1 and acks=all (idempotent, the Java default),
+  1 and 8 partitions, unthrottled;
+- produce latency p50/p99 from a separate run throttled to --latency-rate records/s (an
+  unthrottled run measures the client's queue, not the broker);
+- consumer MB/s (the tool's fetch MB/s, which leaves out the group join) for 1 and 8 partitions;
+- broker peak RSS (VmHWM of the broker process tree, read before it stops);
+- start-up: from process start to the first Metadata answer that lists a broker. Kafka's storage
+  format runs before its clock starts; rillet formats itself on first start, inside its clock.
+
+Every step has a timeout and a failed step shows as "error" in its cell, so a partly working
+broker still yields a table. Usage:
+
+    .venv/bin/python bench/compare.py [--records 200000] [--systems rillet,kafka] [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+REPO = Path(__file__).resolve().parents[1]
+KAFKA_TOOLS = REPO / "tools" / "kafka"
+sys.path.insert(0, str(KAFKA_TOOLS))
+from metadata_probe import wait_ready  # noqa: E402  (stdlib-only module beside the wrappers)
+
+RECORD_SIZE = 1024
+MB = 1024 * 1024
+
+
+@dataclass
+class Measurements:
+    """Named numbers for one system; a failed step stores its error text instead."""
+
+    values: dict[str, float] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def attempt(self, names: list[str], step: Callable[[], dict[str, float]]) -> None:
+        """Run one bounded step; on failure mark all the rows it would have filled."""
+        try:
+            self.values.update(step())
+        except Exception as exc:  # noqa: BLE001 - any failure becomes a table cell, run goes on
+            message = f"{type(exc).__name__}: {exc}"
+            for name in names:
+                self.errors[name] = message
+            print(f"    FAILED {', '.join(names)}: {message}", file=sys.stderr)
+
+
+# --- brokers -----------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Broker:
+    """One broker process under test: started fresh in its own temp dir, stopped at the end."""
+
+    name = "?"
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = workdir / "broker.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def prepare(self) -> None:
+        """Work done before the start-up clock runs (Kafka's storage format)."""
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self, timeout: float) -> float:
+        """Start the process; return seconds from spawn to the first good Metadata answer."""
+        self.prepare()
+        log = self.log_path.open("wb")
+        started = time.monotonic()
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+        try:
+            ready = wait_ready(self.bootstrap, timeout)
+        except TimeoutError:
+            tail = self.log_path.read_text(errors="replace")[-2000:]
+            raise TimeoutError(f"{self.name} not ready in {timeout}s; log tail:\n{tail}") from None
+        return ready - started
+
+    def peak_rss_bytes(self) -> int:
+        """VmHWM summed over the broker process and its descendants."""
+        assert self.proc is not None
+        return sum(_vm_hwm(pid) for pid in _process_tree(self.proc.pid))
+
+    def stop(self, timeout: float = 60.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+
+class KafkaBroker(Broker):
+    name = "kafka"
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir)
+        self.controller_port = free_port()
+
+    def prepare(self) -> None:
+        subprocess.run([str(KAFKA_TOOLS / "kafka-server"), "format", str(self.workdir),
+                        str(self.port), str(self.controller_port)], check=True, timeout=180)
+
+    def command(self) -> list[str]:
+        # `run` execs java, so the spawned pid is the JVM's.
+        return [str(KAFKA_TOOLS / "kafka-server"), "run", str(self.workdir)]
+
+
+class RilletBroker(Broker):
+    name = "rillet"
+
+    def command(self) -> list[str]:
+        rillet = REPO / ".venv" / "bin" / "rillet"
+        return [str(rillet), "serve",
+                "--set", f"listeners=PLAINTEXT://{self.bootstrap}",
+                "--set", f"log.dirs={self.workdir / 'data'}"]
+
+
+def _process_tree(root: int) -> list[int]:
+    pids, frontier = [root], [root]
+    while frontier:
+        pid = frontier.pop()
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            continue
+        for child in map(int, children):
+            pids.append(child)
+            frontier.append(child)
+    return pids
+
+
+def _vm_hwm(pid: int) -> int:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    match = re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
+    return int(match.group(1)) * 1024 if match else 0
+
+
+# --- Kafka's tools ---------------------------------------------------------------------------
+
+
+def run_tool(tool: str, *args: str, timeout: float) -> str:
+    """Run a wrapper from tools/kafka; return stdout, raise with stderr on a non-zero exit."""
+    proc = subprocess.run([str(KAFKA_TOOLS / tool), *args], capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{tool} exited {proc.returncode}: {proc.stderr.strip()[-800:]}"
+                           f" {proc.stdout.strip()[-400:]}")
+    return proc.stdout
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    run_tool("kafka-topics", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
+             "--partitions", str(partitions), "--replication-factor", "1", timeout=120)
+
+
+_PRODUCER_SUMMARY = re.compile(
+    r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
+    r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th")
+
+
+def producer_perf(bootstrap: str, topic: str, records: int, acks: str, throughput: int,
+                  timeout: float) -> dict[str, float]:
+    out = run_tool("kafka-producer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic,
+                   "--num-records", str(records), "--record-size", str(RECORD_SIZE),
+                   "--throughput", str(throughput), "--command-property", f"acks={acks}",
+                   timeout=timeout)
+    matches = _PRODUCER_SUMMARY.findall(out)
+    if not matches:
+        raise RuntimeError(f"no summary line in producer-perf-test output: {out[-400:]}")
+    sent, rps, mbps, _avg, _max, p50, _p95, p99 = matches[-1]
+    if int(sent) != records:
+        raise RuntimeError(f"sent {sent} of {records} records")
+    return {"records_s": float(rps), "mb_s": float(mbps), "p50_ms": float(p50),
+            "p99_ms": float(p99)}
+
+
+def consumer_perf(bootstrap: str, topic: str, records: int, timeout: float) -> dict[str, float]:
+    out = run_tool("kafka-consumer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic,
+                   "--num-records", str(records), "--timeout", "30000", timeout=timeout)
+    lines = [line for line in out.splitlines() if line.strip()]
+    header = [h.strip() for h in lines[0].split(",")]
+    row = dict(zip(header, (v.strip() for v in lines[-1].split(","))))
+    consumed = int(row["data.consumed.in.nMsg"])
+    if consumed < records:
+        raise RuntimeError(f"consumed {consumed} of {records} records")
+    return {"fetch_mb_s": float(row["fetch.MB.sec"]), "mb_s": float(row["MB.sec"]),
+            "join_ms": float(row["rebalance.time.ms"])}
+
+
+# --- the workload ---------------------------------------------------------------------------
+
+
+PRODUCE_CASES = [("1", 1), ("1", 8), ("all", 1), ("all", 8)]
+
+
+def measure(broker: Broker, args: argparse.Namespace) -> Measurements:
+    m = Measurements()
+    print(f"== {broker.name} on {broker.bootstrap} (data in {broker.workdir})", file=sys.stderr)
+    try:
+        m.attempt(["startup_s"], lambda: {"startup_s": broker.start(args.start_timeout)})
+        if "startup_s" in m.errors:
+            return m
+        print(f"    ready after {m.values['startup_s']:.2f}s", file=sys.stderr)
+        for acks, partitions in PRODUCE_CASES:
+            key = f"produce_acks{acks}_p{partitions}"
+            topic = f"bench-acks{acks}-p{partitions}"
+
+            def produce_case(topic: str = topic, acks: str = acks, parts: int = partitions,
+                             key: str = key) -> dict[str, float]:
+                create_topic(broker.bootstrap, topic, parts)
+                result = producer_perf(broker.bootstrap, topic, args.records, acks, -1,
+                                       args.step_timeout)
+                print(f"    {key}: {result}", file=sys.stderr)
+                return {f"{key}_records_s": result["records_s"], f"{key}_mb_s": result["mb_s"]}
+
+            m.attempt([f"{key}_records_s", f"{key}_mb_s"], produce_case)
+
+        def latency_case() -> dict[str, float]:
+            create_topic(broker.bootstrap, "bench-latency", 1)
+            result = producer_perf(broker.bootstrap, "bench-latency", args.latency_records, "all",
+                                   args.latency_rate, args.step_timeout)
+            print(f"    latency: {result}", file=sys.stderr)
+            return {"latency_p50_ms": result["p50_ms"], "latency_p99_ms": result["p99_ms"]}
+
+        m.attempt(["latency_p50_ms", "latency_p99_ms"], latency_case)
+        for partitions in (1, 8):
+            topic = f"bench-acks1-p{partitions}"
+            key = f"consume_p{partitions}_mb_s"
+
+            def consume_case(topic: str = topic, key: str = key) -> dict[str, float]:
+                result = consumer_perf(broker.bootstrap, topic, args.records, args.step_timeout)
+                print(f"    {key}: {result}", file=sys.stderr)
+                return {key: result["fetch_mb_s"]}
+
+            m.attempt([key], consume_case)
+        m.attempt(["peak_rss_mb"], lambda: {"peak_rss_mb": broker.peak_rss_bytes() / MB})
+    finally:
+        broker.stop()
+    return m
+
+
+# --- the table -------------------------------------------------------------------------------
+
+
+ROWS: list[tuple[str, str, str]] = [
+    # (key, label, which way is better)
+    *[(f"produce_acks{a}_p{p}_{unit}", f"produce acks={a} {p} partition{'s' if p > 1 else ''} {label}",
+       "higher")
+      for a, p in PRODUCE_CASES for unit, label in (("mb_s", "MB/s"), ("records_s", "records/s"))],
+    ("consume_p1_mb_s", "consume 1 partition MB/s", "higher"),
+    ("consume_p8_mb_s", "consume 8 partitions MB/s", "higher"),
+    ("latency_p50_ms", "produce latency p50 ms (acks=all, throttled)", "lower"),
+    ("latency_p99_ms", "produce latency p99 ms (acks=all, throttled)", "lower"),
+    ("peak_rss_mb", "broker peak RSS MB", "lower"),
+    ("startup_s", "start to first metadata s", "lower"),
+]
+
+
+def cell(m: Measurements | None, key: str) -> str:
+    if m is None:
+        return "-"
+    if key in m.values:
+        value = m.values[key]
+        return f"{value:,.0f}" if value >= 1000 else f"{value:.2f}"
+    return "error" if key in m.errors else "-"
+
+
+def ratio(rillet: Measurements | None, kafka: Measurements | None, key: str) -> str:
+    if rillet is None or kafka is None or key not in rillet.values or key not in kafka.values:
+        return "-"
+    if kafka.values[key] == 0:
+        return "-"
+    return f"{rillet.values[key] / kafka.values[key]:.2f}x"
+
+
+def render(results: dict[str, Measurements], args: argparse.Namespace) -> str:
+    rillet, kafka = results.get("rillet"), results.get("kafka")
+    header = ("metric", "rillet", "Kafka 4.3.1", "rillet/Kafka")
+    lines = [[label, cell(rillet, key), cell(kafka, key), ratio(rillet, kafka, key)]
+             for key, label, _ in ROWS]
+    widths = [max(len(row[i]) for row in [list(header), *lines]) for i in range(4)]
+    out = [f"| {' | '.join(h.ljust(w) for h, w in zip(header, widths))} |",
+           f"|{'|'.join('-' * (w + 2) for w in widths)}|"]
+    out += [f"| {row[0].ljust(widths[0])} | "
+            + " | ".join(c.rjust(w) for c, w in zip(row[1:], widths[1:])) + " |" for row in lines]
+    out.append(f"{args.records} records x {RECORD_SIZE} B per producer run; latency run "
+               f"{args.latency_records} records at {args.latency_rate} records/s; consumer MB/s "
+               "is the tool's fetch MB/s (group join excluded).")
+    for name, m in results.items():
+        for key, error in sorted(m.errors.items()):
+            out.append(f"{name} {key}: {error.splitlines()[0][:300]}")
+    return "\n".join(out)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--systems", default="rillet,kafka",
+                        help="comma-separated subset of rillet,kafka (default both)")
+    parser.add_argument("--records", type=int, default=200_000,
+                        help="records per producer run (1 KB each)")
+    parser.add_argument("--latency-records", type=int, default=10_000)
+    parser.add_argument("--latency-rate", type=int, default=1_000, help="records/s when throttled")
+    parser.add_argument("--start-timeout", type=float, default=120.0)
+    parser.add_argument("--step-timeout", type=float, default=300.0,
+                        help="seconds any single tool run may take")
+    parser.add_argument("--json", type=Path, help="also write the numbers here")
+    parser.add_argument("--keep", action="store_true", help="keep the brokers' data dirs")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    brokers = {"rillet": RilletBroker, "kafka": KafkaBroker}
+    unknown = set(systems) - set(brokers)
+    if unknown:
+        print(f"unknown system(s): {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    # fetch the jars first so no download lands inside a measurement
+    subprocess.run([str(REPO / "tools" / "fetch-jars"), "kafka"], check=True, timeout=1800,
+                   stdout=subprocess.DEVNULL)
+    results: dict[str, Measurements] = {}
+    for name in systems:
+        workdir = Path(tempfile.mkdtemp(prefix=f"compare-{name}-"))
+        try:
+            results[name] = measure(brokers[name](workdir), args)
+        finally:
+            if not args.keep:
+                shutil.rmtree(workdir, ignore_errors=True)
+    print(render(results, args))
+    if args.json:
+        args.json.write_text(json.dumps({n: {"values": m.values, "errors": m.errors}
+                                         for n, m in results.items()}, indent=2))
+    return 0 if all(not m.errors for m in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
