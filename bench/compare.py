@@ -44,6 +44,8 @@ from metadata_probe import wait_ready  # noqa: E402  (stdlib-only module beside 
 
 RECORD_SIZE = 1024
 MB = 1024 * 1024
+KAFKA_VERSION = re.search(r"<kafka.version>([^<]+)<",
+                          (REPO / "tools" / "jars" / "kafka" / "pom.xml").read_text()).group(1)
 
 
 @dataclass
@@ -314,7 +316,7 @@ def ratio(rillet: Measurements | None, kafka: Measurements | None, key: str) -> 
 
 def render(results: dict[str, Measurements], args: argparse.Namespace) -> str:
     rillet, kafka = results.get("rillet"), results.get("kafka")
-    header = ("metric", "rillet", "Kafka 4.3.1", "rillet/Kafka")
+    header = ("metric", "rillet", f"Kafka {KAFKA_VERSION}", "rillet/Kafka")
     lines = [[label, cell(rillet, key), cell(kafka, key), ratio(rillet, kafka, key)]
              for key, label, _ in ROWS]
     widths = [max(len(row[i]) for row in [list(header), *lines]) for i in range(4)]
@@ -324,7 +326,9 @@ def render(results: dict[str, Measurements], args: argparse.Namespace) -> str:
             + " | ".join(c.rjust(w) for c, w in zip(row[1:], widths[1:])) + " |" for row in lines]
     out.append(f"{args.records} records x {RECORD_SIZE} B per producer run; latency run "
                f"{args.latency_records} records at {args.latency_rate} records/s; consumer MB/s "
-               "is the tool's fetch MB/s (group join excluded).")
+               "is the tool's fetch MB/s (group join excluded). Load average (1/5/15 min) at "
+               f"the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on "
+               f"{os.cpu_count()} CPUs.")
     for name, m in results.items():
         for key, error in sorted(m.errors.items()):
             out.append(f"{name} {key}: {error.splitlines()[0][:300]}")

@@ -122,9 +122,9 @@ def test_console_consumer_offset_and_empty_tail(kafka_tools: KafkaTools, topic_n
     """--offset N starts mid-log; reading past the end ends by timeout with what exists."""
     kafka_tools.create_topic(topic_name, 1)
     kafka_tools.produce_lines(topic_name, [f"k:v{i}" for i in range(10)]).ok()
+    # --timeout-ms firing before --max-messages is a normal end: exit 0 (plus an ERROR log line)
     result = kafka_tools.consume(topic_name, 20, "--partition", "0", "--offset", "6",
-                                 timeout_ms=5000)
-    # the console consumer exits 1 when --timeout-ms fires before --max-messages is reached
+                                 timeout_ms=5000).ok()
     assert "Processed a total of 4 messages" in result.stderr, result.describe()
     assert [r.value for r in parse_consumed(result)] == ["v6", "v7", "v8", "v9"]
 
