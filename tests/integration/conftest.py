@@ -29,3 +29,11 @@ def broker_factory(tmp_path: Path) -> Iterator:
     yield make
     for b in started:
         b.stop()
+
+
+@pytest.fixture(scope="module")
+def fuzz_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path_factory.mktemp("fuzz") / "data").start()
+    yield b
+    assert b.alive(), "broker died during fuzzing:\n" + b.log()
+    b.stop()
