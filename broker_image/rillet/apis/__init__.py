@@ -8,6 +8,9 @@ MODULES = (
     "create_topics", "delete_topics", "create_partitions",
     "describe_configs", "alter_configs", "incremental_alter_configs",
     "describe_cluster", "init_producer_id", "offset_for_leader_epoch",
+    "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group",
+    "offset_commit", "offset_fetch", "list_groups", "describe_groups", "delete_groups",
+    "offset_delete",
 )
 
 

@@ -93,3 +93,5 @@ def error_for_code(code: int) -> type[KafkaError]:
 
 def code_of(exc: BaseException) -> int:
     return exc.code if isinstance(exc, KafkaError) else UnknownServerError.code
+OffsetMetadataTooLarge = _error("OffsetMetadataTooLarge", 12)
+GroupMaxSizeReached = _error("GroupMaxSizeReached", 81)

@@ -1,0 +1,30 @@
+"""DeleteGroups (key 42), v0-2: remove empty groups and their committed offsets.
+
+NON_EMPTY_GROUP while members remain, GROUP_ID_NOT_FOUND for unknown
+groups. v1: same as v0. v2: flexible.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..protocol import errors
+from .registry import RequestContext, api
+
+log = logging.getLogger(__name__)
+
+
+def _delete(ctx: RequestContext, group_id: str) -> int:
+    try:
+        ctx.broker.coordinator.delete_group(group_id)
+        return 0
+    except Exception as exc:
+        if not isinstance(exc, errors.KafkaError):
+            log.exception("delete group failed")
+        return errors.code_of(exc)
+
+
+@api(key=42, versions=(0, 2))
+async def delete_groups(ctx: RequestContext, req: Any) -> Any:
+    return ctx.response({"throttle_time": 0, "results": [
+        {"group_id": g, "error_code": _delete(ctx, g)} for g in req.groups_names]})

@@ -1,0 +1,47 @@
+"""FindCoordinator (key 10), v0-4.
+
+Key type 0 (group): the leader of the group's __consumer_offsets partition,
+creating that topic on first use. Other key types (transactions, share
+groups) are answered INVALID_REQUEST: rillet has no transaction coordinator
+yet, and a non-retriable error makes such clients fail fast.
+v0: one group key. v1: key type, error message. v3: flexible.
+v4: batched keys (coordinator_keys -> coordinators).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..protocol import errors
+from .registry import RequestContext, api
+
+log = logging.getLogger(__name__)
+GROUP_KEY_TYPE = 0
+
+
+async def _lookup(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
+    entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1,
+                             "error_code": 0, "error_message": None}
+    try:
+        if key_type != GROUP_KEY_TYPE:
+            raise errors.InvalidRequest(f"coordinator key type {key_type} is not supported")
+        if not key:
+            raise errors.InvalidGroupId("group id is empty")
+        node_id, host, port = await ctx.broker.coordinator.find_coordinator(key)
+        entry.update(node_id=node_id, host=host, port=port)
+    except Exception as exc:  # each key gets its own error
+        if not isinstance(exc, errors.KafkaError):
+            log.exception("find coordinator failed")
+        entry.update(error_code=errors.code_of(exc), error_message=str(exc))
+    return entry
+
+
+@api(key=10, versions=(0, 4))
+async def find_coordinator(ctx: RequestContext, req: Any) -> Any:
+    key_type = getattr(req, "key_type", GROUP_KEY_TYPE)
+    if ctx.version >= 4:
+        results = [await _lookup(ctx, key_type, k) for k in req.coordinator_keys]
+        return ctx.response({"throttle_time": 0, "coordinators": results})
+    entry = await _lookup(ctx, key_type, req.key)
+    entry.pop("key")
+    return ctx.response({"throttle_time": 0, **entry})

@@ -1,0 +1,54 @@
+"""OffsetFetch (key 9), v1-8: committed offsets of a group (v8: of several groups).
+
+A partition without a committed offset answers offset -1 and no error.
+require_stable (v7+) needs no waiting: rillet has no transactional offset
+commits, so no offset is ever pending.
+v1: listed partitions only, errors per partition. v2: null topics = all,
+top-level error. v3: throttle time. v5: committed leader epoch.
+v6: flexible. v7: require_stable. v8: batched groups.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..protocol import errors
+from .registry import RequestContext, api
+
+log = logging.getLogger(__name__)
+
+
+def _group_offsets(ctx: RequestContext, group_id: str, topics: Any, version: int
+                   ) -> tuple[int, list[dict[str, Any]]]:
+    requested = None if topics is None else [
+        (t.name, list(t.partition_indexes)) for t in topics]
+    try:
+        found = ctx.broker.coordinator.fetch_offsets(group_id, requested)
+        code = 0
+    except Exception as exc:
+        if not isinstance(exc, errors.KafkaError):
+            log.exception("offset fetch failed")
+        code = errors.code_of(exc)
+        found = {(t, p): None for t, parts in (requested or []) for p in parts}
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), o in found.items():
+        by_topic.setdefault(topic, []).append({
+            "partition_index": partition,
+            "committed_offset": o.offset if o else -1,
+            "committed_leader_epoch": o.leader_epoch if o else -1,
+            "metadata": o.metadata if o else "",
+            # v1 has no top-level error: the group's error goes on every partition.
+            "error_code": code if version < 2 else 0})
+    return code, [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
+
+
+@api(key=9, versions=(1, 8))
+async def offset_fetch(ctx: RequestContext, req: Any) -> Any:
+    if ctx.version >= 8:
+        groups = []
+        for g in req.groups:
+            code, topics = _group_offsets(ctx, g.group_id, g.topics, ctx.version)
+            groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
+        return ctx.response({"throttle_time": 0, "groups": groups})
+    code, topics = _group_offsets(ctx, req.group_id, req.topics, ctx.version)
+    return ctx.response({"throttle_time": 0, "topics": topics, "error_code": code})
