@@ -1,0 +1,386 @@
+"""Log compaction: keep the latest record per key in the closed segments of compacted logs.
+
+For every log whose cleanup.policy contains "compact" the cleaner
+periodically (log.cleaner.backoff.ms) checks the dirty ratio
+(min.cleanable.dirty.ratio) and then, in a worker thread:
+
+1. builds a map key -> last offset over the closed segments that are older
+   than min.compaction.lag.ms (the active segment is never touched);
+2. rewrites each of those segments into ``<base>.log.cleaned`` (plus its
+   ``.index.cleaned`` / ``.timeindex.cleaned``): a record stays when it is
+   the latest for its key; a latest-record tombstone (null value) stays until
+   its segment is older than delete.retention.ms. Offsets are kept as they
+   were (gaps are normal in a compacted log). A batch that loses no record is
+   copied byte for byte; one that loses some is decoded (any codec),
+   filtered and re-encoded with the same codec, producer id/epoch/sequence,
+   leader epoch and last offset delta; one that loses all is dropped.
+
+Back on the event loop each cleaned segment is swapped in one at a time
+(`swap_in_cleaned`): the old indexes are unlinked, the cleaned data file is
+renamed over the old one (atomic), then the cleaned indexes are renamed in.
+A crash at any point leaves either the old or the new data file, plus at
+most stray ``.cleaned`` files (deleted by recovery) or missing indexes
+(rebuilt by recovery). Segments are never merged: merging would need a swap
+that recovery completes, and recovery here deletes ``.swap`` files.
+
+Thread-safety: the worker thread only reads closed segment files through
+its own descriptors and writes ``.cleaned`` files; the PartitionLog and its
+segment list are touched only on the event loop (in the swap), which checks
+that the segment is still there and unchanged (retention may have removed it
+meanwhile).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import struct
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from crc32c import crc32c
+
+from ..records import (BATCH_HEADER_SIZE, CRC_START, BatchHeader, Record, decode_records,
+                       encode_batch, read_header)
+from .index import OffsetIndex, TimeIndex
+from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_name
+
+log = logging.getLogger(__name__)
+
+CLEANED = ".cleaned"
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+_LAST_OFFSET_DELTA_AT = 23
+_CRC = struct.Struct(">I")
+_CRC_AT = 17
+
+
+@dataclass(frozen=True)
+class SegmentFile:
+    """A closed segment as the worker thread sees it (a snapshot taken on the loop)."""
+    base_offset: int
+    path: Path
+    size: int
+    mtime_ms: int
+    largest_timestamp: int
+
+
+@dataclass(frozen=True)
+class CleaningConfig:
+    delete_retention_ms: int
+    min_compaction_lag_ms: int
+    min_cleanable_ratio: float
+    index_interval_bytes: int = 4096
+    max_index_bytes: int = 10485760
+
+
+@dataclass
+class CleanedSegment:
+    base_offset: int
+    source_size: int
+    log_path: Path
+    index_path: Path
+    time_index_path: Path
+    size: int
+
+
+@dataclass
+class CleanResult:
+    segments: list[CleanedSegment] = field(default_factory=list)
+    end_offset: int = 0          # next offset after the last cleanable segment
+    records_before: int = 0
+    records_after: int = 0
+    earliest_tombstone_ms: int | None = None  # mtime of the oldest segment still holding one
+
+
+# -- worker thread part (pure file work) ---------------------------------------------
+
+
+def iter_batches(path: Path, size: int) -> Iterator[tuple[BatchHeader, bytes]]:
+    """Whole batches of a closed segment file, read with our own descriptor."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        pos = 0
+        while pos + BATCH_HEADER_SIZE <= size:
+            head = os.pread(fd, BATCH_HEADER_SIZE, pos)
+            if len(head) < BATCH_HEADER_SIZE:
+                return
+            header = read_header(head, 0)
+            if header.magic != 2 or pos + header.size > size:
+                return
+            yield header, os.pread(fd, header.size, pos)
+            pos += header.size
+    finally:
+        os.close(fd)
+
+
+def build_offset_map(segments: list[SegmentFile]) -> dict[bytes, int]:
+    """key -> offset of its latest record in these segments."""
+    latest: dict[bytes, int] = {}
+    for seg in segments:
+        for header, data in iter_batches(seg.path, seg.size):
+            if header.is_control:
+                continue
+            _, records = decode_records(data)
+            for rec in records:
+                if rec.key is not None:
+                    latest[rec.key] = rec.offset
+    return latest
+
+
+def _keep(rec: Record, latest: dict[bytes, int], drop_tombstones: bool) -> bool:
+    if rec.key is None:
+        return True  # a compacted topic rejects null keys at produce; old data stays
+    if latest.get(rec.key, -1) > rec.offset:
+        return False
+    return not (rec.value is None and drop_tombstones)
+
+
+def rewrite_batch(header: BatchHeader, kept: list[Record]) -> bytes:
+    """Re-encode the kept records of a batch with the batch's own codec and identity."""
+    out = bytearray(encode_batch(
+        kept, base_offset=header.base_offset, compression=header.compression,
+        producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence, leader_epoch=header.partition_leader_epoch,
+        is_control=header.is_control, is_transactional=header.is_transactional,
+        timestamp_type=header.timestamp_type))
+    # Keep the original last offset delta (as Kafka does) so the batch still
+    # covers the same offsets and the producer's last sequence is unchanged.
+    _LAST_OFFSET_DELTA.pack_into(out, _LAST_OFFSET_DELTA_AT, header.last_offset_delta)
+    _CRC.pack_into(out, _CRC_AT, crc32c(memoryview(out)[CRC_START:]))
+    return bytes(out)
+
+
+class _CleanedWriter:
+    """Writes one cleaned segment and its indexes, mirroring LogSegment's index rule."""
+
+    def __init__(self, directory: Path, base: int, cfg: CleaningConfig) -> None:
+        self.log_path = directory / (segment_name(base, LOG_SUFFIX) + CLEANED)
+        self.index_path = directory / (segment_name(base, INDEX_SUFFIX) + CLEANED)
+        self.time_index_path = directory / (segment_name(base, TIME_INDEX_SUFFIX) + CLEANED)
+        for p in (self.log_path, self.index_path, self.time_index_path):
+            p.unlink(missing_ok=True)
+        self.fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.offset_index = OffsetIndex(self.index_path, base, cfg.max_index_bytes)
+        self.time_index = TimeIndex(self.time_index_path, base, cfg.max_index_bytes)
+        self.interval = cfg.index_interval_bytes
+        self.size = 0
+        self._since_index = 0
+        self._max_ts = -1
+        self._offset_of_max_ts = base
+
+    def write(self, header: BatchHeader, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
+        if header.max_timestamp > self._max_ts:
+            self._max_ts, self._offset_of_max_ts = header.max_timestamp, header.last_offset
+        if self._since_index > self.interval:
+            self.offset_index.append(header.last_offset, self.size)
+            self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts)
+            self._since_index = 0
+        self._since_index += len(data)
+        self.size += len(data)
+
+    def finish(self, mtime_ms: int) -> None:
+        if self._max_ts >= 0:
+            self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts)
+        for fd in (self.fd, self.offset_index.dup_fd(), self.time_index.dup_fd()):
+            os.fsync(fd)
+            os.close(fd)
+        self.offset_index.close()
+        self.time_index.close()
+        # Keep the source's age: tombstone expiry (delete.retention.ms) counts from it.
+        os.utime(self.log_path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+
+    def abort(self) -> None:
+        os.close(self.fd)
+        self.offset_index.close()
+        self.time_index.close()
+        for p in (self.log_path, self.index_path, self.time_index_path):
+            p.unlink(missing_ok=True)
+
+
+def clean_segments(directory: Path, segments: list[SegmentFile], cfg: CleaningConfig,
+                   now_ms: int) -> CleanResult:
+    """The worker-thread part: write cleaned copies of the segments that lose records."""
+    result = CleanResult()
+    if not segments:
+        return result
+    latest = build_offset_map(segments)
+    horizon = now_ms - cfg.delete_retention_ms
+    for seg in segments:
+        drop_tombstones = seg.mtime_ms <= horizon
+        writer = _CleanedWriter(directory, seg.base_offset, cfg)
+        changed = False
+        holds_tombstone = False
+        try:
+            for header, data in iter_batches(seg.path, seg.size):
+                if header.is_control:
+                    writer.write(header, data)
+                    continue
+                _, records = decode_records(data)
+                kept = [r for r in records if _keep(r, latest, drop_tombstones)]
+                result.records_before += len(records)
+                result.records_after += len(kept)
+                holds_tombstone = holds_tombstone or any(r.value is None for r in kept)
+                if len(kept) == len(records):
+                    writer.write(header, data)
+                    continue
+                changed = True
+                if kept:
+                    writer.write(header, rewrite_batch(header, kept))
+        except BaseException:
+            writer.abort()
+            raise
+        if holds_tombstone:
+            due = seg.mtime_ms + cfg.delete_retention_ms
+            if result.earliest_tombstone_ms is None or due < result.earliest_tombstone_ms:
+                result.earliest_tombstone_ms = due
+        if not changed:
+            writer.abort()
+            continue
+        writer.finish(seg.mtime_ms)
+        result.segments.append(CleanedSegment(seg.base_offset, seg.size, writer.log_path,
+                                              writer.index_path, writer.time_index_path,
+                                              writer.size))
+    return result
+
+
+# -- event loop part ---------------------------------------------------------------
+
+
+def swap_in_cleaned(plog: Any, cleaned: CleanedSegment) -> bool:
+    """Replace one closed segment of `plog` by its cleaned copy; False if it changed meanwhile.
+
+    Runs on the event loop (PartitionLog is not thread-safe). Crash-safe order:
+    unlink old indexes (recovery rebuilds missing ones), rename the data file
+    over the old one (atomic), rename the new indexes in.
+    """
+    segments: list[LogSegment] = plog._segments
+    index = next((i for i, s in enumerate(segments) if s.base_offset == cleaned.base_offset),
+                 None)
+    if index is None or index == len(segments) - 1 or segments[index].size != cleaned.source_size:
+        for p in (cleaned.log_path, cleaned.index_path, cleaned.time_index_path):
+            p.unlink(missing_ok=True)
+        return False
+    old = segments[index]
+    old.close()
+    old.offset_index.path.unlink(missing_ok=True)
+    old.time_index.path.unlink(missing_ok=True)
+    os.replace(cleaned.log_path, old.log_path)
+    os.replace(cleaned.index_path, old.offset_index.path)
+    os.replace(cleaned.time_index_path, old.time_index.path)
+    _fsync_dir(plog.directory)
+    fresh = plog._new_segment_object(cleaned.base_offset, int(time.time() * 1000))
+    if not fresh.load():
+        fresh.recover()
+    segments[index] = fresh
+    return True
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class _LogState:
+    cleaned_upto: int = 0                # closed segments below this were cleaned
+    tombstone_due_ms: int | None = None  # a kept tombstone may expire at this time
+
+
+class LogCleaner:
+    """Owner of compaction for every compacted log of a LogManager (see the module doc)."""
+
+    def __init__(self, logs: Any, broker_config: Any,
+                 topic_overrides: Callable[[str], dict[str, str]],
+                 clock: Callable[[], float] = time.time) -> None:
+        self.logs = logs
+        self.broker_config = broker_config
+        self.topic_overrides = topic_overrides
+        self._clock = clock
+        self._state: dict[tuple[str, int], _LogState] = {}
+        self.passes = 0  # completed cleanings (tests, metrics)
+
+    def cleaning_config(self, topic: str, plog: Any) -> CleaningConfig:
+        from ..topic_config import effective
+        overrides = self.topic_overrides(topic)
+
+        def v(key: str) -> Any:
+            return effective(self.broker_config, overrides, key)[0]
+        return CleaningConfig(delete_retention_ms=v("delete.retention.ms"),
+                              min_compaction_lag_ms=v("min.compaction.lag.ms"),
+                              min_cleanable_ratio=v("min.cleanable.dirty.ratio"),
+                              index_interval_bytes=plog.config.index_interval_bytes,
+                              max_index_bytes=plog.config.segment_index_bytes)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        backoff = self.broker_config["log.cleaner.backoff.ms"] / 1000
+        while not stop.is_set():
+            try:
+                await self.clean_all(stop)
+            except Exception:
+                log.exception("log cleaner pass failed")
+            try:
+                await asyncio.wait_for(stop.wait(), backoff)
+            except asyncio.TimeoutError:
+                pass
+
+    async def clean_all(self, stop: asyncio.Event | None = None) -> int:
+        """One pass over every compacted log; returns the number of segments swapped."""
+        swapped = 0
+        for (topic, partition), plog in self.logs.logs().items():
+            if stop is not None and stop.is_set():
+                break
+            if "compact" not in plog.config.cleanup_policy.split(","):
+                continue
+            swapped += await self.clean_log(topic, partition, plog)
+        return swapped
+
+    def _cleanable(self, plog: Any, cfg: CleaningConfig, now: int) -> list[SegmentFile]:
+        closed = plog._segments[:-1]
+        out = []
+        for seg in closed:
+            if seg.largest_timestamp > now - cfg.min_compaction_lag_ms:
+                break  # min.compaction.lag.ms: this and later segments must wait
+            st = os.stat(seg.log_path)
+            out.append(SegmentFile(seg.base_offset, seg.log_path, seg.size,
+                                   int(st.st_mtime * 1000), seg.largest_timestamp))
+        return out
+
+    def needs_cleaning(self, state: _LogState, segments: list[SegmentFile],
+                       cfg: CleaningConfig, now: int) -> bool:
+        total = sum(s.size for s in segments)
+        if not total:
+            return False
+        dirty = sum(s.size for s in segments if s.base_offset >= state.cleaned_upto)
+        if dirty and dirty / total >= cfg.min_cleanable_ratio:
+            return True
+        return state.tombstone_due_ms is not None and now >= state.tombstone_due_ms
+
+    async def clean_log(self, topic: str, partition: int, plog: Any, force: bool = False) -> int:
+        now = int(self._clock() * 1000)
+        cfg = self.cleaning_config(topic, plog)
+        segments = self._cleanable(plog, cfg, now)
+        state = self._state.setdefault((topic, partition), _LogState())
+        if not segments or not (force or self.needs_cleaning(state, segments, cfg, now)):
+            return 0
+        started = time.monotonic()
+        result = await asyncio.to_thread(clean_segments, plog.directory, segments, cfg, now)
+        swapped = 0
+        for cleaned in result.segments:
+            if swap_in_cleaned(plog, cleaned):
+                swapped += 1
+        last = segments[-1]
+        state.cleaned_upto = last.base_offset + 1
+        state.tombstone_due_ms = result.earliest_tombstone_ms
+        self.passes += 1
+        log.info("cleaned %s-%d: %d segment(s) rewritten, %d -> %d records in %.0f ms", topic,
+                 partition, swapped, result.records_before, result.records_after,
+                 (time.monotonic() - started) * 1000)
+        return swapped

@@ -1,0 +1,652 @@
+"""PartitionLog: the segmented log of one partition (Kafka's LocalLog + UnifiedLog in one).
+
+Directory ``<log.dir>/<topic>-<partition>`` holds:
+- ``<base>.log`` / ``.index`` / ``.timeindex`` per segment (20-digit zero-padded base offset);
+- ``<offset>.snapshot`` producer-state snapshots (producer_state.py);
+- ``leader-epoch-checkpoint`` (leader_epoch.py);
+- ``recovery-point``: offset below which everything was fsynced. Segments wholly
+  below it are opened cheaply (index shape + CRC of the tail after the last index
+  entry); the segment holding it and all later ones are rescanned by CRC, their
+  torn tails cut and their indexes rebuilt. The active segment is always rescanned.
+
+Durability: ``append`` only writes to the page cache (survives kill -9, not
+power loss). ``flush`` fsyncs in a worker thread. With flush.messages=1 the
+caller awaits ``maybe_flush`` before acknowledging, so every ack is on disk.
+With the default policy (Kafka's: never force) an acks=1 ack means "in the OS
+page cache of the leader": it survives a broker crash, not a machine crash;
+rolled segments are fsynced in the background as Kafka does.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import time
+from bisect import bisect_right
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+from rillet.protocol.errors import (
+    CorruptMessage,
+    KafkaStorageError,
+    MessageTooLarge,
+    OffsetOutOfRange,
+    RecordListTooLarge,
+)
+from rillet.records import INT32_MAX, BatchHeader, decode_records, set_log_append_time, set_offsets
+from rillet.storage.leader_epoch import LeaderEpochCache
+from rillet.storage.producer_state import ProducerStateManager
+from rillet.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+
+log = logging.getLogger(__name__)
+
+RECOVERY_POINT_NAME = "recovery-point"
+STRAY_SUFFIXES = (".swap", ".cleaned", ".deleted", ".tmp")
+NEVER = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Per-topic log settings with Kafka's defaults (topic config names in the comments)."""
+
+    segment_bytes: int = 1073741824  # segment.bytes
+    segment_ms: int = 604800000  # segment.ms
+    index_interval_bytes: int = 4096  # index.interval.bytes
+    retention_ms: int = 604800000  # retention.ms (-1: infinite)
+    retention_bytes: int = -1  # retention.bytes (-1: infinite)
+    flush_messages: int = NEVER  # flush.messages
+    flush_ms: int = NEVER  # flush.ms
+    message_timestamp_type: str = "CreateTime"  # message.timestamp.type
+    cleanup_policy: str = "delete"  # cleanup.policy
+    max_message_bytes: int = 1048588  # max.message.bytes
+    segment_index_bytes: int = 10485760  # segment.index.bytes
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, object], base: "LogConfig | None" = None) -> "LogConfig":
+        """Build from Kafka topic config names ("segment.bytes": "1024", ...); unknown keys ignored."""
+        base = base or cls()
+        changes: dict[str, object] = {}
+        for f in fields(cls):
+            key = f.name.replace("_", ".")
+            if key in props and props[key] is not None:
+                value = props[key]
+                changes[f.name] = str(value) if f.type == "str" else int(str(value))
+        return replace(base, **changes)
+
+
+@dataclass(frozen=True)
+class AppendInfo:
+    base_offset: int
+    last_offset: int
+    log_append_time: int
+    log_start_offset: int
+    duplicate: bool = False
+
+
+class PartitionLog:
+    """The log of one partition.
+
+    Not thread-safe: every method is called from the event loop thread. The sync
+    methods never await, so offset assignment in ``append`` is atomic with
+    respect to other coroutines. Only ``flush`` leaves the loop, and its worker
+    thread touches nothing but dup()ed file descriptors and files it writes.
+    """
+
+    def __init__(self, directory: Path, config: LogConfig, clock: Callable[[], float]) -> None:
+        self.directory = directory
+        self.config = config
+        self._clock = clock
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self._high_watermark = 0
+        self.producer_state = ProducerStateManager(directory)
+        self.epochs = LeaderEpochCache(directory)
+        self._flushed_offset = 0  # recovery point: everything below is fsynced
+        self._written_recovery_point = 0
+        self._last_flush_ms = self._now_ms()
+        self._flush_task: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
+        self._dir_dirty = False
+        self._roll_flush_due = False
+        self._snapshot_due = False
+        self._closed = False
+
+    # ------------------------------------------------------------ open / recovery
+
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig, *, clock: Callable[[], float] = time.time) -> "PartitionLog":
+        directory.mkdir(parents=True, exist_ok=True)
+        plog = cls(directory, config, clock)
+        plog._load()
+        return plog
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def _load(self) -> None:
+        bases = self._clean_directory()
+        recovery_point = self._read_recovery_point()
+        self.epochs.load()
+        now = self._now_ms()
+        for i, base in enumerate(bases):
+            segment = self._new_segment_object(base, now)
+            next_base = bases[i + 1] if i + 1 < len(bases) else None
+            must_recover = next_base is None or next_base > recovery_point
+            damaged = self._open_segment(segment, must_recover)
+            if self._segments and segment.base_offset < self._segments[-1].next_offset:
+                damaged = True  # overlaps its predecessor: only a crash leaves that
+                segment.delete()
+            else:
+                self._append_segment(segment)
+            if damaged and next_base is not None:
+                self._delete_segments_from(bases[i + 1:])
+                break
+        if not self._segments:
+            self._append_segment(self._new_segment_object(0, now))
+            self._dir_dirty = True
+        self.log_start_offset = self._segments[0].base_offset
+        leo = self.log_end_offset
+        self.epochs.truncate_from_end(leo)
+        self.epochs.truncate_from_start(self.log_start_offset)
+        self._rebuild_producer_state()
+        self._flushed_offset = self._written_recovery_point = min(recovery_point, leo)
+        self._high_watermark = leo
+
+    def _clean_directory(self) -> list[int]:
+        """Delete leftovers of interrupted operations; return the base offsets of the .log files."""
+        bases: set[int] = set()
+        index_files = []
+        for path in self.directory.iterdir():
+            name = path.name
+            if name.endswith(STRAY_SUFFIXES):
+                path.unlink(missing_ok=True)
+            elif name.endswith(LOG_SUFFIX):
+                try:
+                    bases.add(int(name[: -len(LOG_SUFFIX)]))
+                except ValueError:
+                    log.warning("ignoring unexpected file %s", path)
+            elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+                index_files.append(path)
+        for path in index_files:
+            stem = path.name.split(".")[0]
+            if not stem.isdigit() or int(stem) not in bases:
+                path.unlink(missing_ok=True)  # its .log was deleted (retention interrupted)
+        return sorted(bases)
+
+    def _read_recovery_point(self) -> int:
+        try:
+            return max(0, int((self.directory / RECOVERY_POINT_NAME).read_text().strip()))
+        except (OSError, ValueError):
+            return 0
+
+    def _open_segment(self, segment: LogSegment, must_recover: bool) -> bool:
+        """Load or recover one segment; True if data had to be cut (later segments are suspect)."""
+        if not must_recover and segment.load():
+            return False
+        truncated = segment.recover(self._on_recovered_batch)
+        segment.dirty = True  # what recovery found may not be fsynced yet
+        if truncated:
+            log.warning("%s: truncated %d torn/invalid bytes at position %d",
+                        segment.log_path, truncated, segment.size)
+        return truncated > 0
+
+    def _on_recovered_batch(self, header: BatchHeader) -> None:
+        self.epochs.assign(header.partition_leader_epoch, header.base_offset)
+
+    def _delete_segments_from(self, bases: list[int]) -> None:
+        now = self._now_ms()
+        for base in bases:
+            log.warning("%s: deleting segment %d after a damaged one", self.directory, base)
+            self._new_segment_object(base, now).delete()
+
+    def _rebuild_producer_state(self) -> None:
+        leo = self.log_end_offset
+        snapshot = self.producer_state.load_snapshot(leo)
+        start = max(snapshot, self.log_start_offset)
+        for segment in self._segments:
+            if segment.next_offset <= start:
+                continue
+            for header in segment.scan(segment.offset_index.lookup(start)):
+                if header.last_offset >= start and header.producer_id >= 0:
+                    self.producer_state.replay(header)
+        self.producer_state.remove_before(self.log_start_offset)
+
+    def _new_segment_object(self, base: int, now_ms: int) -> LogSegment:
+        return LogSegment(self.directory, base, index_interval_bytes=self.config.index_interval_bytes,
+                          max_index_bytes=self.config.segment_index_bytes, now_ms=now_ms)
+
+    def _append_segment(self, segment: LogSegment) -> None:
+        self._segments.append(segment)
+        self._bases.append(segment.base_offset)
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, value: int) -> None:
+        self._high_watermark = min(max(value, self.log_start_offset), self.log_end_offset)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.epochs.latest_epoch
+
+    @property
+    def recovery_point(self) -> int:
+        return self._flushed_offset
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """A copy of the segment list, oldest first (tests, tools)."""
+        return list(self._segments)
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+        for segment in self._segments:
+            segment.index_interval_bytes = config.index_interval_bytes
+
+    # ------------------------------------------------------------ append
+
+    def append(self, data: bytearray, headers: list[BatchHeader], *, leader_epoch: int) -> AppendInfo:
+        """Assign offsets to the parsed batches in ``data`` and write them (page cache only).
+
+        ``headers`` come from ``records.parse_batches(data)``: contiguous whole
+        batches. Nothing is written when any batch is rejected; when a batch is a
+        duplicate of a recent one from the same producer the whole append is a
+        no-op returning the original's offsets (Kafka does the same).
+        """
+        if not headers:
+            raise CorruptMessage("no record batches to append")
+        self._check_sizes(headers)
+        now_ms = self._now_ms()
+        log_append_time = self.config.message_timestamp_type == "LogAppendTime"
+        staged = self.producer_state.begin()
+        plan: list[tuple[BatchHeader, int, int]] = []
+        offset = self.log_end_offset
+        for header in headers:
+            last = offset + header.last_offset_delta
+            max_ts = now_ms if log_append_time else header.max_timestamp
+            if header.producer_id >= 0:
+                duplicate = staged.check(header)
+                if duplicate is not None:
+                    return AppendInfo(duplicate.first_offset, duplicate.last_offset,
+                                      duplicate.timestamp if log_append_time else -1,
+                                      self.log_start_offset, duplicate=True)
+                staged.record(header, offset, last, max_ts)
+            plan.append((header, offset, max_ts))
+            offset = last + 1
+        for header, base, _ in plan:
+            set_offsets(data, header, base, leader_epoch)
+            if log_append_time:
+                set_log_append_time(data, header, now_ms)
+        self._write(data, plan, now_ms)
+        staged.commit()
+        first = plan[0][1]
+        self.epochs.assign(leader_epoch, first)
+        if self._snapshot_due:
+            self._snapshot_due = False
+            self.producer_state.take_snapshot(self.log_end_offset)
+        return AppendInfo(first, offset - 1, now_ms if log_append_time else -1, self.log_start_offset)
+
+    def _check_sizes(self, headers: list[BatchHeader]) -> None:
+        total = 0
+        for header in headers:
+            if header.size > self.config.max_message_bytes:
+                raise MessageTooLarge(
+                    f"batch of {header.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}")
+            total += header.size
+        if total > self.config.segment_bytes:
+            raise RecordListTooLarge(
+                f"record set of {total} bytes exceeds segment.bytes {self.config.segment_bytes}")
+
+    def _write(self, data: bytearray, plan: list[tuple[BatchHeader, int, int]], now_ms: int) -> None:
+        """One os.write per segment touched (normally one)."""
+        view = memoryview(data)
+        segment = self._segments[-1]
+        group: list[tuple[int, int, int]] = []
+        group_start = plan[0][0].position
+        end = group_start
+        try:
+            for header, base, max_ts in plan:
+                last = base + header.last_offset_delta
+                if self._should_roll(segment, header.size, last, max_ts, now_ms):
+                    if group:
+                        segment.append(view[group_start:end], group)
+                        group = []
+                    segment = self._roll(base, now_ms)
+                    group_start = header.position
+                group.append((last, max_ts, header.size))
+                end = header.position + header.size
+            segment.append(view[group_start:end], group)
+        except OSError as exc:
+            raise KafkaStorageError(f"write to {segment.log_path} failed: {exc}") from exc
+        finally:
+            view.release()
+
+    def _should_roll(self, segment: LogSegment, size: int, last_offset: int, max_ts: int, now_ms: int) -> bool:
+        if segment.is_empty:
+            return False
+        if segment.size + size > self.config.segment_bytes or segment.index_full():
+            return True
+        if last_offset - segment.base_offset > INT32_MAX:
+            return True  # relative offsets in the indexes are int32
+        return self._time_waited(segment, max_ts, now_ms) > self.config.segment_ms
+
+    @staticmethod
+    def _time_waited(segment: LogSegment, timestamp: int, now_ms: int) -> int:
+        """Kafka's rule: measured from the first batch's timestamp, else from segment creation."""
+        if segment.first_batch_timestamp >= 0:
+            return timestamp - segment.first_batch_timestamp
+        return now_ms - segment.created_ms
+
+    def _roll(self, base_offset: int, now_ms: int) -> LogSegment:
+        active = self._segments[-1]
+        if active.is_empty and active.base_offset == base_offset:
+            return active
+        active.seal()
+        segment = self._new_segment_object(base_offset, now_ms)
+        self._append_segment(segment)
+        self._dir_dirty = True
+        self._roll_flush_due = True
+        self._snapshot_due = True
+        return segment
+
+    def roll(self) -> None:
+        """Start a new segment at the log end offset (no-op if the active one is empty)."""
+        self._roll(self.log_end_offset, self._now_ms())
+        if self._snapshot_due:
+            self._snapshot_due = False
+            self.producer_state.take_snapshot(self.log_end_offset)
+
+    def maybe_roll(self) -> None:
+        """Time-based roll of an idle active segment (segment.ms since its first batch)."""
+        active = self._segments[-1]
+        now = self._now_ms()
+        if not active.is_empty and self._time_waited(active, now, now) > self.config.segment_ms:
+            self.roll()
+
+    # ------------------------------------------------------------ flush
+
+    def flush_due(self, now_ms: int) -> bool:
+        """flush.ms elapsed since the last flush and there is something to flush."""
+        return (self._flushed_offset < self.log_end_offset
+                and now_ms - self._last_flush_ms >= self.config.flush_ms)
+
+    async def maybe_flush(self) -> None:
+        """Call after append: fsync now if flush.messages is reached; flush rolled segments in the background."""
+        if self.log_end_offset - self._flushed_offset >= self.config.flush_messages:
+            await self.flush()
+        elif self._roll_flush_due:
+            self._roll_flush_due = False
+            task = asyncio.get_running_loop().create_task(self._background_flush())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _background_flush(self) -> None:
+        try:
+            await self.flush()
+        except Exception:  # logged, retried by the next flush; nobody awaits this task
+            log.exception("%s: background flush failed", self.directory)
+
+    async def flush(self) -> None:
+        """fsync everything written so far, in a worker thread. Concurrent callers share one fsync."""
+        target = self.log_end_offset
+        while self._flushed_offset < target and not self._closed:
+            task = self._flush_task
+            if task is None:
+                task = self._flush_task = asyncio.get_running_loop().create_task(self._flush_once())
+            await asyncio.shield(task)
+
+    async def _flush_once(self) -> None:
+        try:
+            leo = self.log_end_offset
+            fds: list[int] = []
+            for segment in self._segments:
+                if segment.dirty or segment.offset_index.dirty or segment.time_index.dirty:
+                    fds += segment.dup_fds()
+                    segment.dirty = segment.offset_index.dirty = segment.time_index.dirty = False
+            epochs = self.epochs.path if self.epochs.dirty else None
+            self.epochs.dirty = False
+            sync_dir = self._dir_dirty or epochs is not None
+            self._dir_dirty = False
+            # Writing the recovery point only matters when it crosses into another segment.
+            rp = leo if bisect_right(self._bases, leo) != bisect_right(self._bases, self._written_recovery_point) else None
+            try:
+                await asyncio.to_thread(_sync_files, self.directory, fds, sync_dir, epochs, rp)
+            except OSError as exc:
+                for segment in self._segments:
+                    segment.dirty = True
+                self._dir_dirty = True
+                raise KafkaStorageError(f"flush of {self.directory} failed: {exc}") from exc
+            if rp is not None:
+                self._written_recovery_point = rp
+            self._flushed_offset = max(self._flushed_offset, min(leo, self.log_end_offset))
+            self._last_flush_ms = self._now_ms()
+        finally:
+            self._flush_task = None
+
+    # ------------------------------------------------------------ reads
+
+    def _segment_index(self, offset: int) -> int:
+        return max(0, bisect_right(self._bases, offset) - 1)
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_batch: bool = True) -> bytes:
+        """Whole batches from the one holding ``offset``; see the storage spec for the bounds."""
+        leo = self.log_end_offset
+        if offset < self.log_start_offset or offset > leo:
+            raise OffsetOutOfRange(
+                f"offset {offset} is outside [{self.log_start_offset}, {leo}] of {self.directory.name}")
+        if offset == leo or (max_offset is not None and offset >= max_offset):
+            return b""
+        for segment in self._segments[self._segment_index(offset):]:
+            if offset >= segment.next_offset:
+                continue
+            return segment.read(offset, max_bytes, max_offset, min_one_batch)
+        return b""
+
+    def read_slices(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+                    min_one_batch: bool = True) -> list[tuple[int, int, int]]:
+        """Like ``read`` but returns (fd, position, length) for os.sendfile; valid until the next await."""
+        data_len = len(self.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch))
+        if not data_len:
+            return []
+        segment = self._segments[self._segment_index(offset)]
+        if offset >= segment.next_offset:
+            segment = next(s for s in self._segments if s.next_offset > offset)
+        header = segment.find_batch(offset)
+        assert header is not None
+        return [(segment.fileno(), header.position, data_len)]
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp_ms``, None if none."""
+        for segment in self._segments:
+            if segment.max_timestamp < timestamp_ms:
+                continue
+            start = segment.offset_index.lookup(segment.time_index.lookup_before(timestamp_ms))
+            for header in segment.scan(start):
+                if header.max_timestamp < timestamp_ms:
+                    continue
+                _, records = decode_records(segment.read_at(header.position, header.size))
+                for record in records:
+                    if record.timestamp >= timestamp_ms:
+                        return record.offset, record.timestamp
+        return None
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record holding the largest timestamp."""
+        best: LogSegment | None = None
+        for segment in self._segments:
+            if segment.max_timestamp >= 0 and (best is None or segment.max_timestamp > best.max_timestamp):
+                best = segment
+        if best is None:
+            return None
+        header = best.find_batch(best.offset_of_max_timestamp)
+        if header is None:
+            return None
+        _, records = decode_records(best.read_at(header.position, header.size))
+        for record in records:
+            if record.timestamp == best.max_timestamp:
+                return record.offset, record.timestamp
+        return header.last_offset, best.max_timestamp
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self.epochs.end_offset_for(epoch, self.log_end_offset)
+
+    # ------------------------------------------------------------ truncation, retention
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch holding an offset >= ``offset`` (a batch straddling it goes whole)."""
+        if offset >= self.log_end_offset:
+            return
+        if offset <= self.log_start_offset:
+            self._truncate_fully(max(offset, 0))
+        else:
+            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+                self._bases.pop()
+                self._segments.pop().delete()
+            self._segments[-1].truncate_to(offset)
+        leo = self.log_end_offset
+        self.epochs.truncate_from_end(leo)
+        self.producer_state.truncate_to(leo)
+        self._rebuild_producer_state()
+        self._high_watermark = min(self._high_watermark, leo)
+        self._flushed_offset = min(self._flushed_offset, leo)
+        self._written_recovery_point = min(self._written_recovery_point, leo)
+        self._dir_dirty = True
+
+    def _truncate_fully(self, start: int) -> None:
+        for segment in self._segments:
+            segment.delete()
+        self._segments, self._bases = [], []
+        self._append_segment(self._new_segment_object(start, self._now_ms()))
+        self.log_start_offset = start
+        _write_recovery_point(self.directory, start, sync=False)
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Delete whole segments past retention.ms / retention.bytes; returns how many."""
+        if "delete" not in self.config.cleanup_policy:
+            return 0
+        now = self._now_ms() if now_ms is None else now_ms
+        deleted = 0
+        if self.config.retention_ms >= 0:
+            deleted += self._delete_oldest(lambda seg, _: now - seg.largest_timestamp > self.config.retention_ms)
+        if self.config.retention_bytes >= 0:
+            excess = [self.size_bytes - self.config.retention_bytes]
+
+            def over_size(seg: LogSegment, _: int) -> bool:
+                if excess[0] - seg.size < 0:
+                    return False
+                excess[0] -= seg.size
+                return True
+
+            deleted += self._delete_oldest(over_size)
+        return deleted
+
+    def _delete_oldest(self, predicate: Callable[[LogSegment, int], bool]) -> int:
+        """Delete oldest segments while ``predicate`` holds and all their data is below the HW."""
+        doomed: list[LogSegment] = []
+        for i, segment in enumerate(self._segments):
+            upper = self._bases[i + 1] if i + 1 < len(self._segments) else self.log_end_offset
+            if segment.is_empty or upper > self._high_watermark or not predicate(segment, upper):
+                break
+            doomed.append(segment)
+        if not doomed:
+            return 0
+        if len(doomed) == len(self._segments):
+            self.roll()  # Kafka rolls so an idle topic's expired active segment can go too
+        for segment in doomed:
+            segment.delete()
+        del self._segments[: len(doomed)]
+        del self._bases[: len(doomed)]
+        self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+        self._high_watermark = max(self._high_watermark, self.log_start_offset)
+        self.epochs.truncate_from_start(self.log_start_offset)
+        self.producer_state.remove_before(self.log_start_offset)
+        self._dir_dirty = True
+        log.info("%s: retention deleted %d segment(s), log start offset now %d",
+                 self.directory.name, len(doomed), self.log_start_offset)
+        return len(doomed)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        """Close files. Call ``flush`` first for durability (LogManager.close does)."""
+        if self._closed:
+            return
+        try:
+            self.producer_state.take_snapshot(self.log_end_offset)
+            if self._flushed_offset >= self.log_end_offset:
+                _write_recovery_point(self.directory, self._flushed_offset, sync=False)
+        except OSError:
+            log.exception("%s: could not write state on close", self.directory)
+        self._closed = True
+        for task in list(self._background):
+            task.cancel()
+        for segment in self._segments:
+            segment.close()
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory."""
+        self.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _write_recovery_point(directory: Path, offset: int, *, sync: bool) -> None:
+    path = directory / RECOVERY_POINT_NAME
+    tmp = directory / (RECOVERY_POINT_NAME + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, f"{offset}\n".encode())
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def _sync_files(directory: Path, fds: list[int], sync_dir: bool, epochs: Path | None,
+                recovery_point: int | None) -> None:
+    """Worker thread: fsync the dup()ed descriptors (closing them), then the small state files."""
+    try:
+        for fd in fds:
+            os.fsync(fd)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    if epochs is not None:
+        # The loop rewrites this file (tmp + rename) on leader changes; fsync whichever is current.
+        try:
+            fd = os.open(epochs, os.O_RDONLY)
+        except FileNotFoundError:
+            pass
+        else:
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    if recovery_point is not None:
+        _write_recovery_point(directory, recovery_point, sync=True)
+    if sync_dir or recovery_point is not None:
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)

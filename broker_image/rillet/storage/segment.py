@@ -1,0 +1,303 @@
+"""LogSegment: one ``<base_offset>.log`` data file plus its ``.index`` and ``.timeindex``.
+
+The data file holds whole RecordBatch v2 batches back to back, exactly as they
+were appended (offsets already assigned). Writes go to the end with one
+os.write per append (page cache; fsync only in ``PartitionLog.flush`` via a
+thread). Reads use the sparse offset index and os.pread of just the byte range
+needed; a segment is never read into memory whole.
+
+Recovery (``recover``) rescans the file with CRC checks, truncates it at the
+first torn or invalid batch, and rebuilds both indexes. ``load`` is the cheap
+path for segments already known to be flushed: check the indexes' shape and
+verify only the tail after the last index entry.
+
+Not thread-safe: owned by its PartitionLog and used only from the event loop
+thread. The flush thread receives dup()ed descriptors, so closing or deleting a
+segment while an fsync is running is harmless.
+"""
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from rillet.records import (
+    BATCH_HEADER_SIZE,
+    CRC_START,
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+)
+from rillet.storage.index import OffsetIndex, TimeIndex
+
+from crc32c import crc32c
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_BASE_AND_LENGTH = struct.Struct(">qi")
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+SCAN_CHUNK = 1 << 20
+FIND_CHUNK = 64 * 1024
+
+
+def segment_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+class LogSegment:
+    """One data file and its two indexes. See the module doc for the thread-safety contract."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = 4096,
+        max_index_bytes: int = 10485760,
+        now_ms: int = 0,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.log_path = directory / segment_name(base_offset, LOG_SUFFIX)
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        self.offset_index = OffsetIndex(directory / segment_name(base_offset, INDEX_SUFFIX),
+                                        base_offset, max_index_bytes)
+        self.time_index = TimeIndex(directory / segment_name(base_offset, TIME_INDEX_SUFFIX),
+                                    base_offset, max_index_bytes)
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset  # last offset of the batch holding it
+        self.first_batch_timestamp = -1
+        self.created_ms = now_ms
+        self._bytes_since_index = 0
+        self.dirty = False  # data written since the last fsync
+
+    # ------------------------------------------------------------ state
+
+    @property
+    def is_empty(self) -> bool:
+        return self.size == 0
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Largest record timestamp, or the file's mtime when empty (as Kafka)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.fstat(self._fd).st_mtime * 1000)
+
+    def index_full(self) -> bool:
+        return self.offset_index.is_full or self.time_index.is_full
+
+    # ------------------------------------------------------------ append
+
+    def append(self, block: memoryview, batches: list[tuple[int, int, int]]) -> None:
+        """Write ``block`` (whole batches) at the end; ``batches`` = (last_offset, max_ts, size) each.
+
+        On a failed write the file is cut back, so a partial batch never stays.
+        """
+        start = self.size
+        try:
+            view = block
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+        except OSError:
+            os.ftruncate(self._fd, start)
+            raise
+        self.dirty = True
+        position = start
+        for last_offset, max_ts, size in batches:
+            self._track_batch(last_offset, max_ts, size, position)
+            position += size
+        self.size = position
+
+    def _track_batch(self, last_offset: int, max_ts: int, size: int, position: int) -> None:
+        """Index bookkeeping for one batch at ``position`` (Kafka's rule: index every interval)."""
+        if self.first_batch_timestamp < 0 and position == 0:
+            self.first_batch_timestamp = max_ts
+        if max_ts > self.max_timestamp:
+            self.max_timestamp = max_ts
+            self.offset_of_max_timestamp = last_offset
+        if self._bytes_since_index > self.index_interval_bytes:
+            self.offset_index.append(last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index = 0
+        self._bytes_since_index += size
+        self.next_offset = last_offset + 1
+
+    def seal(self) -> None:
+        """The segment stops being active: index its max timestamp for retention and lookups."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    # ------------------------------------------------------------ scanning
+
+    def scan(self, start: int = 0, *, verify: bool = False, chunk: int = SCAN_CHUNK) -> Iterator[BatchHeader]:
+        """Yield headers from byte ``start`` until the end or the first invalid batch.
+
+        ``verify`` checks each batch's CRC (reads every byte); otherwise only
+        lengths and magic are checked (reads about one header per batch).
+        """
+        end = self.size
+        pos = start
+        buf = b""
+        buf_start = pos
+        while end - pos >= BATCH_HEADER_SIZE:
+            off = pos - buf_start
+            if off + BATCH_HEADER_SIZE > len(buf):
+                buf = os.pread(self._fd, min(chunk, end - pos), pos)
+                buf_start, off = pos, 0
+                if len(buf) < BATCH_HEADER_SIZE:
+                    return
+            fields = _HEADER.unpack_from(buf, off)
+            length, magic = fields[1], fields[3]
+            size = length + LOG_OVERHEAD
+            if length < MIN_BATCH_LENGTH or magic != 2 or pos + size > end:
+                return
+            if verify:
+                if off + size > len(buf):
+                    buf = os.pread(self._fd, max(min(chunk, end - pos), size), pos)
+                    buf_start, off = pos, 0
+                    if len(buf) < size:
+                        return
+                with memoryview(buf) as view:
+                    if crc32c(view[off + CRC_START:off + size]) != fields[4]:
+                        return
+            yield BatchHeader(pos, *fields)
+            pos += size
+
+    def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> int:
+        """Rescan with CRC checks, cut the torn tail, rebuild indexes. Returns bytes truncated.
+
+        A batch whose base offset goes backwards (below the previous batch's next
+        offset or the segment's base) also ends the valid prefix.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._reset_stats()
+        valid_end = 0
+        expected = self.base_offset
+        for header in self.scan(0, verify=True):
+            if header.base_offset < expected:
+                break
+            self._track_batch(header.last_offset, header.max_timestamp, header.size, header.position)
+            if on_batch is not None:
+                on_batch(header)
+            expected = header.next_offset
+            valid_end = header.position + header.size
+        truncated = self.size - valid_end
+        if truncated:
+            os.ftruncate(self._fd, valid_end)
+            self.size = valid_end
+            self.dirty = True
+        return truncated
+
+    def load(self) -> bool:
+        """Cheap open for a segment below the recovery point. False: caller must ``recover``."""
+        if not self.offset_index.load(self.size) or not self.time_index.load():
+            return False
+        if self.size and not self._index_points_at_batches():
+            return False
+        self._reset_stats()
+        last_offset, position = self.offset_index.last_entry
+        end = position
+        for header in self.scan(position, verify=True):
+            self._track_batch(header.last_offset, header.max_timestamp, header.size, header.position)
+            end = header.position + header.size
+        if end != self.size or (self.size and self.next_offset <= last_offset):
+            return False
+        ts_entry, ts_offset = self.time_index.last_entry
+        if ts_offset >= self.next_offset and len(self.time_index):
+            return False
+        if ts_entry > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = ts_entry, ts_offset
+        first = next(self.scan(0), None)
+        self.first_batch_timestamp = first.max_timestamp if first else -1
+        return True
+
+    def _index_points_at_batches(self) -> bool:
+        """The last index entry must point at a batch holding exactly its offset."""
+        offset, position = self.offset_index.last_entry
+        if position == 0:
+            return True
+        header = next(self.scan(position), None)
+        return header is not None and header.last_offset == offset
+
+    def _reset_stats(self) -> None:
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.first_batch_timestamp = -1
+        self._bytes_since_index = 0
+
+    # ------------------------------------------------------------ reads
+
+    def find_batch(self, offset: int) -> BatchHeader | None:
+        """Header of the first batch whose last offset >= ``offset`` (the one holding it)."""
+        for header in self.scan(self.offset_index.lookup(offset), chunk=FIND_CHUNK):
+            if header.last_offset >= offset:
+                return header
+        return None
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool) -> bytes:
+        """Whole batches from the one holding ``offset``, within max_bytes and below max_offset."""
+        first = self.find_batch(offset)
+        if first is None or (max_offset is not None and first.base_offset >= max_offset):
+            return b""
+        start = first.position
+        want = min(max_bytes, self.size - start)
+        if want < first.size:
+            return self.read_at(start, first.size) if min_one_batch else b""
+        data = os.pread(self._fd, want, start)
+        end = 0
+        while len(data) - end >= 12:
+            base, length = _BASE_AND_LENGTH.unpack_from(data, end)
+            if max_offset is not None and base >= max_offset:
+                break
+            if end + length + LOG_OVERHEAD > len(data):
+                break
+            end += length + LOG_OVERHEAD
+        return data if end == len(data) else data[:end]
+
+    def read_at(self, position: int, size: int) -> bytes:
+        return os.pread(self._fd, size, position)
+
+    def fileno(self) -> int:
+        return self._fd
+
+    # ------------------------------------------------------------ truncation, lifecycle
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop batches whose last offset >= ``offset``; returns the new size in bytes."""
+        header = self.find_batch(offset)
+        if header is None:
+            return self.size
+        os.ftruncate(self._fd, header.position)
+        self.size = header.position
+        self.dirty = True
+        self.recover()
+        return self.size
+
+    def dup_fds(self) -> list[int]:
+        """Descriptors for the flush thread to fsync and close."""
+        return [os.dup(self._fd), self.offset_index.dup_fd(), self.time_index.dup_fd()]
+
+    def close(self) -> None:
+        self.offset_index.close()
+        self.time_index.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
