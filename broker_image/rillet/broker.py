@@ -55,6 +55,14 @@ class Broker:
         await self.controller.register_broker(self.node_id, advertised.host, advertised.port,
                                               self.config["broker.rack"])
         # --- coordinator hooks: start (owned by the group coordinator work) ---
+        from .coordinator.manager import GroupCoordinator
+        from .storage.cleaner import LogCleaner
+        self.coordinator = GroupCoordinator(self)
+        await self.coordinator.start()
+        self.cleaner = LogCleaner(self.logs, self.config,
+                                 lambda name: dict(self.image.topic_config(name)))
+        if self.config["log.cleaner.enable"]:
+            self._tasks.append(asyncio.create_task(self.cleaner.run(self._stop)))
         # --- end coordinator hooks: start ---
         self._tasks.append(asyncio.create_task(self.logs.run(
             self._stop,
@@ -63,6 +71,8 @@ class Broker:
     async def stop(self) -> None:
         self._stop.set()
         # --- coordinator hooks: stop ---
+        if getattr(self, "coordinator", None) is not None:
+            await self.coordinator.stop()
         # --- end coordinator hooks: stop ---
         for task in self._tasks:
             try:
@@ -90,6 +100,8 @@ class Broker:
                     self._wake((name, p))
         self._reconcile_logs(new)
         # --- coordinator hooks: metadata change ---
+        if getattr(self, "coordinator", None) is not None:
+            self.coordinator.on_metadata_change(old, new)
         # --- end coordinator hooks: metadata change ---
         for name in new.topics:
             if old.topic_config(name) != new.topic_config(name):
