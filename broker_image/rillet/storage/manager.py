@@ -1,0 +1,177 @@
+"""LogManager: every PartitionLog of this broker, across its log.dirs; retention and flush.ms.
+
+Partition directories are ``<log.dir>/<topic>-<partition>`` (topics may contain
+'-', so the partition is what follows the last one). The metadata log
+(``__cluster_metadata-0``) shares the directory layout but is owned by the
+controller, so it is skipped here. A deleted topic's directories are renamed to
+``<topic>-<partition>.<hex>-delete`` at once (atomic, cheap) and removed in a
+worker thread; leftovers from a crash are removed by ``load_logs``.
+
+Not thread-safe: owned by the broker and used only from the event loop thread.
+``run`` is the one background task that applies retention and flush.ms.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from rillet.storage.log import LogConfig, PartitionLog
+
+log = logging.getLogger(__name__)
+
+METADATA_LOG_DIR = "__cluster_metadata-0"
+DELETE_SUFFIX = "-delete"
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """``"my-topic-3"`` -> ("my-topic", 3); None for anything that is not a partition dir."""
+    if name == METADATA_LOG_DIR or "." in name.rsplit("-", 1)[-1]:
+        return None
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+class LogManager:
+    """Owner of every partition log (see the module doc for the thread-safety contract)."""
+
+    def __init__(self, log_dirs: list[Path], *, clock: Callable[[], float] = time.time) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log dir is needed")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self._clock = clock
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._deletions: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------ loading, lookup
+
+    def load_logs(self, config_for: Callable[[str, int], LogConfig]) -> None:
+        """Open (and recover) every partition directory found in the log dirs."""
+        for log_dir in self.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            for child in sorted(log_dir.iterdir()):
+                if not child.is_dir():
+                    continue
+                if child.name.endswith(DELETE_SUFFIX):
+                    shutil.rmtree(child, ignore_errors=True)  # a deletion a crash interrupted
+                    continue
+                parsed = parse_partition_dir(child.name)
+                if parsed is None:
+                    continue
+                if parsed in self._logs:
+                    log.error("%s-%d exists in two log dirs; keeping %s, ignoring %s", *parsed,
+                              self._logs[parsed].directory, child)
+                    continue
+                started = time.monotonic()
+                self._logs[parsed] = PartitionLog.open(child, config_for(*parsed), clock=self._clock)
+                log.debug("loaded %s in %.1f ms", child, (time.monotonic() - started) * 1000)
+        log.info("loaded %d partition logs from %s", len(self._logs), ", ".join(map(str, self.log_dirs)))
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def logs(self) -> dict[tuple[str, int], PartitionLog]:
+        return dict(self._logs)
+
+    def create(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
+        """The partition's log, created in the least loaded log dir if it does not exist yet."""
+        existing = self._logs.get((topic, partition))
+        if existing is not None:
+            return existing
+        counts = {d: 0 for d in self.log_dirs}
+        for plog in self._logs.values():
+            if plog.directory.parent in counts:
+                counts[plog.directory.parent] += 1
+        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+        plog = PartitionLog.open(log_dir / f"{topic}-{partition}", config, clock=self._clock)
+        self._logs[(topic, partition)] = plog
+        return plog
+
+    def delete_topic(self, topic: str) -> None:
+        """Close and remove every partition log of ``topic``."""
+        for key in [k for k in self._logs if k[0] == topic]:
+            plog = self._logs.pop(key)
+            plog.close()
+            doomed = plog.directory.with_name(f"{plog.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+            try:
+                plog.directory.rename(doomed)
+            except OSError:
+                log.exception("could not rename %s for deletion; deleting in place", plog.directory)
+                doomed = plog.directory
+            self._remove_dir(doomed)
+
+    def _remove_dir(self, path: Path) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            shutil.rmtree(path, ignore_errors=True)
+            return
+        task = loop.create_task(asyncio.to_thread(shutil.rmtree, path, True))
+        self._deletions.add(task)
+        task.add_done_callback(self._deletions.discard)
+
+    # ------------------------------------------------------------ background work
+
+    async def run(self, stop: asyncio.Event, *, retention_check_interval_ms: int = 300000,
+                  flush_check_interval_ms: int = 1000) -> None:
+        """Apply retention every retention_check_interval_ms and flush.ms every tick, until ``stop``."""
+        tick = max(0.01, min(flush_check_interval_ms, retention_check_interval_ms) / 1000)
+        next_retention = self._now_ms() + retention_check_interval_ms
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=tick)
+            except asyncio.TimeoutError:
+                pass
+            if stop.is_set():
+                break
+            now = self._now_ms()
+            await self._flush_due(now)
+            if now >= next_retention:
+                self.apply_retention(now)
+                next_retention = now + retention_check_interval_ms
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """One retention pass over every log (also rolls idle segments past segment.ms)."""
+        now = self._now_ms() if now_ms is None else now_ms
+        deleted = 0
+        for key, plog in list(self._logs.items()):
+            try:
+                plog.maybe_roll()
+                deleted += plog.apply_retention(now)
+            except Exception:
+                log.exception("retention of %s-%d failed", *key)
+        return deleted
+
+    async def _flush_due(self, now_ms: int) -> None:
+        due = [plog for plog in self._logs.values() if plog.flush_due(now_ms)]
+        if not due:
+            return
+        results = await asyncio.gather(*(plog.flush() for plog in due), return_exceptions=True)
+        for plog, result in zip(due, results):
+            if isinstance(result, BaseException):
+                log.error("flush of %s failed: %s", plog.directory, result)
+
+    async def flush_all(self) -> None:
+        results = await asyncio.gather(*(plog.flush() for plog in self._logs.values()),
+                                       return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                log.error("flush failed: %s", result)
+
+    async def close(self) -> None:
+        """Flush and close every log (clean shutdown: the next start recovers only active segments)."""
+        await self.flush_all()
+        for plog in self._logs.values():
+            plog.close()
+        self._logs.clear()
+        if self._deletions:
+            await asyncio.gather(*self._deletions, return_exceptions=True)
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)

@@ -1,0 +1,95 @@
+"""LogManager: loading partition dirs, create/delete, retention and flush.ms in the background loop."""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from rillet.storage.log import LogConfig
+from rillet.storage.manager import LogManager, parse_partition_dir
+
+from .helpers import FakeClock, append, make_batch, read_all_offsets
+
+
+def test_parse_partition_dir() -> None:
+    assert parse_partition_dir("my-topic-3") == ("my-topic", 3)
+    assert parse_partition_dir("t-0") == ("t", 0)
+    assert parse_partition_dir("a.b_c-12") == ("a.b_c", 12)
+    for name in ("__cluster_metadata-0", "no_partition", "t-x", "-3", "t-0.abcd-delete"):
+        assert parse_partition_dir(name) is None, name
+
+
+def test_create_is_idempotent_and_spreads_over_dirs(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = LogManager(dirs)
+    manager.load_logs(lambda t, p: LogConfig())
+    logs = [manager.create("orders", p, LogConfig()) for p in range(4)]
+    assert manager.create("orders", 0, LogConfig()) is logs[0]
+    assert sorted(len(list(d.iterdir())) for d in dirs) == [2, 2]
+    assert set(manager.logs()) == {("orders", p) for p in range(4)}
+    assert manager.get("orders", 9) is None
+
+
+def test_load_logs_reopens_existing_partitions_only(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path])
+    manager.load_logs(lambda t, p: LogConfig())
+    append(manager.create("my-topic", 1, LogConfig()), make_batch(3))
+    asyncio.run(manager.close())
+    (tmp_path / "__cluster_metadata-0").mkdir()
+    (tmp_path / "meta.properties").write_text("x")
+    (tmp_path / "old-0.0123abcd-delete").mkdir()
+    seen = []
+    again = LogManager([tmp_path])
+    again.load_logs(lambda t, p: seen.append((t, p)) or LogConfig())
+    assert seen == [("my-topic", 1)]
+    assert read_all_offsets(again.get("my-topic", 1)) == [0, 1, 2]
+    assert not (tmp_path / "old-0.0123abcd-delete").exists()
+
+
+def test_delete_topic_removes_its_files(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        manager = LogManager([tmp_path])
+        manager.load_logs(lambda t, p: LogConfig())
+        for p in range(2):
+            append(manager.create("gone", p, LogConfig()), make_batch(1))
+        append(manager.create("gone-too", 0, LogConfig()), make_batch(1))
+        manager.delete_topic("gone")
+        assert set(manager.logs()) == {("gone-too", 0)}
+        await manager.close()
+
+    asyncio.run(scenario())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gone-too-0"]
+
+
+def test_run_applies_retention_and_flush_ms(tmp_path: Path) -> None:
+    clock = FakeClock()
+
+    async def scenario() -> None:
+        manager = LogManager([tmp_path], clock=clock)
+        manager.load_logs(lambda t, p: LogConfig())
+        config = LogConfig(segment_bytes=1000, retention_bytes=1500, flush_ms=50)
+        plog = manager.create("t", 0, config)
+        for _ in range(6):
+            append(plog, make_batch(1, value_size=600))
+        stop = asyncio.Event()
+        runner = asyncio.create_task(manager.run(stop, retention_check_interval_ms=20,
+                                                 flush_check_interval_ms=10))
+        for _ in range(100):
+            clock.advance_ms(100)
+            await asyncio.sleep(0.02)
+            if plog.log_start_offset > 0 and plog.recovery_point == plog.log_end_offset:
+                break
+        stop.set()
+        await asyncio.wait_for(runner, 5)
+        assert plog.log_start_offset > 0
+        assert plog.size_bytes <= 1500 + 1000
+        assert plog.recovery_point == plog.log_end_offset  # flush.ms elapsed: flushed
+        await manager.close()
+
+    asyncio.run(scenario())
+
+
+def test_needs_a_log_dir() -> None:
+    with pytest.raises(ValueError):
+        LogManager([])

@@ -1,0 +1,91 @@
+"""LogSegment: append bookkeeping, index spacing, reads by offset, recovery and cheap load."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rillet.records import parse_batches, set_offsets
+from rillet.storage.segment import LogSegment
+
+from .helpers import make_batch
+
+
+def fill(segment: LogSegment, count: int, first_offset: int | None = None) -> list[tuple[int, int]]:
+    """Append ``count`` 2-record batches; returns (base_offset, position) of each."""
+    offset = segment.base_offset if first_offset is None else first_offset
+    placed = []
+    for i in range(count):
+        data = bytearray(make_batch(2, ts=1000 + i, value_size=100 + i))
+        [header] = parse_batches(data)
+        set_offsets(data, header, offset, 0)
+        placed.append((offset, segment.size))
+        segment.append(memoryview(data), [(offset + 1, 1001 + i, header.size)])
+        offset += 2
+    return placed
+
+
+def test_append_tracks_offsets_timestamps_and_sparse_index(tmp_path: Path) -> None:
+    segment = LogSegment(tmp_path, 1000, index_interval_bytes=500)
+    placed = fill(segment, 20)
+    assert segment.next_offset == 1040 and segment.max_timestamp == 1020
+    assert segment.offset_of_max_timestamp == 1039 and segment.first_batch_timestamp == 1001
+    assert segment.size == (tmp_path / "00000000000000001000.log").stat().st_size
+    # roughly one entry per 500 bytes, and never for the first batch
+    assert 0 < len(segment.offset_index) <= segment.size // 500
+    for offset, position in placed:
+        for o in (offset, offset + 1):
+            header = segment.find_batch(o)
+            assert header is not None and (header.base_offset, header.position) == (offset, position)
+    assert segment.find_batch(1040) is None
+
+
+def test_read_respects_bounds(tmp_path: Path) -> None:
+    segment = LogSegment(tmp_path, 0, index_interval_bytes=300)
+    placed = fill(segment, 10)
+    ends = [position for _, position in placed[1:]] + [segment.size]
+    size0 = ends[0]
+    assert len(segment.read(0, ends[2], None, True)) == ends[2]  # exactly three batches
+    assert len(segment.read(0, ends[2] - 1, None, True)) == ends[1]  # never a partial batch
+    assert [h.base_offset for h in parse_batches(segment.read(4, 1 << 20, 10, True))] == [4, 6, 8]
+    assert segment.read(6, 1 << 20, 6, True) == b""
+    assert len(segment.read(0, 1, None, True)) == size0
+    assert segment.read(0, 1, None, False) == b""
+
+
+def test_recover_cuts_tail_and_rebuilds_indexes(tmp_path: Path) -> None:
+    segment = LogSegment(tmp_path, 0, index_interval_bytes=300)
+    fill(segment, 10)
+    entries = len(segment.offset_index)
+    full = segment.size
+    segment.close()
+    with open(tmp_path / "00000000000000000000.log", "ab") as f:
+        f.write(b"\x01" * 100)
+    (tmp_path / "00000000000000000000.index").write_bytes(b"garbage")
+    again = LogSegment(tmp_path, 0, index_interval_bytes=300)
+    assert not again.load()
+    assert again.recover() == 100
+    assert again.size == full and again.next_offset == 20 and len(again.offset_index) == entries
+    again.close()
+    cheap = LogSegment(tmp_path, 0, index_interval_bytes=300)
+    assert cheap.load() and cheap.next_offset == 20 and cheap.max_timestamp == 1010
+
+
+def test_recover_stops_when_offsets_go_backwards(tmp_path: Path) -> None:
+    segment = LogSegment(tmp_path, 0)
+    fill(segment, 3)
+    fill(segment, 2, first_offset=2)  # overlaps: only a broken writer does this
+    assert segment.recover() > 0 and segment.next_offset == 6
+
+
+def test_truncate_to(tmp_path: Path) -> None:
+    segment = LogSegment(tmp_path, 0, index_interval_bytes=300)
+    placed = fill(segment, 10)
+    segment.truncate_to(9)  # batch 8..9 and everything after go
+    assert segment.next_offset == 8 and segment.size == placed[4][1]
+    assert segment.find_batch(8) is None and segment.find_batch(7).base_offset == 6
+
+
+def test_delete_removes_files(tmp_path: Path) -> None:
+    segment = LogSegment(tmp_path, 7)
+    fill(segment, 1)
+    segment.delete()
+    assert list(tmp_path.iterdir()) == []
