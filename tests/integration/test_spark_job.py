@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+import subprocess
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -176,3 +178,33 @@ def test_kill_and_restart_from_checkpoint_is_exactly_once(
     table, rows = read_aggregates(spark, out)
     assert table == expected_aggregates(events, WINDOW_SECONDS)
     assert rows == len(table), "a window was written twice"
+
+
+def test_submit_k8s_builds_cluster_mode_command(kafka_jars: Path) -> None:
+    """What submit-k8s hands to spark-submit: cluster mode on the given API server, the driver's
+    service account, the Kafka jars as local:// paths inside the image, the shared claim."""
+    out = subprocess.run(
+        [str(REPO / "spark/submit-k8s"), "--master", "k8s://https://127.0.0.1:6443", "--namespace", "jobs",
+         "--pvc", "shared", "--dry-run", "--",
+         "--bootstrap-servers", "rillet:9092", "--topics", "events", "--output", "/data/out",
+         "--checkpoint", "/data/chk"],
+        check=True, capture_output=True, text=True, timeout=120,
+    ).stdout
+    argv = shlex.split(out)
+    confs = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--conf")
+    assert argv[argv.index("--master") + 1] == "k8s://https://127.0.0.1:6443"
+    assert argv[argv.index("--deploy-mode") + 1] == "cluster"
+    assert confs["spark.kubernetes.namespace"] == "jobs"
+    assert confs["spark.kubernetes.authenticate.driver.serviceAccountName"] == "rillet-spark"
+    assert sorted(confs["spark.jars"].split(",")) == sorted(
+        f"local:///opt/spark-kafka-jars/{p.name}" for p in kafka_jars.glob("*.jar"))
+    for role in ("driver", "executor"):
+        prefix = f"spark.kubernetes.{role}.volumes.persistentVolumeClaim.data"
+        assert confs[f"{prefix}.options.claimName"] == "shared"
+        assert confs[f"{prefix}.mount.path"] == "/data"
+    main = argv.index("local:///opt/rillet/spark/windowed_counts.py")
+    assert argv[main + 1:] == ["--bootstrap-servers", "rillet:9092", "--topics", "events",
+                               "--output", "/data/out", "--checkpoint", "/data/chk"]
+    # the service account named here is the one the RBAC manifest binds to the driver Role
+    rbac = (REPO / "spark/k8s/rbac.yaml").read_text()
+    assert "kind: ServiceAccount\nmetadata:\n  name: rillet-spark\n" in rbac
