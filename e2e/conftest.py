@@ -1,0 +1,119 @@
+"""The e2e suite's cluster: $KUBECONFIG when set (kind elsewhere), else the local control plane.
+
+- At the end of collection, when e2e tests were selected and no $KUBECONFIG is set, the slow,
+  process-free preparation (Go build of the control plane, podman images) starts in a background
+  thread, so it overlaps the unit and integration tests that run first in `make test`.
+- The session fixture `k8s` then brings the local cluster up (or reuses one already running,
+  which it then leaves running) and takes it down at the end of the session.
+- `namespace` gives each test its own namespace, deleted afterwards.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from localk8s import cluster, host, images  # noqa: E402
+from localk8s.host import Layout  # noqa: E402
+from localk8s.kube import Kube  # noqa: E402
+
+# The first e2e test pays for a cold build when the unit/integration tests finished first.
+FIRST_TEST_TIMEOUT_S = 3000
+_prepare: dict[str, object] = {}
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """What the tests get: a client, the kubeconfig path, and whether it is the local one."""
+
+    kube: Kube
+    kubeconfig: str
+    local: bool
+    layout: Layout | None
+    image_errors: dict  # tag -> error for project images that did not build (local only)
+
+
+def _e2e_items(items: list) -> list:
+    root = Path(__file__).resolve().parent
+    return [i for i in items if Path(str(i.fspath)).resolve().is_relative_to(root)]
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    e2e = _e2e_items(items)
+    if e2e and not os.environ.get("KUBECONFIG"):
+        e2e[0].add_marker(pytest.mark.timeout(FIRST_TEST_TIMEOUT_S))
+
+
+def pytest_collection_finish(session) -> None:
+    if not _e2e_items(session.items) or os.environ.get("KUBECONFIG") or _prepare:
+        return
+    layout = Layout.default()
+
+    def prepare() -> None:
+        t0 = time.monotonic()
+        try:
+            host.ensure_packages()
+            host.write_containers_conf(layout)
+            cluster.build_binaries(layout)
+            _prepare["images"] = images.build_all(layout)
+        except BaseException as e:  # noqa: BLE001 - reported by the fixture
+            _prepare["error"] = e
+        _prepare["seconds"] = time.monotonic() - t0
+
+    thread = threading.Thread(target=prepare, name="e2e-prepare", daemon=True)
+    _prepare["thread"] = thread
+    thread.start()
+
+
+@pytest.fixture(scope="session")
+def k8s() -> Iterator[Cluster]:
+    path = os.environ.get("KUBECONFIG")
+    if path:
+        yield Cluster(Kube.from_kubeconfig(path), path, False, None, {})
+        return
+    layout = Layout.default()
+    thread = _prepare.get("thread")
+    if isinstance(thread, threading.Thread):
+        thread.join(FIRST_TEST_TIMEOUT_S - 60)
+        if thread.is_alive():
+            pytest.fail("e2e preparation (Go build / images) did not finish in time")
+    if "error" in _prepare:
+        raise RuntimeError(f"e2e preparation failed: {_prepare['error']}") from _prepare["error"]
+    already_up = cluster.status(layout, quiet=True)
+    errors = _prepare.get("images")
+    if not isinstance(errors, dict):
+        errors = images.build_all(layout)
+    kubeconfig = cluster.up(layout)
+    try:
+        yield Cluster(Kube.from_kubeconfig(str(kubeconfig)), str(kubeconfig), True, layout,
+                      {t: e for t, e in errors.items() if e})
+    finally:
+        if not already_up:
+            cluster.down(layout, quiet=True)
+
+
+@pytest.fixture
+def kube(k8s: Cluster) -> Kube:
+    return k8s.kube
+
+
+@pytest.fixture
+def namespace(k8s: Cluster, request) -> Iterator[str]:
+    """A fresh namespace per test; deleted afterwards (not waited for: down cleans the rest)."""
+    base = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-")
+    name = f"e2e-{base}-{uuid.uuid4().hex[:5]}"
+    k8s.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    k8s.kube.wait_for(f"service account default in {name}",
+                      lambda: k8s.kube.get_or_none("ServiceAccount", "default", name), 60)
+    yield name
+    k8s.kube.delete("Namespace", name)

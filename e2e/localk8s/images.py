@@ -1,0 +1,222 @@
+"""`e2e/images build|list`: the project's images, built by podman from their own Dockerfiles.
+
+The Dockerfiles stay standard (`FROM python:3.11-slim-bookworm`). Nothing is pulled here, so that
+base name is satisfied by a local image imported from a debootstrap'd Debian bookworm with
+Python 3.11 (Debian's python3 plus pip; "externally managed" marker removed, like the official
+image). Elsewhere (kind) the same Dockerfiles build on the real base image.
+
+Each image carries a label with the hash of its inputs (the Dockerfile and what its COPY/ADD
+lines name), so an unchanged image is not rebuilt.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import hashlib
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import host
+from .host import Layout, podman
+
+BASE_IMAGE = "docker.io/library/python:3.11-slim-bookworm"
+BASE_PACKAGES = "python3,python3-pip,python3-venv,ca-certificates,procps,iproute2"
+INPUTS_LABEL = "rillet.inputs"
+CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+SKIP_DIRS = {"__pycache__", ".git", ".venv", ".pytest_cache", ".mypy_cache", "node_modules"}
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """One image: its Dockerfile, build context and tag."""
+
+    tag: str
+    dockerfile: Path
+    context: Path
+    required: bool  # test images must build; the project's images are reported when they fail
+
+
+def discover(repo: Path) -> list[ImageSpec]:
+    """The project's Dockerfiles (context = repo root, like `docker build -f X/Dockerfile .`)
+    plus every e2e/test-images/<name>/Dockerfile (context = its folder)."""
+    specs = []
+    for folder, tag in (("broker_image", "rillet/broker:dev"), ("operator", "rillet/operator:dev"),
+                        ("spark", "rillet/spark:dev")):
+        df = repo / folder / "Dockerfile"
+        if df.exists():
+            specs.append(ImageSpec(tag, df, repo, required=False))
+    for df in sorted((repo / "e2e" / "test-images").glob("*/Dockerfile")):
+        specs.append(ImageSpec(f"rillet/e2e-{df.parent.name}:dev", df, df.parent, required=True))
+    return specs
+
+
+def inputs_hash(spec: ImageSpec) -> str:
+    """Hash of the Dockerfile and of every file its COPY/ADD instructions take from the context."""
+    h = hashlib.sha256(spec.dockerfile.read_bytes())
+    for src in sorted(_copy_sources(spec.dockerfile)):
+        for path in sorted(_files(spec.context, src)):
+            h.update(str(path.relative_to(spec.context)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _copy_sources(dockerfile: Path) -> set[str]:
+    """Source paths of COPY/ADD lines (not `--from=` stage copies), continuation lines joined."""
+    text = dockerfile.read_text().replace("\\\n", " ")
+    out: set[str] = set()
+    for line in text.splitlines():
+        words = line.strip().split(None, 1)
+        if len(words) < 2 or words[0].upper() not in ("COPY", "ADD"):
+            continue
+        rest = words[1].strip()
+        if rest.startswith("["):
+            import json
+            args = json.loads(rest)
+        else:
+            args = shlex.split(rest)
+        if any(a.startswith("--from") for a in args):
+            continue
+        args = [a for a in args if not a.startswith("--")]
+        out.update(args[:-1])
+    return out
+
+
+def _files(context: Path, pattern: str):
+    for match in glob.glob(str(context / pattern)):
+        p = Path(match)
+        if p.is_file():
+            yield p
+        elif p.is_dir():
+            for root, dirs, files in os.walk(p):
+                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info"))
+                for f in sorted(files):
+                    if not f.endswith((".pyc", ".pyo")):
+                        yield Path(root) / f
+
+
+def _label(layout: Layout, image: str) -> str | None:
+    proc = podman(layout, "image", "inspect", "--format",
+                  "{{index .Labels \"%s\"}}" % INPUTS_LABEL, image, check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+# ---- the base image ----------------------------------------------------------------------------
+
+def _base_recipe() -> str:
+    return f"bookworm minbase {BASE_PACKAGES} v2"
+
+
+def ensure_base(layout: Layout) -> None:
+    """Imports the debootstrap'd rootfs as python:3.11-slim-bookworm when missing or stale."""
+    recipe = hashlib.sha256(_base_recipe().encode()).hexdigest()[:12]
+    if _label(layout, BASE_IMAGE) == recipe:
+        return
+    tarball = layout.cache / "images" / f"bookworm-py311-{recipe}.tar"
+    if not tarball.exists():
+        _debootstrap(tarball)
+    podman(layout, "import",
+           "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+           "--change", "ENV LANG=C.UTF-8",
+           "--change", f"LABEL {INPUTS_LABEL}={recipe}",
+           "--change", 'CMD ["python3"]', str(tarball), BASE_IMAGE, timeout=600)
+
+
+def _debootstrap(tarball: Path) -> None:
+    t0 = time.monotonic()
+    tarball.parent.mkdir(parents=True, exist_ok=True)
+    root = tarball.parent / "rootfs.tmp"
+    subprocess.run(["rm", "-rf", str(root)], check=True)
+    print("images: debootstrap bookworm (about a minute)", file=sys.stderr, flush=True)
+    subprocess.run(["debootstrap", "--variant=minbase", f"--include={BASE_PACKAGES}", "bookworm",
+                    str(root), "http://deb.debian.org/debian"], check=True, timeout=1200,
+                   stdout=subprocess.DEVNULL)
+    # Like the official image: pip may install into the system Python, `python`/`pip` exist.
+    for marker in root.glob("usr/lib/python3*/EXTERNALLY-MANAGED"):
+        marker.unlink()
+    for link, target in (("python", "python3"), ("pip", "pip3")):
+        p = root / "usr" / "bin" / link
+        if not p.exists():
+            p.symlink_to(target)
+    # The official image installs packages into .../site-packages (Dockerfiles name that path,
+    # e.g. SPARK_HOME); Debian's pip uses dist-packages: make both names one folder.
+    local = root / "usr" / "local" / "lib" / "python3.11"
+    (local / "dist-packages").mkdir(parents=True, exist_ok=True)
+    if not (local / "site-packages").exists():
+        (local / "site-packages").symlink_to("dist-packages")
+    subprocess.run(["sh", "-c", "rm -rf var/cache/apt/archives/*.deb var/lib/apt/lists/* "
+                    "usr/share/doc/* usr/share/man/*"], cwd=root, check=True)
+    tmp = tarball.with_suffix(".part")
+    subprocess.run(["tar", "-C", str(root), "-cf", str(tmp), "."], check=True, timeout=600)
+    tmp.replace(tarball)
+    subprocess.run(["rm", "-rf", str(root)], check=True)
+    print(f"images: base rootfs in {time.monotonic() - t0:.0f}s", file=sys.stderr, flush=True)
+
+
+# ---- building ---------------------------------------------------------------------------------
+
+def build(layout: Layout, spec: ImageSpec) -> bool:
+    """Builds one image unless its inputs are unchanged. Returns True when it (re)built."""
+    digest = inputs_hash(spec)
+    if _label(layout, spec.tag) == digest:
+        return False
+    t0 = time.monotonic()
+    log = layout.cache / "images" / f"{spec.tag.replace('/', '_').replace(':', '_')}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    argv = ["build", "--pull=never", "--network", "host", "--layers",
+            # pip inside the build verifies TLS against the host's CA bundle.
+            "-v", f"{CA_BUNDLE}:{CA_BUNDLE}:ro",
+            "--label", f"{INPUTS_LABEL}={digest}",
+            "-f", str(spec.dockerfile), "-t", spec.tag, str(spec.context)]
+    with open(log, "w") as out:
+        proc = subprocess.run(["podman", *argv], env=host.podman_env(layout), stdout=out,
+                              stderr=subprocess.STDOUT, timeout=1800)
+    if proc.returncode != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
+        raise RuntimeError(f"podman build of {spec.tag} from {spec.dockerfile} failed; "
+                           f"log {log}:\n{tail}")
+    print(f"images: built {spec.tag} in {time.monotonic() - t0:.0f}s", file=sys.stderr, flush=True)
+    return True
+
+
+def build_all(layout: Layout, only: str | None = None) -> dict[str, str | None]:
+    """Builds every image; returns tag -> None (ok) or the error. A failing test image raises;
+    a failing project image is reported (its e2e tests fail on their own, clearly)."""
+    host.write_containers_conf(layout)
+    ensure_base(layout)
+    results: dict[str, str | None] = {}
+    for spec in discover(layout.repo):
+        if only and only not in spec.tag:
+            continue
+        try:
+            build(layout, spec)
+            results[spec.tag] = None
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            if spec.required:
+                raise
+            results[spec.tag] = str(e)
+            print(f"images: WARNING {e}", file=sys.stderr, flush=True)
+    state = layout.cache / "images" / "last-build.txt"
+    state.write_text("".join(f"{t}\t{'ok' if e is None else 'FAILED'}\n" for t, e in results.items()))
+    return results
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="e2e/images")
+    parser.add_argument("command", choices=["build", "list"])
+    parser.add_argument("--only", help="build only tags containing this text")
+    args = parser.parse_args(argv)
+    layout = Layout.default()
+    if args.command == "list":
+        for spec in discover(layout.repo):
+            print(f"{spec.tag}\t{spec.dockerfile.relative_to(layout.repo)}\t{inputs_hash(spec)}")
+        return 0
+    host.ensure_packages()
+    results = build_all(layout, args.only)
+    for tag, err in results.items():
+        print(f"{tag}\t{'ok' if err is None else 'FAILED'}")
+    return 1 if any(results.values()) else 0
