@@ -1,0 +1,246 @@
+"""Admin operations for the operator, the CLI and the tests.
+
+Fixed, modern request versions that rillet serves (this client talks to
+rillet; it does not negotiate down for old brokers). The consumer-group
+describe joins DescribeGroups (members and their assignments), OffsetFetch
+(committed offsets) and ListOffsets (end offsets at the partitions'
+leaders) into per-partition lag, as kafka-consumer-groups --describe does.
+"""
+from __future__ import annotations
+
+import asyncio
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+from .connection import BrokerConnection, raise_for
+
+METADATA, LIST_OFFSETS, FIND_COORDINATOR, OFFSET_FETCH = 3, 2, 10, 9
+DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, CREATE_TOPICS = 15, 16, 42, 19
+LATEST, EARLIEST = -1, -2
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    assignment: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberDescription, ...]
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    topic: str
+    partition: int
+    committed_offset: int          # -1: nothing committed
+    end_offset: int                # high watermark
+    lag: int | None                # None when nothing is committed (shown as "-" by Kafka)
+    member_id: str | None = None   # consumer holding the partition now, if any
+    client_id: str | None = None
+    host: str | None = None
+
+
+def parse_assignment(data: bytes) -> tuple[tuple[str, int], ...]:
+    """Partitions of a consumer-protocol Assignment (ConsumerProtocolAssignment, any version)."""
+    if len(data) < 6:
+        return ()
+    pos = 2
+    (topics,) = struct.unpack_from(">i", data, pos)
+    pos += 4
+    out = []
+    for _ in range(max(topics, 0)):
+        (n,) = struct.unpack_from(">h", data, pos)
+        topic = data[pos + 2:pos + 2 + n].decode("utf-8")
+        pos += 2 + n
+        (count,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        for _ in range(max(count, 0)):
+            (p,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            out.append((topic, p))
+    return tuple(out)
+
+
+@dataclass
+class _Cluster:
+    brokers: dict[int, tuple[str, int]] = field(default_factory=dict)
+    leaders: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+class AdminClient:
+    """Use as `async with AdminClient("127.0.0.1:9092") as admin: ...`."""
+
+    def __init__(self, bootstrap: str, *, timeout: float = 30.0) -> None:
+        self.bootstrap = [(h, int(p)) for h, p in
+                          (b.strip().rsplit(":", 1) for b in bootstrap.split(","))]
+        self.timeout = timeout
+        self._conns: dict[tuple[str, int], BrokerConnection] = {}
+
+    async def __aenter__(self) -> "AdminClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        for conn in self._conns.values():
+            await conn.close()
+        self._conns.clear()
+
+    def _conn(self, host: str, port: int) -> BrokerConnection:
+        key = (host, port)
+        if key not in self._conns:
+            self._conns[key] = BrokerConnection(host, port, timeout=self.timeout)
+        return self._conns[key]
+
+    async def _any(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        last: Exception | None = None
+        for host, port in self.bootstrap:
+            try:
+                return await self._conn(host, port).request(api_key, version, body)
+            except Exception as exc:  # try the next bootstrap server
+                last = exc
+        assert last is not None
+        raise last
+
+    # -- cluster --------------------------------------------------------------------
+
+    async def _cluster(self, topics: list[str] | None = None) -> _Cluster:
+        body = {"topics": None if topics is None else [{"name": t} for t in topics],
+                "allow_auto_topic_creation": False}
+        resp = await self._any(METADATA, 7, body)
+        cluster = _Cluster({b.node_id: (b.host, b.port) for b in resp.brokers})
+        for t in resp.topics:
+            for p in t.partitions:
+                cluster.leaders[(t.name, p.partition_index)] = p.leader_id
+        return cluster
+
+    async def create_topic(self, name: str, partitions: int, replication_factor: int = 1,
+                           configs: dict[str, str] | None = None) -> None:
+        body = {"topics": [{"name": name, "num_partitions": partitions,
+                            "replication_factor": replication_factor, "assignments": [],
+                            "configs": [{"name": k, "value": v}
+                                        for k, v in (configs or {}).items()]}],
+                "timeout": 30000, "validate_only": False}
+        resp = await self._any(CREATE_TOPICS, 5, body)
+        for t in resp.topics:
+            raise_for(t.error_code, f"create topic {t.name}")
+
+    async def end_offsets(self, partitions: list[tuple[str, int]],
+                          timestamp: int = LATEST) -> dict[tuple[str, int], int]:
+        """ListOffsets at each partition's leader (latest = high watermark)."""
+        if not partitions:
+            return {}
+        cluster = await self._cluster(sorted({t for t, _ in partitions}))
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        for tp in partitions:
+            by_leader.setdefault(cluster.leaders.get(tp, -1), []).append(tp)
+        out: dict[tuple[str, int], int] = {}
+        for leader, tps in by_leader.items():
+            if leader not in cluster.brokers:
+                raise_for(5, f"no leader for {tps}")
+            topics: dict[str, list[dict[str, int]]] = {}
+            for t, p in tps:
+                topics.setdefault(t, []).append(
+                    {"partition_index": p, "current_leader_epoch": -1, "timestamp": timestamp})
+            resp = await self._conn(*cluster.brokers[leader]).request(LIST_OFFSETS, 5, {
+                "replica_id": -1, "isolation_level": 0,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+            for t in resp.topics:
+                for p in t.partitions:
+                    raise_for(p.error_code, f"list offsets {t.name}-{p.partition_index}")
+                    out[(t.name, p.partition_index)] = p.offset
+        return out
+
+    # -- groups ---------------------------------------------------------------------
+
+    async def _coordinator(self, group_id: str) -> BrokerConnection:
+        for attempt in range(50):
+            resp = await self._any(FIND_COORDINATOR, 3, {"key": group_id, "key_type": 0})
+            code = int(resp.error_code)
+            if code in (14, 15) and attempt < 49:  # loading / not available yet: retry
+                await asyncio.sleep(0.1)
+                continue
+            raise_for(resp.error_code, f"find coordinator of {group_id}")
+            return self._conn(resp.host, resp.port)
+        raise AssertionError("unreachable")
+
+    async def list_groups(self, states: list[str] | None = None) -> list[tuple[str, str, str]]:
+        """(group id, protocol type, state) of every group on every broker."""
+        cluster = await self._cluster([])
+        out = []
+        for host, port in cluster.brokers.values():
+            resp = await self._conn(host, port).request(LIST_GROUPS, 4,
+                                                        {"states_filter": states or []})
+            raise_for(resp.error_code, "list groups")
+            out += [(g.group_id, g.protocol_type, g.group_state) for g in resp.groups]
+        return sorted(out)
+
+    async def describe_group(self, group_id: str) -> GroupDescription:
+        conn = await self._coordinator(group_id)
+        resp = await conn.request(DESCRIBE_GROUPS, 5, {"groups": [group_id],
+                                                       "include_authorized_operations": False})
+        g = resp.groups[0]
+        raise_for(g.error_code, f"describe group {group_id}")
+        members = tuple(MemberDescription(
+            m.member_id, m.group_instance_id, m.client_id, m.client_host,
+            parse_assignment(bytes(m.member_assignment)) if g.protocol_type == "consumer"
+            else ()) for m in g.members)
+        return GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data,
+                                members)
+
+    async def committed_offsets(self, group_id: str) -> dict[tuple[str, int], int]:
+        conn = await self._coordinator(group_id)
+        resp = await conn.request(OFFSET_FETCH, 7, {"group_id": group_id, "topics": None,
+                                                    "require_stable": False})
+        raise_for(resp.error_code, f"offset fetch {group_id}")
+        out = {}
+        for t in resp.topics:
+            for p in t.partitions:
+                raise_for(p.error_code, f"offset fetch {group_id} {t.name}-{p.partition_index}")
+                out[(t.name, p.partition_index)] = p.committed_offset
+        return out
+
+    async def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
+        """group id -> error code (0 = deleted)."""
+        out = {}
+        for gid in group_ids:
+            conn = await self._coordinator(gid)
+            resp = await conn.request(DELETE_GROUPS, 2, {"groups_names": [gid]})
+            out.update({r.group_id: int(r.error_code) for r in resp.results})
+        return out
+
+    async def describe_group_lag(self, group_id: str) -> list[PartitionLag]:
+        """Per partition: committed offset, end offset (high watermark), lag and owner.
+
+        Covers every partition with a committed offset and every partition
+        currently assigned to a member, sorted by topic and partition.
+        """
+        group = await self.describe_group(group_id)
+        committed = await self.committed_offsets(group_id)
+        owners: dict[tuple[str, int], MemberDescription] = {}
+        for m in group.members:
+            for tp in m.assignment:
+                owners[tp] = m
+        partitions = sorted(set(committed) | set(owners))
+        ends = await self.end_offsets(partitions)
+        out = []
+        for tp in partitions:
+            c = committed.get(tp, -1)
+            end = ends[tp]
+            owner = owners.get(tp)
+            out.append(PartitionLag(tp[0], tp[1], c, end, max(end - c, 0) if c >= 0 else None,
+                                    owner.member_id if owner else None,
+                                    owner.client_id if owner else None,
+                                    owner.client_host if owner else None))
+        return out

@@ -1,0 +1,81 @@
+"""One connection to one broker: framed requests, responses matched by correlation id.
+
+Requests on a connection are serialized by a lock (one in flight): the
+admin client sends few, small requests, and this keeps the reader simple.
+"""
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import Any
+
+from ..protocol.build import build
+from ..protocol.codec import decode_response, encode_request, request_schema
+from ..protocol.errors import KafkaError, error_for_code
+
+_SIZE = struct.Struct(">i")
+
+
+class KafkaClientError(Exception):
+    """A request failed on the wire (connection lost, timeout, bad response)."""
+
+
+def raise_for(code: Any, what: str) -> None:
+    """Raise the rillet KafkaError class of a non-zero error code."""
+    value = int(getattr(code, "value", code))
+    if value:
+        cls = error_for_code(value)
+        err: KafkaError = cls(f"{what}: error {value} ({cls.__name__})")
+        err.code = value
+        raise err
+
+
+class BrokerConnection:
+    def __init__(self, host: str, port: int, *, client_id: str = "rillet-admin",
+                 timeout: float = 30.0) -> None:
+        self.host, self.port = host, port
+        self.client_id = client_id
+        self.timeout = timeout
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._lock = asyncio.Lock()
+        self._correlation = 0
+
+    async def connect(self) -> "BrokerConnection":
+        if self._writer is None:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port), self.timeout)
+        return self
+
+    async def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        """Send one request built from plain values; return the decoded response body."""
+        entity = build(request_schema(api_key, version), body)
+        async with self._lock:
+            await self.connect()
+            assert self._reader is not None and self._writer is not None
+            self._correlation += 1
+            correlation = self._correlation
+            self._writer.write(encode_request(api_key, version, correlation, self.client_id,
+                                              entity))
+            try:
+                await self._writer.drain()
+                size_bytes = await asyncio.wait_for(self._reader.readexactly(4), self.timeout)
+                (size,) = _SIZE.unpack(size_bytes)
+                frame = await asyncio.wait_for(self._reader.readexactly(size), self.timeout)
+            except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
+                await self.close()
+                raise KafkaClientError(f"{self.host}:{self.port}: {exc!r}") from exc
+            got, response = decode_response(api_key, version, frame)
+            if got != correlation:
+                await self.close()
+                raise KafkaClientError(f"correlation id {got} != {correlation}")
+            return response
+
+    async def close(self) -> None:
+        writer, self._writer, self._reader = self._writer, None, None
+        if writer is not None:
+            writer.close()
+            try:
+                await writer.wait_closed()
+            except OSError:
+                pass

@@ -1,0 +1,270 @@
+"""Consumer groups against a real broker process with confluent-kafka (librdkafka).
+
+Partitions are shared within a group, every group gets every message,
+rebalances happen on join / leave / death, committed offsets survive a
+broker restart, and a restarted static member keeps its partitions
+without a rebalance. Session timeouts are the broker minimum (6 s) so the
+expiry tests stay short; every wait is bounded.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.harness import BrokerProcess
+
+pytestmark = pytest.mark.timeout(180)
+
+SESSION_MS = 6000
+GROUP_CONFIG = {"group.initial.rebalance.delay.ms": 300}
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=15)
+
+
+def produce(bootstrap: str, topic: str, values: list[str], partitions: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i, v in enumerate(values):
+        p.produce(topic, value=v.encode(), partition=i % partitions)
+    assert p.flush(30) == 0
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class GroupConsumer:
+    """A confluent-kafka consumer polled in its own thread; records messages and assignments."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, **extra: Any) -> None:
+        self.conf = {"bootstrap.servers": bootstrap, "group.id": group,
+                     "auto.offset.reset": "earliest", "session.timeout.ms": SESSION_MS,
+                     "heartbeat.interval.ms": 500, "enable.auto.commit": True,
+                     "auto.commit.interval.ms": 200, **extra}
+        self.topic = topic
+        self.messages: list[tuple[int, int, bytes]] = []
+        self.assignment: set[int] = set()
+        self.assign_events = 0
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> "GroupConsumer":
+        self.thread.start()
+        return self
+
+    def _on_assign(self, consumer: Consumer, parts: list[TopicPartition]) -> None:
+        with self._lock:
+            self.assignment = {p.partition for p in parts}
+            self.assign_events += 1
+
+    def _on_revoke(self, consumer: Consumer, parts: list[TopicPartition]) -> None:
+        with self._lock:
+            self.assignment = set()
+
+    def _run(self) -> None:
+        try:
+            c = Consumer(self.conf)
+            c.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+            while not self._stop.is_set():
+                m = c.poll(0.1)
+                if m is None or m.error():
+                    continue
+                with self._lock:
+                    self.messages.append((m.partition(), m.offset(), m.value()))
+            c.close()  # commits and sends LeaveGroup (dynamic members)
+        except BaseException as exc:  # surfaced by stop()
+            self.error = exc
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(30)
+        assert not self.thread.is_alive(), "consumer did not close"
+        if self.error is not None:
+            raise self.error
+
+    def values(self) -> list[bytes]:
+        with self._lock:
+            return [v for _, _, v in self.messages]
+
+    def parts(self) -> set[int]:
+        with self._lock:
+            return set(self.assignment)
+
+
+def stable(consumers: list[GroupConsumer], owned: int, per_member: int) -> Callable[[], bool]:
+    """Each consumer holds per_member partitions, together `owned` distinct ones."""
+    def check() -> bool:
+        parts = [c.parts() for c in consumers]
+        union = set().union(*parts)
+        return all(len(p) == per_member for p in parts) and len(union) == owned
+    return check
+
+
+@pytest.fixture
+def gbroker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
+    return broker_factory(config=GROUP_CONFIG)
+
+
+def test_three_consumers_share_six_partitions_and_read_everything_once(
+        gbroker: BrokerProcess) -> None:
+    bs = gbroker.bootstrap
+    create_topic(bs, "shared", 6)
+    consumers = [GroupConsumer(bs, "g-shared", "shared").start() for _ in range(3)]
+    try:
+        wait_until(stable(consumers, 6, 2), 30, "3 members with 2 partitions each")
+        values = [f"m{i}" for i in range(600)]
+        produce(bs, "shared", values, 6)
+        wait_until(lambda: sum(len(c.values()) for c in consumers) >= 600, 30, "600 messages")
+        time.sleep(0.5)  # nothing more may arrive
+        got = [v.decode() for c in consumers for v in c.values()]
+        assert sorted(got) == sorted(values)  # exactly once across the group
+        for c in consumers:
+            assert {p for p, _, _ in c.messages} <= c.parts()
+    finally:
+        for c in consumers:
+            c.stop()
+
+
+def test_leave_and_death_reassign_partitions(gbroker: BrokerProcess, tmp_path: Path) -> None:
+    bs = gbroker.bootstrap
+    create_topic(bs, "moving", 6)
+    a = GroupConsumer(bs, "g-moving", "moving").start()
+    b = GroupConsumer(bs, "g-moving", "moving").start()
+    # The third member is a separate process so it can be killed without a LeaveGroup.
+    script = tmp_path / "victim.py"
+    script.write_text(VICTIM.format(bs=bs, session=SESSION_MS))
+    victim = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert victim.stdout is not None
+        wait_until(stable([a, b], 4, 2), 30, "a and b with 2 partitions each (victim has 2)")
+        # Death: SIGKILL, no LeaveGroup. Expiry after the session timeout reassigns.
+        killed_at = time.monotonic()
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(10)
+        wait_until(stable([a, b], 6, 3), SESSION_MS / 1000 + 15, "reassignment after expiry")
+        assert time.monotonic() - killed_at >= SESSION_MS / 1000 - 1.5  # it was an expiry
+        # Leave: b closes (LeaveGroup); a gets everything well within a session timeout.
+        left_at = time.monotonic()
+        b.stop()
+        wait_until(stable([a], 6, 6), SESSION_MS / 1000, "a owning all 6 partitions")
+        assert time.monotonic() - left_at < SESSION_MS / 1000
+        values = [f"x{i}" for i in range(60)]
+        produce(bs, "moving", values, 6)
+        wait_until(lambda: set(values) <= {v.decode() for v in a.values()}, 20,
+                   "a reads new messages of all partitions")
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+        a.stop()
+        if b.thread.is_alive():
+            b.stop()
+
+
+VICTIM = """
+from confluent_kafka import Consumer
+c = Consumer({{"bootstrap.servers": "{bs}", "group.id": "g-moving",
+              "session.timeout.ms": {session}, "heartbeat.interval.ms": 500}})
+c.subscribe(["moving"])
+while True:
+    c.poll(0.2)
+"""
+
+
+def test_two_groups_each_receive_everything(gbroker: BrokerProcess) -> None:
+    bs = gbroker.bootstrap
+    create_topic(bs, "fanout", 3)
+    values = [f"f{i}" for i in range(90)]
+    produce(bs, "fanout", values, 3)
+    g1 = GroupConsumer(bs, "g-one", "fanout").start()
+    g2 = GroupConsumer(bs, "g-two", "fanout").start()
+    try:
+        for c in (g1, g2):
+            wait_until(lambda c=c: len(c.values()) >= 90, 30, "all messages in each group")
+        assert sorted(v.decode() for v in g1.values()) == sorted(values)
+        assert sorted(v.decode() for v in g2.values()) == sorted(values)
+    finally:
+        g1.stop()
+        g2.stop()
+
+
+def committed(bs: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    c = Consumer({"bootstrap.servers": bs, "group.id": group})
+    try:
+        tps = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        return {tp.partition: tp.offset for tp in tps}
+    finally:
+        c.close()
+
+
+def test_restart_resumes_from_committed_offsets(broker_factory: Callable[..., BrokerProcess]
+                                               ) -> None:
+    broker = broker_factory(config=GROUP_CONFIG)
+    bs = broker.bootstrap
+    create_topic(bs, "durable", 2)
+    produce(bs, "durable", [f"a{i}" for i in range(40)], 2)
+    c = Consumer({"bootstrap.servers": bs, "group.id": "g-durable", "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", "session.timeout.ms": SESSION_MS})
+    c.subscribe(["durable"])
+    seen = 0
+    deadline = time.monotonic() + 30
+    while seen < 40 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            seen += 1
+    assert seen == 40
+    c.commit(asynchronous=False)  # manual commit
+    c.close()
+    assert committed(bs, "g-durable", "durable", 2) == {0: 20, 1: 20}
+    broker.stop()
+    broker.start()
+    assert committed(bs, "g-durable", "durable", 2) == {0: 20, 1: 20}
+    produce(bs, "durable", [f"b{i}" for i in range(10)], 2)
+    again = GroupConsumer(bs, "g-durable", "durable").start()
+    try:
+        wait_until(lambda: len(again.values()) >= 10, 30, "the 10 new messages")
+        time.sleep(1)
+        assert sorted(v.decode() for v in again.values()) == sorted(f"b{i}" for i in range(10))
+    finally:
+        again.stop()
+
+
+def test_static_member_restart_keeps_assignment_without_rebalance(
+        gbroker: BrokerProcess) -> None:
+    bs = gbroker.bootstrap
+    create_topic(bs, "static", 4)
+    a = GroupConsumer(bs, "g-static", "static", **{"group.instance.id": "inst-a"}).start()
+    b = GroupConsumer(bs, "g-static", "static", **{"group.instance.id": "inst-b"}).start()
+    try:
+        wait_until(stable([a, b], 4, 2), 30, "2 static members with 2 partitions each")
+        time.sleep(1)
+        before_b, a_events = b.parts(), a.assign_events
+        b.stop()  # a static member's close sends no LeaveGroup
+        b2 = GroupConsumer(bs, "g-static", "static", **{"group.instance.id": "inst-b"}).start()
+        try:
+            wait_until(lambda: b2.parts() == before_b, 15, "restarted member gets its partitions")
+            time.sleep(SESSION_MS / 1000 + 1)  # past the old session: still no rebalance
+            assert a.assign_events == a_events, "the other member saw a rebalance"
+            assert b2.parts() == before_b and a.parts() | b2.parts() == {0, 1, 2, 3}
+        finally:
+            b2.stop()
+    finally:
+        a.stop()
