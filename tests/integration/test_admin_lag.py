@@ -1,0 +1,71 @@
+"""Consumer-group lag through rillet's admin client (DescribeGroups + OffsetFetch + ListOffsets)."""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Callable
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from rillet.client import AdminClient, PartitionLag
+from tests.harness import BrokerProcess
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def produce(bs: str, topic: str, per_partition: dict[int, int]) -> None:
+    p = Producer({"bootstrap.servers": bs})
+    for partition, n in per_partition.items():
+        for i in range(n):
+            p.produce(topic, value=f"{partition}-{i}".encode(), partition=partition)
+    assert p.flush(30) == 0
+
+
+def lag(bs: str, group: str) -> list[PartitionLag]:
+    async def go() -> list[PartitionLag]:
+        async with AdminClient(bs) as admin:
+            return await admin.describe_group_lag(group)
+    return asyncio.run(go())
+
+
+def test_lag_per_partition_for_committed_and_live_group(
+        broker_factory: Callable[..., BrokerProcess]) -> None:
+    broker = broker_factory(config={"group.initial.rebalance.delay.ms": 0})
+    bs = broker.bootstrap
+
+    async def setup() -> None:
+        async with AdminClient(bs) as admin:
+            await admin.create_topic("lagged", 3)
+    asyncio.run(setup())
+    produce(bs, "lagged", {0: 10, 1: 20, 2: 5})
+
+    # A stand-alone commit (admin style): offsets 4 and 20 for partitions 0 and 1.
+    c = Consumer({"bootstrap.servers": bs, "group.id": "lag-g", "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition("lagged", 0, 4), TopicPartition("lagged", 1, 20)],
+             asynchronous=False)
+    c.close()
+    rows = lag(bs, "lag-g")
+    assert [(r.topic, r.partition, r.committed_offset, r.end_offset, r.lag, r.member_id)
+            for r in rows] == [("lagged", 0, 4, 10, 6, None), ("lagged", 1, 20, 20, 0, None)]
+
+    # A live member that owns all partitions: every partition is listed with its owner;
+    # partition 2 has no commit yet, so no lag number (Kafka's "-").
+    live = Consumer({"bootstrap.servers": bs, "group.id": "lag-g", "enable.auto.commit": False,
+                     "session.timeout.ms": 6000, "client.id": "lag-client"})
+    live.subscribe(["lagged"])
+    try:
+        deadline = time.monotonic() + 30
+        while len(live.assignment()) != 3 and time.monotonic() < deadline:
+            live.poll(0.2)
+        assert len(live.assignment()) == 3
+        rows = lag(bs, "lag-g")
+        assert [(r.partition, r.committed_offset, r.end_offset, r.lag) for r in rows] == \
+               [(0, 4, 10, 6), (1, 20, 20, 0), (2, -1, 5, None)]
+        assert {r.client_id for r in rows} == {"lag-client"} and all(r.member_id for r in rows)
+        produce(bs, "lagged", {1: 7})
+        live.commit(offsets=[TopicPartition("lagged", 2, 5)], asynchronous=False)
+        rows = lag(bs, "lag-g")
+        assert [(r.partition, r.lag) for r in rows] == [(0, 6), (1, 7), (2, 0)]
+    finally:
+        live.close()
