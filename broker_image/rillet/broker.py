@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Iterable
 
 from .config import BrokerConfig
@@ -42,13 +43,15 @@ class Broker:
         self.cluster_id = ensure_formatted(self.config.log_dirs, self.node_id,
                                            self.config["cluster.id"])
         meta_dir = self.config["metadata.log.dir"]
-        from pathlib import Path
-        metadata_root = Path(meta_dir) if meta_dir else self.config.log_dirs[0]
+        # A folder the LogManager does not scan, so the metadata log is never
+        # mistaken for a user partition.
+        metadata_root = Path(meta_dir) if meta_dir else self.config.log_dirs[0] / "__metadata"
         self.controller = Controller(
             MetadataLog.open(metadata_root), self.cluster_id, self.node_id,
             lambda: (self.config["num.partitions"], self.config["default.replication.factor"]))
         self.controller.load()
         self.logs.load_logs(self.log_config_for)
+        self._delete_stray_logs(self.image)
         self._reconcile_logs(self.image)
         self.controller.on_change(self._on_metadata_change)
         advertised = self.config.advertised_listeners[0]
@@ -109,6 +112,14 @@ class Broker:
                 for (t, _), plog in self.logs.logs().items():
                     if t == name:
                         plog.update_config(cfg)
+
+    def _delete_stray_logs(self, image: MetadataImage) -> None:
+        """Logs of topics deleted while this node was down (Kafka's stray logs)."""
+        for (topic, p) in self.logs.logs():
+            part = image.partition(topic, p)
+            if part is None or self.node_id not in part.replicas:
+                log.info("deleting stray log %s-%d", topic, p)
+                self.logs.delete_topic(topic)
 
     def _reconcile_logs(self, image: MetadataImage) -> None:
         """Make sure a log exists for every partition this node hosts."""

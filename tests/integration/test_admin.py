@@ -49,7 +49,7 @@ def test_validate_only_and_bad_requests(broker: BrokerProcess) -> None:
     admin.create_topics([NewTopic(t, 2, 1)], validate_only=True)[t].result(10)
     assert t not in admin.list_topics(timeout=10).topics
     cases = {
-        "bad name!": (NewTopic("bad name!", 1, 1), "INVALID_TOPIC_EXCEPTION"),
+        "bad name!": (NewTopic("bad name!", 1, 1), "TOPIC_EXCEPTION"),
         _name("rf"): (None, "INVALID_REPLICATION_FACTOR"),
         _name("cfg"): (None, "INVALID_CONFIG"),
     }
@@ -65,7 +65,7 @@ def test_validate_only_and_bad_requests(broker: BrokerProcess) -> None:
 def test_explicit_assignment_and_partition_growth(broker: BrokerProcess) -> None:
     admin = _admin(broker)
     t = _name("assign")
-    admin.create_topics([NewTopic(t, replica_assignment=[[1], [1]])])[t].result(10)
+    admin.create_topics([NewTopic(t, 2, replica_assignment=[[1], [1]])])[t].result(10)
     assert len(admin.list_topics(timeout=10).topics[t].partitions) == 2
     admin.create_partitions([NewPartitions(t, 5)])[t].result(10)
     assert len(admin.list_topics(timeout=10).topics[t].partitions) == 5
@@ -73,7 +73,7 @@ def test_explicit_assignment_and_partition_growth(broker: BrokerProcess) -> None
         admin.create_partitions([NewPartitions(t, 3)])[t].result(10)
     bad = _name("badassign")
     with pytest.raises(KafkaException, match="INVALID_REPLICA_ASSIGNMENT"):
-        admin.create_topics([NewTopic(bad, replica_assignment=[[7]])])[bad].result(10)
+        admin.create_topics([NewTopic(bad, 1, replica_assignment=[[7]])])[bad].result(10)
 
 
 def test_incremental_and_full_alter_configs(broker: BrokerProcess) -> None:

@@ -76,9 +76,8 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
     except Exception as exc:
         raise FramingError(
             f"malformed api key {api_key} v{version} request: {exc!r}") from exc
-    if used + body_size != len(frame):
-        raise FramingError(
-            f"api key {api_key} v{version}: {len(frame) - used - body_size} trailing bytes")
+    # Trailing bytes are tolerated, as Kafka's own parser does: some clients
+    # (librdkafka's Metadata v12) send fields newer than the version they name.
     return RequestHeader(api_key, version, header.correlation_id, header.client_id), body
 
 
