@@ -48,7 +48,14 @@ def _e2e_items(items: list) -> list:
     return [i for i in items if Path(str(i.fspath)).resolve().is_relative_to(root)]
 
 
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "e2e_last: run at the very end of the session "
+                            "(the test takes the local cluster down)")
+
+
 def pytest_collection_modifyitems(config, items) -> None:
+    last = [i for i in items if i.get_closest_marker("e2e_last")]
+    items[:] = [i for i in items if not i.get_closest_marker("e2e_last")] + last
     e2e = _e2e_items(items)
     if e2e and not os.environ.get("KUBECONFIG"):
         e2e[0].add_marker(pytest.mark.timeout(FIRST_TEST_TIMEOUT_S))
