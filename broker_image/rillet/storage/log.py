@@ -7,7 +7,8 @@ Directory ``<log.dir>/<topic>-<partition>`` holds:
 - ``recovery-point``: offset below which everything was fsynced. Segments wholly
   below it are opened cheaply (index shape + CRC of the tail after the last index
   entry); the segment holding it and all later ones are rescanned by CRC, their
-  torn tails cut and their indexes rebuilt. The active segment is always rescanned.
+  torn tails cut and their indexes rebuilt. After a clean shutdown (everything
+  flushed) no segment needs the rescan.
 
 Durability: ``append`` only writes to the page cache (survives kill -9, not
 power loss). ``flush`` fsyncs in a worker thread. With flush.messages=1 the
@@ -134,8 +135,14 @@ class PartitionLog:
         for i, base in enumerate(bases):
             segment = self._new_segment_object(base, now)
             next_base = bases[i + 1] if i + 1 < len(bases) else None
-            must_recover = next_base is None or next_base > recovery_point
-            damaged = self._open_segment(segment, must_recover)
+            # A segment holding offsets at or past the recovery point may have holes after a
+            # power loss and is rescanned; the active one too, unless a flush covered all of it
+            # (clean shutdown), which the cheap load's own tail scan then proves.
+            if next_base is None:
+                loaded = segment.load() and segment.next_offset <= recovery_point
+            else:
+                loaded = next_base <= recovery_point and segment.load()
+            damaged = False if loaded else self._recover_segment(segment)
             if self._segments and segment.base_offset < self._segments[-1].next_offset:
                 damaged = True  # overlaps its predecessor: only a crash leaves that
                 segment.delete()
@@ -182,10 +189,8 @@ class PartitionLog:
         except (OSError, ValueError):
             return 0
 
-    def _open_segment(self, segment: LogSegment, must_recover: bool) -> bool:
-        """Load or recover one segment; True if data had to be cut (later segments are suspect)."""
-        if not must_recover and segment.load():
-            return False
+    def _recover_segment(self, segment: LogSegment) -> bool:
+        """Rescan one segment by CRC; True if data had to be cut (later segments are suspect)."""
         truncated = segment.recover(self._on_recovered_batch)
         segment.dirty = True  # what recovery found may not be fsynced yet
         if truncated:

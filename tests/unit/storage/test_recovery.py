@@ -44,11 +44,11 @@ def cut_positions(size: int, boundaries: list[int], seed: int = 11) -> list[int]
     (records.scan_valid_prefix is tested at literally every byte in test_records.py;
     this keeps the file-level version fast: each cut copies and reopens a log.)
     """
-    cuts = set(range(0, min(size, boundaries[1] if len(boundaries) > 1 else size) + 1, 3))
+    cuts = set(range(0, min(size, boundaries[1] if len(boundaries) > 1 else size) + 1, 5))
     cuts |= set(range(max(0, size - 70), size + 1))
     for b in boundaries:
         cuts |= {b - 1, b, b + 1}
-    cuts |= set(random.Random(seed).sample(range(size + 1), min(size + 1, 60)))
+    cuts |= set(random.Random(seed).sample(range(size + 1), min(size + 1, 30)))
     return sorted(c for c in cuts if 0 <= c <= size)
 
 
@@ -65,7 +65,7 @@ def test_torn_tail_at_many_bytes_of_the_active_segment(tmp_path: Path) -> None:
         offsets_by_end[header.position + header.size] = header.next_offset
     offsets_by_end[0] = active_base
     work = tmp_path / "work-0"
-    for cut in cut_positions(len(full), boundaries):
+    for n, cut in enumerate(cut_positions(len(full), boundaries)):
         if work.exists():
             shutil.rmtree(work)
         shutil.copytree(source, work)
@@ -80,7 +80,8 @@ def test_torn_tail_at_many_bytes_of_the_active_segment(tmp_path: Path) -> None:
         info = append(recovered, make_batch(2))
         assert info.base_offset == offsets_by_end[kept]
         recovered.close()
-        assert read_all_offsets(open_log(work, **CONFIG)) == list(range(info.last_offset + 1))
+        if n % 4 == 0:  # and a second restart (every few cuts: each reopen costs)
+            assert read_all_offsets(open_log(work, **CONFIG)) == list(range(info.last_offset + 1))
 
 
 def test_torn_write_across_a_roll(tmp_path: Path) -> None:
@@ -231,3 +232,30 @@ def test_random_cuts_with_producer_state_and_epochs(tmp_path: Path) -> None:
         info = append(recovered, make_batch(2, producer_id=9, producer_epoch=0, base_sequence=leo))
         assert info.base_offset == leo and not info.duplicate
         recovered.close()
+
+
+def test_clean_shutdown_reopens_without_rescanning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rillet.storage.segment import LogSegment
+
+    plog, ends = build_log(tmp_path / "t-0", flush=True)
+    plog.close()
+
+    def no_rescan(self: LogSegment, on_batch: object = None) -> int:
+        raise AssertionError(f"segment {self.base_offset} was rescanned")
+
+    monkeypatch.setattr(LogSegment, "recover", no_rescan)
+    again = open_log(tmp_path / "t-0", **CONFIG)
+    assert read_all_offsets(again) == list(range(ends[-1]))
+
+
+def test_torn_tail_after_a_clean_shutdown_is_still_cut(tmp_path: Path) -> None:
+    plog, ends = build_log(tmp_path / "t-0", flush=True)
+    plog.close()
+    log_file = active_log_file(tmp_path / "t-0")
+    boundaries = batch_boundaries(log_file)
+    with open(log_file, "r+b") as f:
+        f.truncate(boundaries[-1] - 10)
+    recovered = open_log(tmp_path / "t-0", **CONFIG)
+    assert log_file.stat().st_size == boundaries[-2]
+    assert read_all_offsets(recovered) == list(range(recovered.log_end_offset))
+    assert recovered.log_end_offset < ends[-1]
