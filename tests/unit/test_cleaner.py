@@ -168,3 +168,24 @@ def test_swap_skips_a_segment_that_changed(tmp_path: Path) -> None:
     assert not swap_in_cleaned(plog, cleaned)
     assert not cleaned.log_path.exists()
     plog.close()
+
+
+def test_fully_superseded_segments_are_removed_and_reads_continue(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    for r in range(6):  # the same keys again and again: early segments become empty
+        append(plog, [(f"k{k}".encode(), f"v{r}".encode() * 40) for k in range(3)])
+    append(plog, [(b"filler", b"x" * 450)])
+    append(plog, [(b"tail", b"y")])
+    segments_before = plog.segment_count
+    asyncio.run(cleaner(plog).clean_all())
+    assert plog.segment_count < segments_before
+    assert plog.log_start_offset == 0  # compaction never moves the log start
+    records = read_all(plog)
+    assert [(r.key, r.value) for r in records if r.key.startswith(b"k")] == \
+           [(f"k{k}".encode(), b"v5" * 40) for k in range(3)]
+    assert plog.read(1, 1 << 20)  # an offset in a removed range reads on from the next batch
+    plog.close()
+    again = open_log(tmp_path)
+    assert [(r.offset, r.value) for r in read_all(again)] == [(r.offset, r.value)
+                                                              for r in records]
+    again.close()

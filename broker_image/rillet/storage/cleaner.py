@@ -20,7 +20,8 @@ Back on the event loop each cleaned segment is swapped in one at a time
 renamed over the old one (atomic), then the cleaned indexes are renamed in.
 A crash at any point leaves either the old or the new data file, plus at
 most stray ``.cleaned`` files (deleted by recovery) or missing indexes
-(rebuilt by recovery). Segments are never merged: merging would need a swap
+(rebuilt by recovery). A segment (other than the first) left with no
+record is deleted instead: all of it is superseded later in the log. Segments are never merged: merging would need a swap
 that recovery completes, and recovery here deletes ``.swap`` files.
 
 Thread-safety: the worker thread only reads closed segment files through
@@ -266,6 +267,15 @@ def swap_in_cleaned(plog: Any, cleaned: CleanedSegment) -> bool:
             p.unlink(missing_ok=True)
         return False
     old = segments[index]
+    if cleaned.size == 0 and index > 0:
+        # Nothing left: drop the segment (an empty one in the middle would end reads
+        # early). Safe at any point: every record in it is superseded later in the log.
+        for p in (cleaned.log_path, cleaned.index_path, cleaned.time_index_path):
+            p.unlink(missing_ok=True)
+        old.delete()
+        del segments[index]
+        del plog._bases[index]
+        return True
     old.close()
     old.offset_index.path.unlink(missing_ok=True)
     old.time_index.path.unlink(missing_ok=True)
