@@ -31,6 +31,7 @@ from pathlib import Path
 
 from rillet.protocol.errors import (
     CorruptMessage,
+    InvalidRecord,
     KafkaStorageError,
     MessageTooLarge,
     OffsetOutOfRange,
@@ -310,6 +311,36 @@ class PartitionLog:
             self.producer_state.take_snapshot(self.log_end_offset)
         return AppendInfo(first, offset - 1, now_ms if log_append_time else -1, self.log_start_offset)
 
+    def append_replicated(self, data: bytearray | bytes, headers: list[BatchHeader]) -> AppendInfo:
+        """Follower side of replication: append the leader's batches as they are.
+
+        Offsets, leader epochs and timestamps are kept; producer state and the
+        epoch cache are updated from the batch headers without sequence checks
+        (the leader did them). ``headers`` from ``parse_batches(data, strict=False)``.
+        The first batch must start at or after the log end offset and offsets must
+        increase (gaps are fine: compacted logs have them).
+        """
+        if not headers:
+            raise CorruptMessage("no record batches to append")
+        expected = self.log_end_offset
+        for header in headers:
+            if header.base_offset < expected:
+                raise InvalidRecord(
+                    f"replicated batch at offset {header.base_offset} is below the expected {expected}")
+            expected = header.next_offset
+        total = sum(h.size for h in headers)
+        if total > self.config.segment_bytes:
+            raise RecordListTooLarge(f"record set of {total} bytes exceeds segment.bytes {self.config.segment_bytes}")
+        now_ms = self._now_ms()
+        self._write(data, [(h, h.base_offset, h.max_timestamp) for h in headers], now_ms)
+        for header in headers:
+            self.producer_state.replay(header)
+            self.epochs.assign(header.partition_leader_epoch, header.base_offset)
+        if self._snapshot_due:
+            self._snapshot_due = False
+            self.producer_state.take_snapshot(self.log_end_offset)
+        return AppendInfo(headers[0].base_offset, headers[-1].last_offset, -1, self.log_start_offset)
+
     def _check_sizes(self, headers: list[BatchHeader]) -> None:
         total = 0
         for header in headers:
@@ -321,7 +352,7 @@ class PartitionLog:
             raise RecordListTooLarge(
                 f"record set of {total} bytes exceeds segment.bytes {self.config.segment_bytes}")
 
-    def _write(self, data: bytearray, plan: list[tuple[BatchHeader, int, int]], now_ms: int) -> None:
+    def _write(self, data: bytearray | bytes, plan: list[tuple[BatchHeader, int, int]], now_ms: int) -> None:
         """One os.write per segment touched (normally one)."""
         view = memoryview(data)
         segment = self._segments[-1]
@@ -535,6 +566,15 @@ class PartitionLog:
         self._high_watermark = min(self._high_watermark, leo)
         self._flushed_offset = min(self._flushed_offset, leo)
         self._written_recovery_point = min(self._written_recovery_point, leo)
+        self._dir_dirty = True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop the whole log and continue at ``offset`` (a follower far behind the leader's start)."""
+        self._truncate_fully(offset)
+        self.epochs.truncate_from_end(-1)
+        self.producer_state.truncate_to(-1)
+        self.producer_state.producers = {}
+        self._high_watermark = self._flushed_offset = self._written_recovery_point = offset
         self._dir_dirty = True
 
     def _truncate_fully(self, start: int) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import rillet.storage.log as log_module
-from rillet.protocol.errors import MessageTooLarge, OffsetOutOfRange, RecordListTooLarge
+from rillet.protocol.errors import InvalidRecord, MessageTooLarge, OffsetOutOfRange, RecordListTooLarge
 from rillet.records import Compression, decode_records, parse_batches
 from rillet.storage.log import LogConfig, PartitionLog
 
@@ -345,3 +345,36 @@ def test_read_slices_point_at_the_bytes_read_returns(tmp_path: Path) -> None:
         [(fd, position, length)] = plog.read_slices(offset, 1 << 20)
         assert os.pread(fd, length, position) == plog.read(offset, 1 << 20)
     assert plog.read_slices(12, 100) == []
+
+
+def test_append_replicated_keeps_leader_offsets_and_epochs(tmp_path: Path) -> None:
+    leader = open_log(tmp_path / "leader-0", segment_bytes=1500)
+    append(leader, make_batch(2), epoch=1)
+    append(leader, make_batch(3, producer_id=4, producer_epoch=0, base_sequence=0), epoch=1)
+    append(leader, make_batch(2), epoch=3)
+    follower = open_log(tmp_path / "follower-0", segment_bytes=1500)
+    offset = 0
+    while offset < leader.log_end_offset:  # what a follower fetcher would do
+        data = leader.read(offset, 700)
+        headers = parse_batches(data, strict=False)
+        follower.append_replicated(data, headers)
+        offset = headers[-1].next_offset
+    assert follower.read(0, 1 << 20) == leader.read(0, 1 << 20)
+    assert follower.log_end_offset == 7 and follower.latest_epoch == 3
+    assert follower.end_offset_for_epoch(1) == (1, 5)
+    assert follower.producer_state.producers[4].last_seq == 2
+    with pytest.raises(InvalidRecord):  # a batch the follower already has
+        data = leader.read(0, 1)
+        follower.append_replicated(data, parse_batches(data))
+
+
+def test_truncate_fully_and_start_at(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0")
+    append(plog, make_batch(3, producer_id=1, producer_epoch=0, base_sequence=0), epoch=2)
+    plog.truncate_fully_and_start_at(1000)
+    assert (plog.log_start_offset, plog.log_end_offset, plog.high_watermark) == (1000, 1000, 1000)
+    assert plog.latest_epoch == -1 and not plog.producer_state.producers
+    assert append(plog, make_batch(1)).base_offset == 1000
+    plog.close()
+    again = open_log(tmp_path / "t-0")
+    assert (again.log_start_offset, again.log_end_offset) == (1000, 1001)
