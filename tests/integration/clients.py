@@ -181,3 +181,14 @@ CLIENTS = {
     "kafka-python": (kafka_python_produce, kafka_python_consume),
     "aiokafka": (aiokafka_produce, aiokafka_consume),
 }
+
+
+def confluent_consume_to_end(bootstrap: str, topic: str, partitions: int,
+                             timeout: float = 60) -> list[Msg]:
+    """Everything up to each partition's high watermark, whatever the count."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-assign-only",
+                  "enable.auto.commit": False})
+    ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(partitions)}
+    c.close()
+    return confluent_consume(bootstrap, topic, partitions, sum(ends.values()), timeout)

@@ -10,11 +10,11 @@ from confluent_kafka import Producer
 
 from tests.harness import BrokerProcess
 
-from .clients import confluent_consume, create_topic
+from .clients import confluent_consume, confluent_consume_to_end, create_topic
 
 
 def _produce_until_killed(bootstrap: str, topic: str, acked: list[int],
-                          stop: threading.Event) -> None:
+                          stop: threading.Event, first: int) -> None:
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 1,
                   "enable.idempotence": False, "retries": 0,
                   "message.timeout.ms": 3000, "reconnect.backoff.max.ms": 200})
@@ -23,7 +23,7 @@ def _produce_until_killed(bootstrap: str, topic: str, acked: list[int],
         if err is None:
             acked.append(int(msg.value()))
 
-    i = 0
+    i = first
     while not stop.is_set():
         try:
             p.produce(topic, key=str(i % 4).encode(), value=str(i).encode(),
@@ -45,7 +45,7 @@ def test_kill_minus_nine_keeps_every_acknowledged_record(tmp_path: Path) -> None
         for round_ in range(3):  # bounded: three crashes
             stop = threading.Event()
             t = threading.Thread(target=_produce_until_killed,
-                                 args=(b.bootstrap, topic, acked, stop))
+                                 args=(b.bootstrap, topic, acked, stop, round_ * 1_000_000))
             t.start()
             deadline = time.monotonic() + 10
             before = len(acked)
@@ -56,7 +56,7 @@ def test_kill_minus_nine_keeps_every_acknowledged_record(tmp_path: Path) -> None
             t.join(15)
             b.start()
         assert len(acked) >= 900
-        got = confluent_consume(b.bootstrap, topic, 2, len(acked), timeout=60)
+        got = confluent_consume_to_end(b.bootstrap, topic, 2)
         values = [int(m.value) for m in got]
         missing = set(acked) - set(values)
         assert not missing, f"{len(missing)} acknowledged records lost"
