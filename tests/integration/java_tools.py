@@ -266,4 +266,6 @@ def kafka_tools(java_target: str) -> KafkaTools:
 @pytest.fixture
 def topic_name(request: pytest.FixtureRequest) -> str:
     """Unique per test, so tests can share one reference Kafka node."""
-    return f"{request.node.name[:40].replace('[', '-').rstrip(']')}-{uuid.uuid4().hex[:6]}"
+    # hyphens only: the tools warn that '.' and '_' collide in metric names
+    name = re.sub(r"[^a-zA-Z0-9-]+", "-", request.node.name.removeprefix("test_"))
+    return f"{name[:40].strip('-')}-{uuid.uuid4().hex[:6]}"

@@ -10,6 +10,7 @@ Apache Kafka node, to compare behaviour) instead of starting a rillet broker.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -73,15 +74,20 @@ def spark_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def spark(kafka_jars: Path) -> Iterator[SparkSession]:
-    """One local[2] session for the module: small shuffles, no UI, driver on 127.0.0.1."""
-    session = build_session(
-        "rillet-spark-tests",
-        master="local[2]",
-        jars_dir=kafka_jars,
-        shuffle_partitions=2,
-        conf={"spark.driver.memory": "1g"},
-    )
+def spark(kafka_jars: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    """One local[2] session for the module: small shuffles, no UI, driver on 127.0.0.1.
+
+    The JVM is started from a temporary folder: Spark 4 keeps session artifacts under
+    ./artifacts of its working directory, which must not be the repository.
+    """
+    with contextlib.chdir(tmp_path_factory.mktemp("spark-cwd")):
+        session = build_session(
+            "rillet-spark-tests",
+            master="local[2]",
+            jars_dir=kafka_jars,
+            shuffle_partitions=2,
+            conf={"spark.driver.memory": "1g"},
+        )
     session.sparkContext.setLogLevel("ERROR")
     try:
         yield session
@@ -157,8 +163,9 @@ class JobProcess:
 
     def start(self) -> "JobProcess":
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT,
-                                         env=self.env, start_new_session=True)
+            # cwd: Spark leaves ./artifacts in its working directory
+            self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env,
+                                         cwd=self.log_path.parent, start_new_session=True)
         return self
 
     def kill(self) -> None:
