@@ -114,6 +114,7 @@ class PartitionLog:
         self._dir_dirty = False
         self._roll_flush_due = False
         self._snapshot_due = False
+        self._snapshot_offset = 0
         self._closed = False
 
     # ------------------------------------------------------------ open / recovery
@@ -132,6 +133,10 @@ class PartitionLog:
         bases = self._clean_directory()
         recovery_point = self._read_recovery_point()
         self.epochs.load()
+        # Producer state: newest snapshot, then every batch after it, replayed in log order
+        # while the segments are loaded (recovery reads those headers anyway).
+        self._snapshot_offset = max(0, self.producer_state.load_snapshot(NEVER))
+        consistent = True
         now = self._now_ms()
         for i, base in enumerate(bases):
             segment = self._new_segment_object(base, now)
@@ -143,9 +148,12 @@ class PartitionLog:
                 loaded = segment.load() and segment.next_offset <= recovery_point
             else:
                 loaded = next_base <= recovery_point and segment.load()
+            if loaded:
+                self._replay_producers(segment, self._snapshot_offset)
             damaged = False if loaded else self._recover_segment(segment)
             if self._segments and segment.base_offset < self._segments[-1].next_offset:
                 damaged = True  # overlaps its predecessor: only a crash leaves that
+                consistent = False  # its batches were replayed into the producer state
                 segment.delete()
             else:
                 self._append_segment(segment)
@@ -159,7 +167,10 @@ class PartitionLog:
         leo = self.log_end_offset
         self.epochs.truncate_from_end(leo)
         self.epochs.truncate_from_start(self.log_start_offset)
-        self._rebuild_producer_state()
+        if not consistent or self._snapshot_offset > leo:
+            self._rebuild_producer_state()  # the snapshot or a replayed batch is past the log end
+        else:
+            self.producer_state.remove_before(self.log_start_offset)
         self._flushed_offset = self._written_recovery_point = min(recovery_point, leo)
         self._high_watermark = leo
 
@@ -201,6 +212,16 @@ class PartitionLog:
 
     def _on_recovered_batch(self, header: BatchHeader) -> None:
         self.epochs.assign(header.partition_leader_epoch, header.base_offset)
+        if header.producer_id >= 0 and header.last_offset >= self._snapshot_offset:
+            self.producer_state.replay(header)
+
+    def _replay_producers(self, segment: LogSegment, start: int) -> None:
+        """Replay the producer batches of a cheaply loaded segment from offset ``start`` on."""
+        if segment.next_offset <= start:
+            return
+        for header in segment.scan(segment.offset_index.lookup(start)):
+            if header.producer_id >= 0 and header.last_offset >= start:
+                self.producer_state.replay(header)
 
     def _delete_segments_from(self, bases: list[int]) -> None:
         now = self._now_ms()
@@ -213,11 +234,7 @@ class PartitionLog:
         snapshot = self.producer_state.load_snapshot(leo)
         start = max(snapshot, self.log_start_offset)
         for segment in self._segments:
-            if segment.next_offset <= start:
-                continue
-            for header in segment.scan(segment.offset_index.lookup(start)):
-                if header.last_offset >= start and header.producer_id >= 0:
-                    self.producer_state.replay(header)
+            self._replay_producers(segment, start)
         self.producer_state.remove_before(self.log_start_offset)
 
     def _new_segment_object(self, base: int, now_ms: int) -> LogSegment:

@@ -146,15 +146,18 @@ class LogSegment:
         end = self.size
         pos = start
         buf = b""
+        view = memoryview(buf)
         buf_start = pos
+        unpack = _HEADER.unpack_from
         while end - pos >= BATCH_HEADER_SIZE:
             off = pos - buf_start
             if off + BATCH_HEADER_SIZE > len(buf):
                 buf = os.pread(self._fd, min(chunk, end - pos), pos)
+                view = memoryview(buf)
                 buf_start, off = pos, 0
                 if len(buf) < BATCH_HEADER_SIZE:
                     return
-            fields = _HEADER.unpack_from(buf, off)
+            fields = unpack(buf, off)
             length, magic = fields[1], fields[3]
             size = length + LOG_OVERHEAD
             if length < MIN_BATCH_LENGTH or magic != 2 or pos + size > end:
@@ -162,12 +165,12 @@ class LogSegment:
             if verify:
                 if off + size > len(buf):
                     buf = os.pread(self._fd, max(min(chunk, end - pos), size), pos)
+                    view = memoryview(buf)
                     buf_start, off = pos, 0
                     if len(buf) < size:
                         return
-                with memoryview(buf) as view:
-                    if crc32c(view[off + CRC_START:off + size]) != fields[4]:
-                        return
+                if crc32c(view[off + CRC_START:off + size]) != fields[4]:
+                    return
             yield BatchHeader(pos, *fields)
             pos += size
 
