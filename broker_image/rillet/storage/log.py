@@ -582,7 +582,10 @@ class PartitionLog:
         self._rebuild_producer_state()
         self._high_watermark = min(self._high_watermark, leo)
         self._flushed_offset = min(self._flushed_offset, leo)
-        self._written_recovery_point = min(self._written_recovery_point, leo)
+        if self._written_recovery_point > leo:
+            # New appends will reuse these offsets unflushed: the file must not vouch for them.
+            _write_recovery_point(self.directory, leo, sync=False)
+            self._written_recovery_point = leo
         self._dir_dirty = True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:

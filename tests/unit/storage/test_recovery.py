@@ -259,3 +259,10 @@ def test_torn_tail_after_a_clean_shutdown_is_still_cut(tmp_path: Path) -> None:
     assert log_file.stat().st_size == boundaries[-2]
     assert read_all_offsets(recovered) == list(range(recovered.log_end_offset))
     assert recovered.log_end_offset < ends[-1]
+
+
+def test_truncation_lowers_the_persisted_recovery_point(tmp_path: Path) -> None:
+    plog, ends = build_log(tmp_path / "t-0", flush=True)
+    plog.truncate_to(ends[2])
+    append(plog, make_batch(2))  # unflushed data below the old recovery point
+    assert int((tmp_path / "t-0" / "recovery-point").read_text()) <= ends[2]
