@@ -517,16 +517,23 @@ class PartitionLog:
 
     def read_slices(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
                     min_one_batch: bool = True) -> list[tuple[int, int, int]]:
-        """Like ``read`` but returns (fd, position, length) for os.sendfile; valid until the next await."""
-        data_len = len(self.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch))
-        if not data_len:
+        """What ``read`` would return, as (fd, position, length) for os.sendfile, without copying it.
+
+        The descriptor belongs to the segment: use it before the next await (retention
+        may close it) or dup() it.
+        """
+        leo = self.log_end_offset
+        if offset < self.log_start_offset or offset > leo:
+            raise OffsetOutOfRange(
+                f"offset {offset} is outside [{self.log_start_offset}, {leo}] of {self.directory.name}")
+        if offset == leo or (max_offset is not None and offset >= max_offset):
             return []
-        segment = self._segments[self._segment_index(offset)]
-        if offset >= segment.next_offset:
-            segment = next(s for s in self._segments if s.next_offset > offset)
-        header = segment.find_batch(offset)
-        assert header is not None
-        return [(segment.fileno(), header.position, data_len)]
+        for segment in self._segments[self._segment_index(offset):]:
+            if offset >= segment.next_offset:
+                continue
+            position, length = segment.byte_range(offset, max_bytes, max_offset, min_one_batch)
+            return [(segment.fileno(), position, length)] if length else []
+        return []
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ``timestamp_ms``, None if none."""

@@ -267,6 +267,21 @@ class LogSegment:
             end += length + LOG_OVERHEAD
         return data if end == len(data) else data[:end]
 
+    def byte_range(self, offset: int, max_bytes: int, max_offset: int | None,
+                   min_one_batch: bool) -> tuple[int, int]:
+        """(position, length) of what ``read`` would return, from batch headers only (for sendfile)."""
+        first = self.find_batch(offset)
+        if first is None or (max_offset is not None and first.base_offset >= max_offset):
+            return first.position if first else self.size, 0
+        if first.size > max_bytes:
+            return first.position, first.size if min_one_batch else 0
+        length = 0
+        for header in self.scan(first.position, chunk=FIND_CHUNK):
+            if (max_offset is not None and header.base_offset >= max_offset) or length + header.size > max_bytes:
+                break
+            length += header.size
+        return first.position, length
+
     def read_at(self, position: int, size: int) -> bytes:
         return os.pread(self._fd, size, position)
 

@@ -378,3 +378,19 @@ def test_truncate_fully_and_start_at(tmp_path: Path) -> None:
     plog.close()
     again = open_log(tmp_path / "t-0")
     assert (again.log_start_offset, again.log_end_offset) == (1000, 1001)
+
+
+def test_read_slices_match_read_under_every_bound(tmp_path: Path) -> None:
+    import os
+
+    plog = open_log(tmp_path / "t-0", segment_bytes=2500, index_interval_bytes=200)
+    for i in range(12):
+        append(plog, make_batch(1 + i % 3, value_size=150 + 20 * i))
+    for offset in range(0, plog.log_end_offset, 2):
+        for max_bytes in (1, 300, 700, 1 << 20):
+            for max_offset in (None, offset + 1, offset + 5):
+                for min_one in (True, False):
+                    want = plog.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one)
+                    slices = plog.read_slices(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one)
+                    got = b"".join(os.pread(fd, length, pos) for fd, pos, length in slices)
+                    assert got == want, (offset, max_bytes, max_offset, min_one)
