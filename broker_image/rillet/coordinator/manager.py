@@ -98,7 +98,6 @@ class GroupCoordinator:
                 await task
             except (asyncio.CancelledError, Exception):
                 pass
-        now = self.now()
         for group in self.groups.values():
             # Answer requests still waiting so clients go look for the new coordinator.
             for m in group.members.values():
@@ -108,7 +107,6 @@ class GroupCoordinator:
                 if m.sync_callback is not None:
                     m.sync_callback(SyncResult(errors.NotCoordinator.code))
                     m.sync_callback = None
-        del now
 
     def on_metadata_change(self, old: MetadataImage, new: MetadataImage) -> None:
         self._load_led_partitions(new)
