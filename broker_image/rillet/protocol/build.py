@@ -26,6 +26,7 @@ class _FieldPlan:
     name: str
     convert: Any  # callable(value) -> value
     has_default: bool
+    implicit: Any  # converted value used when the caller omits a field without default
 
 
 def _identity(value: Any) -> Any:
@@ -88,7 +89,9 @@ def _plan(cls: type) -> tuple[_FieldPlan, ...]:
     for f in dataclasses.fields(cls):
         has_default = (f.default is not dataclasses.MISSING
                        or f.default_factory is not dataclasses.MISSING)
-        plans.append(_FieldPlan(f.name, _converter(hints[f.name]), has_default))
+        convert = _converter(hints[f.name])
+        implicit = None if has_default else convert(_implicit_default(hints[f.name], f.name))
+        plans.append(_FieldPlan(f.name, convert, has_default, implicit))
     return tuple(plans)
 
 
@@ -101,15 +104,14 @@ def build(cls: type, data: dict[str, Any]) -> Any:
         if plan.name in data:
             kwargs[plan.name] = plan.convert(data[plan.name])
         elif not plan.has_default:
-            kwargs[plan.name] = plan.convert(_implicit_default(cls, plan.name))
+            kwargs[plan.name] = plan.implicit
     return cls(**kwargs)
 
 
-def _implicit_default(cls: type, name: str) -> Any:
+def _implicit_default(hint: Any, name: str) -> Any:
     """Default for a field without a schema default: what Kafka's own generated code uses."""
     if name in _ZERO_BY_HINT:
         return _ZERO_BY_HINT[name]
-    hint = typing.get_type_hints(cls)[name]
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         return None
