@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -72,6 +74,8 @@ def pytest_collection_finish(session) -> None:
             host.ensure_packages()
             host.write_containers_conf(layout)
             cluster.build_binaries(layout)
+            if (layout.repo / "helm").is_dir():
+                build_helm(layout)
             _prepare["images"] = images.build_all(layout)
         except BaseException as e:  # noqa: BLE001 - reported by the fixture
             _prepare["error"] = e
@@ -107,6 +111,25 @@ def k8s() -> Iterator[Cluster]:
     finally:
         if not already_up:
             cluster.down(layout, quiet=True)
+
+
+def build_helm(layout: Layout) -> str:
+    """helm built from its Go module (e2e/helm) into the cache, once; returns its path."""
+    out = subprocess.run([str(layout.repo / "e2e" / "build-k8s"), "helm"], check=True,
+                         stdout=subprocess.PIPE, text=True, timeout=3600).stdout
+    return str(Path(out.strip().splitlines()[-1]) / "helm")
+
+
+@pytest.fixture(scope="session")
+def helm(k8s: Cluster) -> str:
+    """Path of a helm binary: on kind the one on PATH, here the one built from its Go module.
+    Call it with env KUBECONFIG=k8s.kubeconfig."""
+    if not k8s.local:
+        found = shutil.which("helm")
+        if not found:
+            pytest.fail("helm is not on PATH")
+        return found
+    return build_helm(k8s.layout)
 
 
 @pytest.fixture

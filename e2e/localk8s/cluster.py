@@ -68,8 +68,18 @@ def spawn(layout: Layout, name: str, argv: list[str], env: dict | None = None) -
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True, env=env or os.environ.copy(), cwd=layout.state)
     log.close()
+    _children[proc.pid] = proc
     _record(layout, name, proc.pid, argv[0])
     return proc.pid
+
+
+_children: dict[int, subprocess.Popen] = {}  # processes this Python process started
+
+
+def _exit_status(pid: int) -> str:
+    proc = _children.get(pid)
+    code = proc.poll() if proc else None
+    return f"exit status {code}" if code is not None else "not our child or still running"
 
 
 def _load_state(layout: Layout) -> dict:
@@ -101,6 +111,8 @@ def _alive(pid: int, exe: str) -> bool:
         return False
     if stat.rsplit(")", 1)[1].split()[0] == "Z":
         return False
+    if cmdline == [b""]:
+        return True  # just exec'd: the kernel shows an empty cmdline for a moment
     return any(os.path.basename(a.decode(errors="replace")) == exe or exe in a.decode(errors="replace")
                for a in cmdline[:3])
 
@@ -124,7 +136,7 @@ def _wait_http_ok(kube: Kube, path: str, what: str, pid: int, exe: str, log: Pat
     last: object = None
     while time.monotonic() < deadline:
         if not _alive(pid, exe):
-            raise RuntimeError(f"{what} exited; last log lines:\n{_tail(log)}")
+            raise RuntimeError(f"{what} exited ({_exit_status(pid)}); last log lines:\n{_tail(log)}")
         try:
             kube.request("GET", path, timeout=5, raw=True)
             return
@@ -303,7 +315,7 @@ def _up(layout: Layout, build_images: bool, t0: float) -> Path:
 
 def _etcd_healthy(url: str, pid: int) -> bool:
     if not _alive(pid, "etcd"):
-        raise RuntimeError("etcd exited")
+        raise RuntimeError(f"etcd exited ({_exit_status(pid)})")
     import urllib.request
     try:
         with urllib.request.urlopen(url + "/health", timeout=2) as r:

@@ -2,8 +2,12 @@
 
 The Dockerfiles stay standard (`FROM python:3.11-slim-bookworm`). Nothing is pulled here, so that
 base name is satisfied by a local image imported from a debootstrap'd Debian bookworm with
-Python 3.11 (Debian's python3 plus pip; "externally managed" marker removed, like the official
-image). Elsewhere (kind) the same Dockerfiles build on the real base image.
+Python 3.11 (Debian's python3 plus pip; "externally managed" marker removed and site-packages
+aliased, like the official image) plus this machine's extra CA certificates. Elsewhere (kind)
+the same Dockerfiles build on the real base image.
+
+Tags: broker_image/ -> rillet/broker:dev, operator/ -> rillet/operator:dev, spark/ ->
+rillet/spark:dev (also rillet-spark:dev), e2e/test-images/<name>/ -> rillet/e2e-<name>:dev.
 
 Each image carries a label with the hash of its inputs (the Dockerfile and what its COPY/ADD
 lines name), so an unchanged image is not rebuilt.
@@ -15,8 +19,10 @@ import glob
 import hashlib
 import os
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +33,8 @@ from .host import Layout, podman
 BASE_IMAGE = "docker.io/library/python:3.11-slim-bookworm"
 BASE_PACKAGES = "python3,python3-pip,python3-venv,ca-certificates,procps,iproute2"
 INPUTS_LABEL = "rillet.inputs"
-CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+HOST_CA_DIR = "/usr/local/share/ca-certificates"
+ALIASES = {"rillet/spark:dev": ("rillet-spark:dev",)}  # the name spark/Dockerfile documents
 SKIP_DIRS = {"__pycache__", ".git", ".venv", ".pytest_cache", ".mypy_cache", "node_modules"}
 
 
@@ -39,6 +46,7 @@ class ImageSpec:
     dockerfile: Path
     context: Path
     required: bool  # test images must build; the project's images are reported when they fail
+    aliases: tuple[str, ...] = ()  # extra tags for the same image
 
 
 def discover(repo: Path) -> list[ImageSpec]:
@@ -49,15 +57,15 @@ def discover(repo: Path) -> list[ImageSpec]:
                         ("spark", "rillet/spark:dev")):
         df = repo / folder / "Dockerfile"
         if df.exists():
-            specs.append(ImageSpec(tag, df, repo, required=False))
+            specs.append(ImageSpec(tag, df, repo, required=False, aliases=ALIASES.get(tag, ())))
     for df in sorted((repo / "e2e" / "test-images").glob("*/Dockerfile")):
         specs.append(ImageSpec(f"rillet/e2e-{df.parent.name}:dev", df, df.parent, required=True))
     return specs
 
 
-def inputs_hash(spec: ImageSpec) -> str:
-    """Hash of the Dockerfile and of every file its COPY/ADD instructions take from the context."""
-    h = hashlib.sha256(spec.dockerfile.read_bytes())
+def inputs_hash(spec: ImageSpec, base_id: str = "") -> str:
+    """Hash of the base image id, the Dockerfile and every file its COPY/ADD lines take."""
+    h = hashlib.sha256(base_id.encode() + spec.dockerfile.read_bytes())
     for src in sorted(_copy_sources(spec.dockerfile)):
         for path in sorted(_files(spec.context, src)):
             h.update(str(path.relative_to(spec.context)).encode())
@@ -112,18 +120,37 @@ def _base_recipe() -> str:
 
 
 def ensure_base(layout: Layout) -> None:
-    """Imports the debootstrap'd rootfs as python:3.11-slim-bookworm when missing or stale."""
+    """Makes python:3.11-slim-bookworm: the debootstrap'd rootfs (imported once per recipe),
+    plus this machine's extra CA certificates (/usr/local/share/ca-certificates, e.g. a TLS
+    egress proxy's), so pip, apt and Java's trust store inside builds all accept them; nothing is
+    mounted into builds. Rebuilt when the recipe or those certificates change."""
     recipe = hashlib.sha256(_base_recipe().encode()).hexdigest()[:12]
-    if _label(layout, BASE_IMAGE) == recipe:
+    clean = f"localhost/rillet-e2e-base:bookworm-{recipe}"
+    cas = sorted(Path(HOST_CA_DIR).glob("*.crt")) if Path(HOST_CA_DIR).is_dir() else []
+    digest = hashlib.sha256(recipe.encode())
+    for ca in cas:
+        digest.update(ca.name.encode() + ca.read_bytes())
+    want = digest.hexdigest()[:16]
+    if _label(layout, BASE_IMAGE) == want:
         return
-    tarball = layout.cache / "images" / f"bookworm-py311-{recipe}.tar"
-    if not tarball.exists():
-        _debootstrap(tarball)
-    podman(layout, "import",
-           "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-           "--change", "ENV LANG=C.UTF-8",
-           "--change", f"LABEL {INPUTS_LABEL}={recipe}",
-           "--change", 'CMD ["python3"]', str(tarball), BASE_IMAGE, timeout=600)
+    if podman(layout, "image", "exists", clean, check=False).returncode != 0:
+        tarball = layout.cache / "images" / f"bookworm-py311-{recipe}.tar"
+        if not tarball.exists():
+            _debootstrap(tarball)
+        podman(layout, "import",
+               "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+               "--change", "ENV LANG=C.UTF-8",
+               "--change", 'CMD ["python3"]', str(tarball), clean, timeout=600)
+    with tempfile.TemporaryDirectory() as ctx:
+        lines = [f"FROM {clean}"]
+        if cas:
+            for ca in cas:
+                shutil.copy(ca, Path(ctx) / ca.name)
+            lines += ["COPY *.crt /usr/local/share/ca-certificates/",
+                      "RUN update-ca-certificates >/dev/null"]
+        (Path(ctx) / "Containerfile").write_text("\n".join(lines) + "\n")
+        podman(layout, "build", "--pull=never", "--network", "none", "--label",
+               f"{INPUTS_LABEL}={want}", "-t", BASE_IMAGE, ctx, timeout=600)
 
 
 def _debootstrap(tarball: Path) -> None:
@@ -161,15 +188,17 @@ def _debootstrap(tarball: Path) -> None:
 
 def build(layout: Layout, spec: ImageSpec) -> bool:
     """Builds one image unless its inputs are unchanged. Returns True when it (re)built."""
-    digest = inputs_hash(spec)
+    base_id = podman(layout, "image", "inspect", "--format", "{{.Id}}", BASE_IMAGE,
+                     check=False).stdout.strip()
+    digest = inputs_hash(spec, base_id)
     if _label(layout, spec.tag) == digest:
+        for alias in spec.aliases:
+            podman(layout, "tag", spec.tag, alias)
         return False
     t0 = time.monotonic()
     log = layout.cache / "images" / f"{spec.tag.replace('/', '_').replace(':', '_')}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     argv = ["build", "--pull=never", "--network", "host", "--layers",
-            # pip inside the build verifies TLS against the host's CA bundle.
-            "-v", f"{CA_BUNDLE}:{CA_BUNDLE}:ro",
             "--label", f"{INPUTS_LABEL}={digest}",
             "-f", str(spec.dockerfile), "-t", spec.tag, str(spec.context)]
     with open(log, "w") as out:
@@ -179,6 +208,8 @@ def build(layout: Layout, spec: ImageSpec) -> bool:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
         raise RuntimeError(f"podman build of {spec.tag} from {spec.dockerfile} failed; "
                            f"log {log}:\n{tail}")
+    for alias in spec.aliases:
+        podman(layout, "tag", spec.tag, alias)
     print(f"images: built {spec.tag} in {time.monotonic() - t0:.0f}s", file=sys.stderr, flush=True)
     return True
 
