@@ -73,19 +73,17 @@ class GroupConsumer:
 
     def _on_assign(self, consumer: Consumer, parts: list[TopicPartition]) -> None:
         with self._lock:
-            self.assignment = {p.partition for p in parts}
             self.assign_events += 1
-
-    def _on_revoke(self, consumer: Consumer, parts: list[TopicPartition]) -> None:
-        with self._lock:
-            self.assignment = set()
 
     def _run(self) -> None:
         try:
             c = Consumer(self.conf)
-            c.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+            c.subscribe([self.topic], on_assign=self._on_assign)
             while not self._stop.is_set():
                 m = c.poll(0.1)
+                current = {tp.partition for tp in c.assignment()}
+                with self._lock:
+                    self.assignment = current
                 if m is None or m.error():
                     continue
                 with self._lock:
@@ -187,6 +185,27 @@ c.subscribe(["moving"])
 while True:
     c.poll(0.2)
 """
+
+
+def test_cooperative_sticky_members_share_partitions(gbroker: BrokerProcess) -> None:
+    bs = gbroker.bootstrap
+    create_topic(bs, "coop", 4)
+    strategy = {"partition.assignment.strategy": "cooperative-sticky"}
+    a = GroupConsumer(bs, "g-coop", "coop", **strategy).start()
+    try:
+        wait_until(stable([a], 4, 4), 30, "a alone owns all 4 partitions")
+        b = GroupConsumer(bs, "g-coop", "coop", **strategy).start()
+        try:
+            # Incremental rebalance: a gives up 2 partitions, keeps the other 2.
+            wait_until(stable([a, b], 4, 2), 30, "2 partitions each")
+            values = [f"c{i}" for i in range(80)]
+            produce(bs, "coop", values, 4)
+            wait_until(lambda: len(a.values()) + len(b.values()) >= 80, 30, "80 messages")
+            assert sorted(v.decode() for v in a.values() + b.values()) == sorted(values)
+        finally:
+            b.stop()
+    finally:
+        a.stop()
 
 
 def test_two_groups_each_receive_everything(gbroker: BrokerProcess) -> None:
