@@ -392,7 +392,8 @@ class Group:
         self._transition(GroupState.COMPLETING_REBALANCE, now)
         self.pending_sync = set(self.members)
         self.sync_deadline = now + self._max_rebalance_timeout()
-        self.persist(self)
+        # Not persisted yet (as Kafka): the generation is stored with its assignments
+        # when the leader syncs, so a restart never restores members without partitions.
         for m in self.members.values():
             m.assignment = b""
             self._touch(m, now)

@@ -69,8 +69,9 @@ def test_first_member_gets_member_id_required_then_leads_generation_1() -> None:
     r = box.value
     assert r.error == 0 and r.generation_id == 1 and r.leader == r.member_id
     assert r.protocol_name == "range" and [m[0] for m in r.members] == [r.member_id]
-    assert g.state == GroupState.COMPLETING_REBALANCE and persisted
+    assert g.state == GroupState.COMPLETING_REBALANCE and not persisted
     out = sync_all(g, 1, [r])
+    assert persisted  # stored with the assignments
     assert out[r.member_id].assignment == f"a-{r.member_id}".encode()
     assert g.state == GroupState.STABLE
 
