@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -10,8 +11,8 @@ import pytest
 from rillet.config import BrokerConfig
 from rillet.records import (Compression, Record, decode_records, encode_batch, parse_batches,
                             read_header)
-from rillet.storage.cleaner import (CleaningConfig, LogCleaner, SegmentFile, clean_segments,
-                                    swap_in_cleaned)
+from rillet.storage.cleaner import (CleaningConfig, LogCleaner, SegmentFile, _LogState,
+                                    clean_segments, swap_in_cleaned)
 from rillet.storage.log import LogConfig, PartitionLog
 
 TOPIC = "compacted"
@@ -63,11 +64,12 @@ def cleaner(plog: PartitionLog, **overrides: str) -> LogCleaner:
     return LogCleaner(Logs(plog), config, lambda topic: dict(overrides))
 
 
-def write_rounds(plog: PartitionLog, codec: Compression, rounds: int = 6) -> dict[bytes, bytes]:
+def write_rounds(plog: PartitionLog, codec: Compression, rounds: int = 6,
+                 ts: int = 1000) -> dict[bytes, bytes]:
     last: dict[bytes, bytes] = {}
     for r in range(rounds):
         items = [(f"k{k}".encode(), f"v{r}-{k}".encode() * 3) for k in range(5)]
-        append(plog, items, codec)
+        append(plog, items, codec, ts=ts)
         last.update(items)
     return last
 
@@ -189,3 +191,28 @@ def test_fully_superseded_segments_are_removed_and_reads_continue(tmp_path: Path
     assert [(r.offset, r.value) for r in read_all(again)] == [(r.offset, r.value)
                                                               for r in records]
     again.close()
+
+
+def test_policies_ratio_and_compaction_lags(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    plog.update_config(LogConfig(segment_bytes=600, cleanup_policy="compact,delete",
+                                 index_interval_bytes=100))
+    now = int(time.time() * 1000)
+    write_rounds(plog, Compression.NONE, ts=now)
+    append(plog, [(b"filler", b"x" * 450)], ts=now)
+    append(plog, [(b"tail", b"y")], ts=now)
+    size = plog.size_bytes
+    # Records are "newer" than min.compaction.lag.ms: nothing is cleanable yet.
+    lagging = cleaner(plog, **{"min.compaction.lag.ms": str(10**12)})
+    assert asyncio.run(lagging.clean_all()) == 0 and plog.size_bytes == size
+    # A ratio no log reaches: no cleaning ...
+    strict = cleaner(plog, **{"min.cleanable.dirty.ratio": "1.0"})
+    # Only the segments from the second one on are dirty: ratio < 1.0.
+    strict._state[(TOPIC, 0)] = _LogState(cleaned_upto=plog.segments[1].base_offset)
+    assert asyncio.run(strict.clean_all()) == 0
+    # ... unless the dirty data is older than max.compaction.lag.ms.
+    overdue = cleaner(plog, **{"min.cleanable.dirty.ratio": "1.0",
+                               "max.compaction.lag.ms": "1"})
+    overdue._state = dict(strict._state)
+    assert asyncio.run(overdue.clean_all()) >= 1 and plog.size_bytes < size
+    plog.close()

@@ -5,7 +5,8 @@ periodically (log.cleaner.backoff.ms) checks the dirty ratio
 (min.cleanable.dirty.ratio) and then, in a worker thread:
 
 1. builds a map key -> last offset over the closed segments that are older
-   than min.compaction.lag.ms (the active segment is never touched);
+   than min.compaction.lag.ms (the active segment is never touched); dirty
+   data older than max.compaction.lag.ms is cleaned whatever the ratio;
 2. rewrites each of those segments into ``<base>.log.cleaned`` (plus its
    ``.index.cleaned`` / ``.timeindex.cleaned``): a record stays when it is
    the latest for its key; a latest-record tombstone (null value) stays until
@@ -72,6 +73,7 @@ class CleaningConfig:
     delete_retention_ms: int
     min_compaction_lag_ms: int
     min_cleanable_ratio: float
+    max_compaction_lag_ms: int = 2**63 - 1
     index_interval_bytes: int = 4096
     max_index_bytes: int = 10485760
 
@@ -326,6 +328,7 @@ class LogCleaner:
         return CleaningConfig(delete_retention_ms=v("delete.retention.ms"),
                               min_compaction_lag_ms=v("min.compaction.lag.ms"),
                               min_cleanable_ratio=v("min.cleanable.dirty.ratio"),
+                              max_compaction_lag_ms=v("max.compaction.lag.ms"),
                               index_interval_bytes=plog.config.index_interval_bytes,
                               max_index_bytes=plog.config.segment_index_bytes)
 
@@ -368,8 +371,12 @@ class LogCleaner:
         total = sum(s.size for s in segments)
         if not total:
             return False
-        dirty = sum(s.size for s in segments if s.base_offset >= state.cleaned_upto)
+        dirty_segments = [s for s in segments if s.base_offset >= state.cleaned_upto]
+        dirty = sum(s.size for s in dirty_segments)
         if dirty and dirty / total >= cfg.min_cleanable_ratio:
+            return True
+        # max.compaction.lag.ms: dirty data this old is cleaned whatever the ratio.
+        if any(s.largest_timestamp <= now - cfg.max_compaction_lag_ms for s in dirty_segments):
             return True
         return state.tombstone_due_ms is not None and now >= state.tombstone_due_ms
 
