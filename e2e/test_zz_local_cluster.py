@@ -9,10 +9,13 @@ from localk8s.testing import echo_container, wait_ready
 
 
 @pytest.mark.e2e_last
-def test_down_leaves_nothing_behind(k8s, namespace):
+def test_down_leaves_nothing_behind(k8s):
     if not k8s.local:
         pytest.skip("checks the local cluster harness; this session uses $KUBECONFIG")
-    kube, ns = k8s.kube, namespace
+    kube, ns = k8s.kube, "e2e-down-leaves-nothing"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    kube.wait_for("default service account", lambda: kube.get_or_none(
+        "ServiceAccount", "default", ns), 60)
     # Something of every kind down must remove: pods with containers, a claim (PV folder),
     # and pod IPs on the bridge.
     kube.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim",

@@ -8,7 +8,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from .kube import Kube
+from .kube import ApiError, Kube
 
 ECHO_IMAGE = "rillet/e2e-echo:dev"
 
@@ -58,12 +58,12 @@ def q(**params: str) -> str:
 
 
 def retry(what: str, fn, timeout: float = 30, interval: float = 0.5):
-    """Calls fn until it returns without AssertionError/OSError; bounded by timeout."""
+    """Calls fn until it returns without AssertionError/OSError/ApiError; bounded by timeout."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             return fn()
-        except (AssertionError, OSError) as e:
+        except (AssertionError, OSError, ApiError) as e:
             if time.monotonic() > deadline:
                 raise AssertionError(f"{what}: still failing after {timeout:.0f}s: {e}") from e
             time.sleep(interval)
