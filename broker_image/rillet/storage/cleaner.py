@@ -52,6 +52,7 @@ from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, se
 log = logging.getLogger(__name__)
 
 CLEANED = ".cleaned"
+RETIRE_DELAY_S = 10.0
 _LAST_OFFSET_DELTA = struct.Struct(">i")
 _LAST_OFFSET_DELTA_AT = 23
 _CRC = struct.Struct(">I")
@@ -259,7 +260,9 @@ def swap_in_cleaned(plog: Any, cleaned: CleanedSegment) -> bool:
 
     Runs on the event loop (PartitionLog is not thread-safe). Crash-safe order:
     unlink old indexes (recovery rebuilds missing ones), rename the data file
-    over the old one (atomic), rename the new indexes in.
+    over the old one (atomic), rename the new indexes in. The old segment's
+    descriptors are closed RETIRE_DELAY_S later, so an in-flight read of the
+    old file finishes on the old inode.
     """
     segments: list[LogSegment] = plog._segments
     index = next((i for i, s in enumerate(segments) if s.base_offset == cleaned.base_offset),
@@ -272,13 +275,13 @@ def swap_in_cleaned(plog: Any, cleaned: CleanedSegment) -> bool:
     if cleaned.size == 0 and index > 0:
         # Nothing left: drop the segment (an empty one in the middle would end reads
         # early). Safe at any point: every record in it is superseded later in the log.
-        for p in (cleaned.log_path, cleaned.index_path, cleaned.time_index_path):
+        for p in (cleaned.log_path, cleaned.index_path, cleaned.time_index_path,
+                  old.offset_index.path, old.time_index.path, old.log_path):
             p.unlink(missing_ok=True)
-        old.delete()
+        _retire(old)
         del segments[index]
         del plog._bases[index]
         return True
-    old.close()
     old.offset_index.path.unlink(missing_ok=True)
     old.time_index.path.unlink(missing_ok=True)
     os.replace(cleaned.log_path, old.log_path)
@@ -289,7 +292,20 @@ def swap_in_cleaned(plog: Any, cleaned: CleanedSegment) -> bool:
     if not fresh.load():
         fresh.recover()
     segments[index] = fresh
+    _retire(old)
     return True
+
+
+def _retire(segment: LogSegment) -> None:
+    """Close a replaced segment's descriptors a little later, not now.
+
+    A fetch may still be sending from them (read_slices / sendfile); they keep
+    the old inode readable until closed, as Kafka's file.delete.delay.ms does.
+    """
+    try:
+        asyncio.get_running_loop().call_later(RETIRE_DELAY_S, segment.close)
+    except RuntimeError:  # no loop (tools, tests): nobody can be reading
+        segment.close()
 
 
 def _fsync_dir(directory: Path) -> None:
