@@ -106,6 +106,8 @@ def main() -> None:
             ("append zstd, default policy", root / "c-0", LogConfig(), zstd, args.appends, False),
             ("append 1-record batches", root / "d-0", LogConfig(), make_batch(Compression.NONE, 1),
              args.appends * 10, False),
+            ("append 1-record, flush.messages=1", root / "e-0", LogConfig(flush_messages=1),
+             make_batch(Compression.NONE, 1), args.fsync_appends, True),
         ]
         rows = []
         for name, directory, config, batch, count, flush_each in scenarios:
@@ -113,11 +115,11 @@ def main() -> None:
         rows.append(("read 1 MB fetches (from a-0)", run_reads(root / "a-0", LogConfig())))
         print(f"batch: {RECORDS_PER_BATCH} records x {RECORD_BYTES} B = {len(plain)} B uncompressed, "
               f"{len(zstd)} B zstd; data in {root}")
-        header = f"{'scenario':32} {'ops':>6} {'records/s':>11} {'ops/s':>9} {'MB/s':>8} {'p50 us':>8} {'p99 us':>9}"
+        header = f"{'scenario':34} {'ops':>6} {'records/s':>11} {'ops/s':>9} {'MB/s':>8} {'p50 us':>8} {'p99 us':>9}"
         print(header)
         print("-" * len(header))
         for name, r in rows:
-            print(f"{name:32} {r['appends']:>6} {r['records/s']:>11,.0f} {r['appends/s']:>9,.0f} "
+            print(f"{name:34} {r['appends']:>6} {r['records/s']:>11,.0f} {r['appends/s']:>9,.0f} "
                   f"{r['MB/s']:>8,.1f} {r['p50 us']:>8,.0f} {r['p99 us']:>9,.0f}")
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -1,10 +1,15 @@
 """Sparse per-segment indexes: offset -> file position, and timestamp -> offset.
 
-Both are plain files appended to with one small os.write per entry (every
-index.interval.bytes of log data), mirrored in compact in-memory arrays that
-lookups binary-search. They are never trusted blindly after a crash: ``load``
-checks the file's shape and returns False when the caller must rebuild it
-from the log (the log is the truth, indexes are derived data, as in Kafka).
+The entries live in compact in-memory arrays that lookups binary-search. New
+entries (one per index.interval.bytes of log data) are buffered and written to
+the file when it matters: at flush (before the fsync), when the segment is
+sealed or closed, on truncation. No descriptor stays open, so a segment costs
+one file descriptor (its .log), not three.
+
+Indexes are never trusted blindly after a crash: ``load`` checks the file's
+shape and returns False when the caller must rebuild it from the log (the log
+is the truth, indexes are derived data, as in Kafka). Entries lost in a crash
+only mean a rebuild or a longer scan, never wrong data.
 
 Entry formats (big endian):
 - ``.index``:     int32 relative offset, int32 file position        (8 bytes)
@@ -15,7 +20,7 @@ the batch's start position: the batch holding any offset X starts at or after
 the position of the largest entry <= X.
 
 Not thread-safe: owned by one LogSegment, used from the event loop thread; the
-flush thread only fsyncs a dup() of the file descriptor.
+flush thread only fsyncs a descriptor handed to it by ``dup_fd``.
 """
 from __future__ import annotations
 
@@ -29,23 +34,67 @@ _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 
 
-def _open_append(path: Path) -> int:
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+class _IndexFile:
+    """File handling shared by both indexes: buffered appends, rewrite on truncation."""
+
+    ENTRY_SIZE = 0
+
+    def __init__(self, path: Path, max_index_bytes: int) -> None:
+        self.path = path
+        self.max_entries = max(1, max_index_bytes // self.ENTRY_SIZE)
+        self._pending = bytearray()
+        self.dirty = False  # changed since the last fsync
+        if not path.exists():
+            path.touch()
+
+    def _read_file(self) -> bytes:
+        try:
+            return self.path.read_bytes()
+        except FileNotFoundError:
+            return b""
+
+    def persist(self) -> None:
+        """Write buffered entries to the file (page cache)."""
+        if not self._pending:
+            return
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            _write_all(fd, self._pending)
+        finally:
+            os.close(fd)
+        self._pending.clear()
+
+    def _rewrite(self, data: bytes) -> None:
+        """Replace the file's content (truncation, reset): rare, so simply rewrite it."""
+        self._pending.clear()
+        self.dirty = True
+        if not data and not _file_size(self.path):
+            return  # already empty: skip the syscalls (recovery resets every index it rebuilds)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+
+    def dup_fd(self) -> int:
+        """A descriptor of the (persisted) file for an fsync; the caller closes it."""
+        self.persist()
+        return os.open(self.path, os.O_RDONLY)
+
+    def close(self) -> None:
+        self.persist()
 
 
-class OffsetIndex:
+class OffsetIndex(_IndexFile):
     """Sparse map from (last) offset of a batch to the byte position where the batch starts."""
 
     ENTRY_SIZE = _OFFSET_ENTRY.size
 
     def __init__(self, path: Path, base_offset: int, max_index_bytes: int = 10485760) -> None:
-        self.path = path
+        super().__init__(path, max_index_bytes)
         self.base_offset = base_offset
-        self.max_entries = max(1, max_index_bytes // self.ENTRY_SIZE)
         self._relative = array("i")
         self._positions = array("i")
-        self._fd = _open_append(path)
-        self.dirty = False
 
     def __len__(self) -> int:
         return len(self._relative)
@@ -63,7 +112,7 @@ class OffsetIndex:
 
     def load(self, log_size: int) -> bool:
         """Read the file; False if its shape is invalid (caller rebuilds)."""
-        data = _read_all(self._fd)
+        data = self._read_file()
         if len(data) % self.ENTRY_SIZE:
             return False
         relative = array("i")
@@ -82,7 +131,7 @@ class OffsetIndex:
         rel = offset - self.base_offset
         if self._relative and (rel <= self._relative[-1] or position <= self._positions[-1]):
             raise ValueError(f"index entries must increase: {offset}@{position} after {self.last_entry}")
-        _write_all(self._fd, _OFFSET_ENTRY.pack(rel, position))
+        self._pending += _OFFSET_ENTRY.pack(rel, position)
         self._relative.append(rel)
         self._positions.append(position)
         self.dirty = True
@@ -94,51 +143,36 @@ class OffsetIndex:
 
     def truncate_to(self, offset: int) -> None:
         """Drop entries whose offset >= ``offset``."""
-        keep = bisect_left(self._relative, offset - self.base_offset)
-        self._truncate_entries(keep)
+        self._truncate_entries(bisect_left(self._relative, offset - self.base_offset))
 
     def truncate_to_position(self, position: int) -> None:
         """Drop entries pointing at or past ``position`` (log truncated there)."""
-        keep = bisect_left(self._positions, position)
-        self._truncate_entries(keep)
+        self._truncate_entries(bisect_left(self._positions, position))
 
     def _truncate_entries(self, keep: int) -> None:
         if keep == len(self._relative):
             return
         del self._relative[keep:]
         del self._positions[keep:]
-        os.ftruncate(self._fd, keep * self.ENTRY_SIZE)
-        self.dirty = True
+        self._rewrite(b"".join(_OFFSET_ENTRY.pack(r, p) for r, p in zip(self._relative, self._positions)))
 
     def reset(self) -> None:
         """Empty the index, file included (also when a failed load left garbage in it)."""
         self._relative = array("i")
         self._positions = array("i")
-        _truncate_file(self._fd)
-        self.dirty = True
-
-    def dup_fd(self) -> int:
-        return os.dup(self._fd)
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._rewrite(b"")
 
 
-class TimeIndex:
+class TimeIndex(_IndexFile):
     """Sparse map of (max timestamp so far, offset of the batch holding it), increasing."""
 
     ENTRY_SIZE = _TIME_ENTRY.size
 
     def __init__(self, path: Path, base_offset: int, max_index_bytes: int = 10485760) -> None:
-        self.path = path
+        super().__init__(path, max_index_bytes)
         self.base_offset = base_offset
-        self.max_entries = max(1, max_index_bytes // self.ENTRY_SIZE)
         self._timestamps = array("q")
         self._relative = array("i")
-        self._fd = _open_append(path)
-        self.dirty = False
 
     def __len__(self) -> int:
         return len(self._timestamps)
@@ -156,7 +190,7 @@ class TimeIndex:
 
     def load(self) -> bool:
         """Read the file; False if its shape is invalid (caller rebuilds)."""
-        data = _read_all(self._fd)
+        data = self._read_file()
         if len(data) % self.ENTRY_SIZE:
             return False
         timestamps = array("q")
@@ -176,7 +210,7 @@ class TimeIndex:
         if self._timestamps and timestamp <= self._timestamps[-1]:
             return
         rel = offset - self.base_offset
-        _write_all(self._fd, _TIME_ENTRY.pack(timestamp, rel))
+        self._pending += _TIME_ENTRY.pack(timestamp, rel)
         self._timestamps.append(timestamp)
         self._relative.append(rel)
         self.dirty = True
@@ -201,37 +235,23 @@ class TimeIndex:
             return
         del self._timestamps[keep:]
         del self._relative[keep:]
-        os.ftruncate(self._fd, keep * self.ENTRY_SIZE)
-        self.dirty = True
+        self._rewrite(b"".join(_TIME_ENTRY.pack(t, r) for t, r in zip(self._timestamps, self._relative)))
 
     def reset(self) -> None:
         """Empty the index, file included (also when a failed load left garbage in it)."""
         self._timestamps = array("q")
         self._relative = array("i")
-        _truncate_file(self._fd)
-        self.dirty = True
-
-    def dup_fd(self) -> int:
-        return os.dup(self._fd)
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._rewrite(b"")
 
 
-def _truncate_file(fd: int) -> None:
-    # ftruncate costs ~1 ms on some filesystems even when nothing changes; skip it then.
-    if os.fstat(fd).st_size:
-        os.ftruncate(fd, 0)
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
-def _read_all(fd: int) -> bytes:
-    size = os.fstat(fd).st_size
-    return os.pread(fd, size, 0) if size else b""
-
-
-def _write_all(fd: int, data: bytes | memoryview) -> None:
+def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
     view = memoryview(data)
     while view:
         written = os.write(fd, view)

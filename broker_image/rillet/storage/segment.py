@@ -12,8 +12,9 @@ path for segments already known to be flushed: check the indexes' shape and
 verify only the tail after the last index entry.
 
 Not thread-safe: owned by its PartitionLog and used only from the event loop
-thread. The flush thread receives dup()ed descriptors, so closing or deleting a
-segment while an fsync is running is harmless.
+thread. The flush thread receives its own descriptors (dup() of the data file,
+fresh ones for the indexes), so closing or deleting a segment while an fsync is
+running is harmless. A segment keeps one descriptor open: its data file.
 """
 from __future__ import annotations
 
@@ -134,6 +135,8 @@ class LogSegment:
         """The segment stops being active: index its max timestamp for retention and lookups."""
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.offset_index.persist()
+        self.time_index.persist()
 
     # ------------------------------------------------------------ scanning
 
@@ -302,8 +305,16 @@ class LogSegment:
         return self.size
 
     def dup_fds(self) -> list[int]:
-        """Descriptors for the flush thread to fsync and close."""
-        return [os.dup(self._fd), self.offset_index.dup_fd(), self.time_index.dup_fd()]
+        """Descriptors of the files changed since the last fsync, for the flush thread to fsync and close.
+
+        Only changed files: with flush.messages=1 most appends add no index entry, and
+        every fsync skipped is a disk round trip saved.
+        """
+        fds = [os.dup(self._fd)] if self.dirty else []
+        for index in (self.offset_index, self.time_index):
+            if index.dirty:
+                fds.append(index.dup_fd())
+        return fds
 
     def close(self) -> None:
         self.offset_index.close()

@@ -15,6 +15,8 @@ def test_offset_index_lookup_and_persistence(tmp_path: Path) -> None:
         index.append(offset, position)
     assert [index.lookup(o) for o in (100, 109, 110, 124, 125, 139, 140, 10**6)] == \
         [0, 0, 4096, 4096, 8200, 8200, 12300, 12300]
+    assert (tmp_path / "x.index").stat().st_size == 0  # buffered until persisted
+    index.persist()
     assert (tmp_path / "x.index").stat().st_size == 24
     index.close()
     again = OffsetIndex(tmp_path / "x.index", base_offset=100)

@@ -89,3 +89,20 @@ def test_delete_removes_files(tmp_path: Path) -> None:
     fill(segment, 1)
     segment.delete()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_segment_holds_one_file_descriptor(tmp_path: Path) -> None:
+    import os
+
+    before = len(os.listdir("/proc/self/fd"))
+    segments = [LogSegment(tmp_path, base * 1000, index_interval_bytes=100) for base in range(5)]
+    for segment in segments:
+        fill(segment, 5)
+        segment.seal()
+    assert len(os.listdir("/proc/self/fd")) - before == 5
+    assert all(len(s.offset_index) > 0 for s in segments)
+    for segment in segments:
+        segment.close()
+    assert len(os.listdir("/proc/self/fd")) == before
+    again = LogSegment(tmp_path, 0, index_interval_bytes=100)
+    assert again.load() and len(again.offset_index) == len(segments[0].offset_index)
