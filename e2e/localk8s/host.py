@@ -37,12 +37,12 @@ HOSTS_BEGIN = "# BEGIN rillet-e2e (managed by e2e/local-cluster; removed by down
 HOSTS_END = "# END rillet-e2e"
 
 APT_PACKAGES = ("podman", "runc", "netavark", "aardvark-dns", "catatonit", "conmon", "debootstrap",
-                "etcd-server", "iptables", "openssl", "iproute2", "kubernetes-client")
+                "etcd-server", "iptables", "openssl", "iproute2")
 # Executable that proves each package is there (skip apt when all are present).
 APT_PROBES = {"podman": "podman", "runc": "runc", "netavark": "/usr/lib/podman/netavark",
               "catatonit": "catatonit", "conmon": "conmon", "debootstrap": "debootstrap",
               "etcd-server": "etcd", "openssl": "openssl", "iproute2": "ip", "iptables": "iptables",
-              "kubernetes-client": "kubectl", "aardvark-dns": "/usr/lib/podman/aardvark-dns"}
+              "aardvark-dns": "/usr/lib/podman/aardvark-dns"}
 
 
 @dataclass(frozen=True)

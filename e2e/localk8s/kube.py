@@ -74,12 +74,20 @@ class Kube:
 
     @classmethod
     def from_kubeconfig(cls, path: str) -> "Kube":
-        raw = subprocess.run(
-            ["kubectl", "config", "view", "--raw", "--minify", "-o", "json"],
-            env={**os.environ, "KUBECONFIG": path}, check=True, capture_output=True, text=True,
-            timeout=30,
-        ).stdout
-        cfg = json.loads(raw)
+        """The current context of a kubeconfig. JSON ones (the local cluster's) are read
+        directly; YAML ones (kind) through `kubectl config view`, so no YAML library is needed."""
+        try:
+            cfg = json.loads(open(path).read())
+            ctx = next(c["context"] for c in cfg["contexts"] if c["name"] == cfg["current-context"])
+            cfg["clusters"] = [c for c in cfg["clusters"] if c["name"] == ctx["cluster"]]
+            cfg["users"] = [u for u in cfg.get("users", []) if u["name"] == ctx.get("user")]
+        except ValueError:
+            raw = subprocess.run(
+                ["kubectl", "config", "view", "--raw", "--minify", "-o", "json"],
+                env={**os.environ, "KUBECONFIG": path}, check=True, capture_output=True, text=True,
+                timeout=30,
+            ).stdout
+            cfg = json.loads(raw)
         cluster = cfg["clusters"][0]["cluster"]
         user = cfg["users"][0].get("user", {}) if cfg.get("users") else {}
         files = tempfile.mkdtemp(prefix="rillet-kubeconfig-")
