@@ -15,20 +15,28 @@ rillet, Kafka and the rillet/Kafka ratio:
 - start-up: from process start to the first Metadata answer that lists a broker. Kafka's storage
   format runs before its clock starts; rillet formats itself on first start, inside its clock.
 
+rillet runs from a venv with only its runtime dependencies (as in the broker image), created
+once under the cache; --rillet-env dev uses the project's .venv instead. Both nodes get
+group.initial.rebalance.delay.ms=0 (Kafka's shipped single-node config). --rounds N repeats the
+whole comparison, alternating which system goes first, and shows per-row medians.
+
 Every step has a timeout and a failed step shows as "error" in its cell, so a partly working
 broker still yields a table. Usage:
 
-    .venv/bin/python bench/compare.py [--records 200000] [--systems rillet,kafka] [--json out.json]
+    .venv/bin/python bench/compare.py [--records 200000] [--rounds 1] [--systems rillet,kafka]
+                                      [--json out.json]
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -145,12 +153,33 @@ class KafkaBroker(Broker):
 
 class RilletBroker(Broker):
     name = "rillet"
+    executable = REPO / ".venv" / "bin" / "rillet"
 
     def command(self) -> list[str]:
-        rillet = REPO / ".venv" / "bin" / "rillet"
-        return [str(rillet), "serve",
+        return [str(self.executable), "serve",
                 "--set", f"listeners=PLAINTEXT://{self.bootstrap}",
-                "--set", f"log.dirs={self.workdir / 'data'}"]
+                "--set", f"log.dirs={self.workdir / 'data'}",
+                # the same single-node setting the Kafka node gets (see tools/kafka/kafka-server)
+                "--set", "group.initial.rebalance.delay.ms=0"]
+
+
+def runtime_rillet() -> Path:
+    """`rillet` from a venv holding only the runtime dependencies, as the broker image has.
+
+    The dev venv also holds the test extras, and kio imports hypothesis whenever it is
+    importable (~0.5 s of start-up a deployed broker never pays). Created once under the cache,
+    keyed by pyproject.toml; the install is editable, so it always runs the current source.
+    """
+    cache = Path(os.environ.get("RILLET_CACHE", Path.home() / ".cache" / "rillet"))
+    digest = hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest()[:12]
+    venv = cache / f"bench-runtime-venv-{digest}"
+    if not (venv / ".complete").exists():
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "-e", str(REPO)],
+                       check=True, timeout=900)
+        (venv / ".complete").touch()
+    return venv / "bin" / "rillet"
 
 
 def _process_tree(root: int) -> list[int]:
@@ -280,6 +309,17 @@ def measure(broker: Broker, args: argparse.Namespace) -> Measurements:
     return m
 
 
+def median_of(runs: list[Measurements]) -> Measurements:
+    """Per-row median over rounds; a row that failed in any round stays an error."""
+    merged = Measurements()
+    for run in runs:
+        merged.errors.update(run.errors)
+    keys = {key for run in runs for key in run.values} - set(merged.errors)
+    for key in keys:
+        merged.values[key] = statistics.median(run.values[key] for run in runs)
+    return merged
+
+
 # --- the table -------------------------------------------------------------------------------
 
 
@@ -324,7 +364,8 @@ def render(results: dict[str, Measurements], args: argparse.Namespace) -> str:
            f"|{'|'.join('-' * (w + 2) for w in widths)}|"]
     out += [f"| {row[0].ljust(widths[0])} | "
             + " | ".join(c.rjust(w) for c, w in zip(row[1:], widths[1:])) + " |" for row in lines]
-    out.append(f"{args.records} records x {RECORD_SIZE} B per producer run; latency run "
+    out.append(f"median of {args.rounds} round(s); rillet from the {args.rillet_env} venv; "
+               f"{args.records} records x {RECORD_SIZE} B per producer run; latency run "
                f"{args.latency_records} records at {args.latency_rate} records/s; consumer MB/s "
                "is the tool's fetch MB/s (group join excluded). Load average (1/5/15 min) at "
                f"the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on "
@@ -346,6 +387,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--start-timeout", type=float, default=120.0)
     parser.add_argument("--step-timeout", type=float, default=300.0,
                         help="seconds any single tool run may take")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="repeat the whole comparison; the table shows per-row medians")
+    parser.add_argument("--rillet-env", choices=("runtime", "dev"), default="runtime",
+                        help="runtime: a venv with only rillet's runtime deps, like the broker "
+                             "image (default); dev: the project's .venv")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     parser.add_argument("--keep", action="store_true", help="keep the brokers' data dirs")
     return parser.parse_args(argv)
@@ -362,18 +408,25 @@ def main(argv: list[str]) -> int:
     # fetch the jars first so no download lands inside a measurement
     subprocess.run([str(REPO / "tools" / "fetch-jars"), "kafka"], check=True, timeout=1800,
                    stdout=subprocess.DEVNULL)
-    results: dict[str, Measurements] = {}
-    for name in systems:
-        workdir = Path(tempfile.mkdtemp(prefix=f"compare-{name}-"))
-        try:
-            results[name] = measure(brokers[name](workdir), args)
-        finally:
-            if not args.keep:
-                shutil.rmtree(workdir, ignore_errors=True)
+    if args.rillet_env == "runtime" and "rillet" in systems:
+        RilletBroker.executable = runtime_rillet()
+    rounds: dict[str, list[Measurements]] = {name: [] for name in systems}
+    for round_no in range(args.rounds):
+        # alternate which system goes first, so a drift in machine load hits both alike
+        order = systems if round_no % 2 == 0 else list(reversed(systems))
+        for name in order:
+            workdir = Path(tempfile.mkdtemp(prefix=f"compare-{name}-"))
+            try:
+                rounds[name].append(measure(brokers[name](workdir), args))
+            finally:
+                if not args.keep:
+                    shutil.rmtree(workdir, ignore_errors=True)
+    results = {name: median_of(runs) for name, runs in rounds.items()}
     print(render(results, args))
     if args.json:
-        args.json.write_text(json.dumps({n: {"values": m.values, "errors": m.errors}
-                                         for n, m in results.items()}, indent=2))
+        args.json.write_text(json.dumps(
+            {n: {"median": results[n].values, "errors": results[n].errors,
+                 "rounds": [r.values for r in runs]} for n, runs in rounds.items()}, indent=2))
     return 0 if all(not m.errors for m in results.values()) else 1
 
 

@@ -29,6 +29,7 @@ KAFKA_TOOLS_DIR = REPO / "tools" / "kafka"
 # A cold fetch downloads ~45 MB of jars; leave room for a slow mirror.
 FETCH_TIMEOUT_S = 1200
 TOOL_TIMEOUT_S = 120.0
+QUICK_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData -Djava.awt.headless=true"
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,14 @@ class KafkaTools:
 
     def run(self, tool: str, *args: str, input: str | None = None,
             timeout: float = TOOL_TIMEOUT_S) -> ToolResult:
+        env = dict(os.environ)
+        if "perf-test" not in tool:
+            # Short-lived tools: JVM start-up dominates, so trade peak JIT speed for a ~1/3
+            # faster start. The client's protocol behaviour is the same; the perf tools keep
+            # Kafka's default JVM options.
+            env.setdefault("KAFKA_JVM_PERFORMANCE_OPTS", QUICK_JVM_OPTS)
         proc = subprocess.run([str(KAFKA_TOOLS_DIR / tool), *args], input=input,
-                              capture_output=True, text=True, timeout=timeout,
+                              capture_output=True, text=True, timeout=timeout, env=env,
                               stdin=None if input is not None else subprocess.DEVNULL)
         return ToolResult(tool, tuple(args), proc.returncode, proc.stdout, proc.stderr)
 

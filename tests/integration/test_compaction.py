@@ -129,3 +129,56 @@ def test_consumer_offsets_is_compacted_and_reloads(broker_factory: Callable[...,
         assert tp.offset == 150
     finally:
         check.close()
+
+
+def test_kill_during_cleaning_loses_nothing(broker_factory: Callable[..., BrokerProcess]
+                                            ) -> None:
+    """SIGKILL at several moments of a cleaning pass: every key keeps its latest value."""
+    broker = broker_factory(config={"log.cleaner.enable": "false"})
+    bs = broker.bootstrap
+    expected = fill_crashy(bs)
+    broker.stop()
+    for delay in (0.0, 0.25, 0.5, 0.75):
+        # A run that cleans, killed `delay` s after it listens ...
+        broker.config.update({"log.cleaner.enable": "true", "log.cleaner.backoff.ms": 100})
+        broker.start()
+        time.sleep(delay)
+        broker.kill()
+        # ... then a run that only checks (no cleaning), from the state the kill left.
+        broker.config["log.cleaner.enable"] = "false"
+        broker.start()
+        records = read_all(bs, "crashy")
+        latest = {k: v for _, k, v in records}
+        assert latest.keys() == expected.keys(), f"keys lost after a kill at {delay}s"
+        assert all(latest[k] == v for k, v in expected.items() if k != b"zz-roll")
+        offsets = [o for o, _, _ in records]
+        assert offsets == sorted(set(offsets)), "offsets must stay unique and ordered"
+        broker.stop()
+    broker.config["log.cleaner.enable"] = "true"
+    broker.start()
+    deadline = time.monotonic() + 30
+    while len(records := read_all(bs, "crashy")) > len(expected) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert len(records) == len(expected)
+
+
+def fill_crashy(bs: str) -> dict[bytes, bytes]:
+    """20000 lz4 records over 300 keys in ~7 closed segments, then a segment roll."""
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic("crashy", 1, 1, config={
+        "cleanup.policy": "compact", "segment.bytes": "65536",
+        "min.cleanable.dirty.ratio": "0.01"})])["crashy"].result(15)
+    failed: list[object] = []
+    p = Producer({"bootstrap.servers": bs, "compression.type": "lz4", "linger.ms": 20,
+                  "batch.size": 16384,
+                  "on_delivery": lambda err, msg: failed.append(err) if err else None})
+    expected: dict[bytes, bytes] = {}
+    for i in range(20000):
+        key, value = f"key{i % 300}".encode(), f"value-{i}-".encode() * 4
+        p.produce("crashy", key=key, value=value, partition=0)
+        expected[key] = value
+    assert p.flush(60) == 0
+    p.produce("crashy", key=b"zz-roll", value=os.urandom(60000), partition=0)
+    assert p.flush(30) == 0 and not failed
+    expected[b"zz-roll"] = b""
+    return expected
