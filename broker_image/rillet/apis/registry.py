@@ -1,8 +1,9 @@
 """The API registry: each API module registers its key and version range beside its handler.
 
 ApiVersions is answered from this registry, so what is advertised is what is
-implemented. A duplicate key, an inverted range, or a version kio cannot
-decode fails at import time.
+implemented. A duplicate key or an inverted range fails at import time; that
+kio has schemas for every advertised version is checked by a unit test
+(loading them all here would cost a second of start-up).
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from ..protocol.build import build
-from ..protocol.codec import RequestHeader, request_schema, response_schema
+from ..protocol.codec import RequestHeader, response_schema
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -72,9 +73,6 @@ def api(key: int, versions: tuple[int, int], *, decodable_from: int | None = Non
         if key in REGISTRY:
             raise ValueError(f"api {key} registered twice "
                              f"({REGISTRY[key].handler.__module__}, {handler.__module__})")
-        for v in range(first, high + 1):
-            request_schema(key, v)
-            response_schema(key, v)
         REGISTRY[key] = ApiSpec(key, handler.__module__.rsplit(".", 1)[-1], low, high,
                                 handler, first, raw_handler)
         return handler
