@@ -107,6 +107,7 @@ def test_consumer_offsets_is_compacted_and_reloads(broker_factory: Callable[...,
     bs = broker.bootstrap
     admin = AdminClient({"bootstrap.servers": bs})
     admin.create_topics([NewTopic("busy", 1, 1)])["busy"].result(15)
+    del admin  # no idle connection to hold up the broker's shutdown
     c = Consumer({"bootstrap.servers": bs, "group.id": "committer",
                   "enable.auto.commit": False})
     for i in range(1, 151):
