@@ -69,3 +69,35 @@ def test_lag_per_partition_for_committed_and_live_group(
         assert [(r.partition, r.lag) for r in rows] == [(0, 6), (1, 7), (2, 0)]
     finally:
         live.close()
+
+
+def test_groups_cli_lists_and_describes_lag(broker_factory: Callable[..., BrokerProcess]
+                                            ) -> None:
+    import subprocess
+    import sys
+    broker = broker_factory(config={"group.initial.rebalance.delay.ms": 0})
+    bs = broker.bootstrap
+
+    async def setup() -> None:
+        async with AdminClient(bs) as admin:
+            await admin.create_topic("cli-lag", 2)
+    asyncio.run(setup())
+    produce(bs, "cli-lag", {0: 6, 1: 3})
+    c = Consumer({"bootstrap.servers": bs, "group.id": "cli-g", "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition("cli-lag", 0, 2)], asynchronous=False)
+    c.close()
+
+    def cli(*args: str) -> list[str]:
+        out = subprocess.run([sys.executable, "-m", "rillet.client.groups_cli",
+                              "--bootstrap-server", bs, *args],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.splitlines()
+
+    assert cli("--list", "--state") == ["cli-g\tEmpty"]
+    lines = cli("--describe", "--group", "cli-g")
+    assert lines[0] == "Consumer group 'cli-g' is Empty with 0 member(s)."
+    assert lines[1].split() == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET",
+                                "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+    assert lines[2].split() == ["cli-g", "cli-lag", "0", "2", "6", "4", "-", "-", "-"]
+    assert len(lines) == 3
