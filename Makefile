@@ -38,3 +38,8 @@ bench: venv
 
 clean:
 	rm -rf $(VENV) rillet-data
+
+.PHONY: spark-demo
+# Sample events into a local rillet, the Spark job over them (local mode), the resulting table.
+spark-demo: venv
+	spark/demo
