@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
@@ -216,9 +217,10 @@ class GroupCoordinator:
                 if group is not None:
                     group.offsets.pop(tp, None)
                 return
+            offset = decode_offset_value(value)
             if group is None:
                 group = self._new_group(decoded.group_id)
-            group.offsets[tp] = decode_offset_value(value)
+            group.offsets[tp] = offset
         elif isinstance(decoded, GroupKey):
             group = self.groups.get(decoded.group_id)
             if value is None:
@@ -226,9 +228,10 @@ class GroupCoordinator:
                     group.mark_dead(self.now())
                     del self.groups[decoded.group_id]
                 return
+            snapshot = decode_group_value(value)
             if group is None:
                 group = self._new_group(decoded.group_id)
-            decode_group_value(value).restore(group, self.now())
+            snapshot.restore(group, self.now())
 
     def _load_led_partitions(self, image: MetadataImage) -> None:
         topic = image.topics.get(OFFSETS_TOPIC)
@@ -255,9 +258,15 @@ class GroupCoordinator:
                 _, records = decode_records(chunk[pos:pos + header.size])
                 if not header.is_control:
                     for rec in records:
-                        if rec.key is not None:
+                        if rec.key is None:
+                            continue
+                        try:
                             self._replay(rec.key, rec.value)
                             count += 1
+                        except (ValueError, UnicodeDecodeError, struct.error) as exc:
+                            # One bad record must not keep every group of the partition away.
+                            log.warning("%s-%d offset %d: skipping undecodable record: %r",
+                                        OFFSETS_TOPIC, p, rec.offset, exc)
                 pos += header.size
                 offset = header.next_offset
         self.loaded.add(p)

@@ -181,3 +181,30 @@ def test_not_coordinator_and_invalid_group(tmp_path: Path) -> None:
         coord.check_coordinator("")
     assert coord.check_coordinator("g") == coord.partition_for("g")
     asyncio.run(broker.logs.close())
+
+
+def test_undecodable_record_is_skipped_on_load(tmp_path: Path) -> None:
+    from rillet.coordinator.records import group_partition, offset_key
+    from rillet.records import Record, encode_batch, parse_batches
+    clock = Clock()
+
+    async def scenario() -> None:
+        broker = StandInBroker(tmp_path)
+        coord = GroupCoordinator(broker, clock)
+        await coord.start()
+        await coord.commit_offsets("g", "", None, -1, -1, [CommitEntry("t", 0, 5, -1, None)])
+        # Garbage value under a valid key, appended to the group's partition.
+        plog = broker.leader_log(OFFSETS_TOPIC, group_partition("g", PARTITIONS))
+        data = bytearray(encode_batch([Record(0, 0, offset_key("g", "t", 1), b"\x00")]))
+        plog.append(data, parse_batches(data), leader_epoch=0)
+        await coord.stop()
+        await broker.logs.close()
+        again = StandInBroker(tmp_path)
+        reloaded = GroupCoordinator(again, clock)
+        await reloaded.start()
+        found = reloaded.fetch_offsets("g", [("t", [0, 1])])
+        assert found[("t", 0)].offset == 5 and found[("t", 1)] is None
+        await reloaded.stop()
+        await again.logs.close()
+
+    asyncio.run(scenario())
