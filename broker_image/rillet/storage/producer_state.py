@@ -65,7 +65,8 @@ class ProducerEntry:
                              deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN), self.last_timestamp)
 
     def find_duplicate(self, first_seq: int, last_seq: int) -> BatchMetadata | None:
-        for meta in self.batches:
+        # Newest first: after retention forgot a producer, a retry may legitimately reuse a range.
+        for meta in reversed(self.batches):
             if meta.first_seq == first_seq and meta.last_seq == last_seq:
                 return meta
         return None
@@ -162,9 +163,13 @@ class ProducerStateManager:
         _apply(entry, header, header.base_offset, header.last_offset, header.max_timestamp)
 
     def remove_before(self, log_start_offset: int) -> None:
-        """Forget producers whose every batch went with deleted segments; drop old snapshots."""
-        for pid in [p for p, e in self.producers.items() if 0 <= e.last_offset < log_start_offset]:
-            del self.producers[pid]
+        """Forget batches (and producers) that went with deleted segments; drop old snapshots."""
+        for pid, entry in list(self.producers.items()):
+            if 0 <= entry.last_offset < log_start_offset:
+                del self.producers[pid]
+            elif entry.batches and entry.batches[0].last_offset < log_start_offset:
+                kept = [b for b in entry.batches if b.last_offset >= log_start_offset]
+                entry.batches = deque(kept, maxlen=NUM_BATCHES_TO_RETAIN)
         offsets = self.snapshot_offsets()
         for offset in offsets[:-1]:
             if offset < log_start_offset:

@@ -1,6 +1,7 @@
 """PartitionLog against a plain list model under random operation sequences (hypothesis).
 
-Operations: appends of random sizes (rolling small segments), clean restarts,
+Operations: appends of random sizes (rolling small segments), an idempotent
+producer and its retries, leader epoch changes, clean restarts,
 crashes (reopen without close), crashes that tear the active segment at a random
 byte, truncation, retention by size. After each step every invariant a client
 relies on is checked: dense offsets from the log start, each record's key and
@@ -13,9 +14,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rillet.protocol.errors import OutOfOrderSequenceNumber
 from rillet.records import Record, decode_records, encode_batch, parse_batches, scan_valid_prefix
 from rillet.storage.log import LogConfig, PartitionLog
 
@@ -25,6 +28,9 @@ CONFIG = LogConfig(segment_bytes=1200, index_interval_bytes=150)
 
 ops = st.one_of(
     st.tuples(st.just("append"), st.integers(1, 4), st.integers(1, 250), st.integers(-500, 2000)),
+    st.tuples(st.just("produce"), st.integers(1, 4), st.integers(1, 250)),
+    st.tuples(st.just("retry")),
+    st.tuples(st.just("new_leader_epoch")),
     st.tuples(st.just("restart")),
     st.tuples(st.just("crash")),
     st.tuples(st.just("crash_torn"), st.integers(1, 10_000)),
@@ -41,11 +47,40 @@ class Model:
     batches: list[tuple[int, int]] = field(default_factory=list)  # (base, last) offsets
     start: int = 0
     end: int = 0
+    # the idempotent producer: (base offset, first seq, record count) of its batches in the log
+    produced: list[tuple[int, int, int]] = field(default_factory=list)
+    next_seq: int = 0  # the client's own counter
+    last_sent: bytes = b""  # the client's latest batch, for retries
+    last_sent_seq: int = -1
+    epochs: list[tuple[int, int]] = field(default_factory=list)  # (leader epoch, start offset)
+    leader_epoch: int = 0
 
     def drop_from(self, offset: int) -> None:
         self.records = [r for r in self.records if r[0] < offset]
         self.batches = [b for b in self.batches if b[1] < offset]
+        self.produced = [p for p in self.produced if p[0] < offset]
+        self.epochs = [e for e in self.epochs if e[1] < offset]
         self.end = offset
+
+    def drop_before(self, offset: int) -> None:
+        """Retention moved the log start: epochs before it collapse into one starting there."""
+        self.produced = [p for p in self.produced if p[0] >= offset]
+        before = [e for e in self.epochs if e[1] < offset]
+        if before:
+            self.epochs = [(before[-1][0], offset)] + [e for e in self.epochs if e[1] >= offset]
+
+    def reopened(self) -> None:
+        """On open the epoch cache keeps only epochs that start below the log end (as Kafka)."""
+        self.epochs = [e for e in self.epochs if e[1] < self.end]
+
+    def add(self, records: list[Record], epoch: int) -> int:
+        base = self.end
+        self.records += [(base + i, r.key or b"", r.timestamp) for i, r in enumerate(records)]
+        self.batches.append((base, base + len(records) - 1))
+        if not self.epochs or epoch > self.epochs[-1][0]:
+            self.epochs.append((epoch, base))
+        self.end += len(records)
+        return base
 
 
 def crash(plog: PartitionLog) -> None:
@@ -72,6 +107,9 @@ def check(plog: PartitionLog, model: Model) -> None:
     for target in (-1000, 0, 700, 1500, 3000):
         hits = [(o, t) for o, _, t in got if t >= target]
         assert plog.offset_for_timestamp(target) == (min(hits) if hits else None)
+    assert plog.latest_epoch == (model.epochs[-1][0] if model.epochs else -1)
+    if model.epochs:
+        assert plog.end_offset_for_epoch(model.epochs[-1][0]) == (model.epochs[-1][0], model.end)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -89,18 +127,54 @@ def test_log_matches_model(tmp_path: Path, steps: list[tuple]) -> None:
             records = [Record(i, ts + i * 37, b"r%d" % (serial + i), b"x" * size) for i in range(count)]
             serial += count
             data = bytearray(encode_batch(records))
-            info = plog.append(data, parse_batches(data), leader_epoch=0)
+            info = plog.append(data, parse_batches(data), leader_epoch=model.leader_epoch)
             plog.high_watermark = plog.log_end_offset
-            assert info.base_offset == model.end
-            model.records += [(model.end + i, r.key or b"", r.timestamp) for i, r in enumerate(records)]
-            model.batches.append((model.end, model.end + count - 1))
-            model.end += count
+            assert info.base_offset == model.add(records, model.leader_epoch)
+        elif kind == "produce":
+            _, count, size = step
+            # a client continues from what the log still holds of it (else from its own counter)
+            seq = model.produced[-1][1] + model.produced[-1][2] if model.produced else model.next_seq
+            records = [Record(i, 1000 + i, b"p%d" % (serial + i), b"y" * size) for i in range(count)]
+            serial += count
+            model.last_sent = encode_batch(records, producer_id=7, producer_epoch=0, base_sequence=seq)
+            model.last_sent_seq = seq
+            data = bytearray(model.last_sent)
+            info = plog.append(data, parse_batches(data), leader_epoch=model.leader_epoch)
+            plog.high_watermark = plog.log_end_offset
+            base = model.add(records, model.leader_epoch)
+            assert info.base_offset == base and not info.duplicate
+            model.produced.append((base, seq, count))
+            model.next_seq = seq + count
+        elif kind == "retry":
+            if not model.last_sent:
+                continue
+            data = bytearray(model.last_sent)
+            headers = parse_batches(data)
+            survivor = [p for p in model.produced if p[1] == model.last_sent_seq]
+            expected_seq = model.produced[-1][1] + model.produced[-1][2] if model.produced else None
+            if survivor:
+                info = plog.append(data, headers, leader_epoch=model.leader_epoch)
+                assert info.duplicate and info.base_offset == survivor[0][0]
+            elif expected_seq is None or expected_seq == model.last_sent_seq:
+                info = plog.append(data, headers, leader_epoch=model.leader_epoch)
+                plog.high_watermark = plog.log_end_offset
+                _, records = decode_records(model.last_sent)
+                base = model.add(records, model.leader_epoch)
+                assert info.base_offset == base and not info.duplicate
+                model.produced.append((base, model.last_sent_seq, len(records)))
+            else:
+                with pytest.raises(OutOfOrderSequenceNumber):
+                    plog.append(data, headers, leader_epoch=model.leader_epoch)
+        elif kind == "new_leader_epoch":
+            model.leader_epoch += 1
         elif kind == "restart":
             plog.close()
             plog = PartitionLog.open(directory, CONFIG, clock=clock)
+            model.reopened()
         elif kind == "crash":
             crash(plog)
             plog = PartitionLog.open(directory, CONFIG, clock=clock)
+            model.reopened()
         elif kind == "crash_torn":
             active = plog.segments[-1]
             crash(plog)
@@ -115,6 +189,7 @@ def test_log_matches_model(tmp_path: Path, steps: list[tuple]) -> None:
                 kept_end = kept[-1].next_offset if kept else active.base_offset
                 model.drop_from(kept_end)
             plog = PartitionLog.open(directory, CONFIG, clock=clock)
+            model.reopened()
         elif kind == "truncate":
             target = model.start + step[1]
             if target < model.end:
@@ -128,6 +203,7 @@ def test_log_matches_model(tmp_path: Path, steps: list[tuple]) -> None:
             plog.update_config(LogConfig(segment_bytes=1200, index_interval_bytes=150, retention_bytes=step[1]))
             plog.apply_retention()
             model.start = plog.log_start_offset
+            model.drop_before(model.start)
             if model.end < model.start:
                 model.end = model.start
         check(plog, model)

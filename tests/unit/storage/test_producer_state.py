@@ -136,3 +136,18 @@ def test_retention_forgets_producers_whose_batches_are_gone(tmp_path: Path) -> N
     assert 1 not in plog.producer_state.producers and 2 in plog.producer_state.producers
     # an evicted producer's retry continues with its sequence: accepted (unknown producer)
     assert not append(plog, pbatch(2, pid=1)).duplicate
+
+
+def test_retry_after_retention_and_crash_returns_the_surviving_copy(tmp_path: Path) -> None:
+    """Found by the model test: produce, retention deletes it, the retry is appended again
+    (the producer was forgotten), crash. The reloaded state must point at the new copy."""
+    plog = open_log(tmp_path / "t-0", retention_bytes=0)
+    append(plog, pbatch(0, n=1))
+    assert plog.apply_retention() == 1
+    retry = append(plog, pbatch(0, n=1))
+    assert not retry.duplicate and retry.base_offset == 1
+    for segment in plog.segments:  # kill -9: nothing written on the way out
+        segment.close()
+    again = open_log(tmp_path / "t-0", retention_bytes=0)
+    dup = append(again, pbatch(0, n=1))
+    assert dup.duplicate and dup.base_offset == 1
