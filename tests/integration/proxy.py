@@ -69,11 +69,7 @@ class DroppingProxy:
                     break
         except OSError:
             pass
-        for s in (src, dst):
-            try:
-                s.close()
-            except OSError:
-                pass
+        _close(src, dst)
 
     def _pump_raw(self, src: socket.socket, dst: socket.socket) -> None:
         try:
@@ -81,11 +77,15 @@ class DroppingProxy:
                 dst.sendall(data)
         except OSError:
             pass
-        for s in (src, dst):
-            try:
-                s.close()
-            except OSError:
-                pass
+        _close(src, dst)
+
+
+def _close(*socks: socket.socket) -> None:
+    for s in socks:
+        try:
+            s.close()
+        except OSError:
+            pass
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
