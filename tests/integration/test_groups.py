@@ -287,3 +287,28 @@ def test_static_member_restart_keeps_assignment_without_rebalance(
             b2.stop()
     finally:
         a.stop()
+
+
+def test_running_group_survives_broker_restart_without_rebalance(
+        broker_factory: Callable[..., BrokerProcess]) -> None:
+    """The group's generation and assignment are reloaded; members just keep heartbeating."""
+    broker = broker_factory(config=GROUP_CONFIG)
+    bs = broker.bootstrap
+    create_topic(bs, "through", 4)
+    members = [GroupConsumer(bs, "g-through", "through").start() for _ in range(2)]
+    try:
+        wait_until(stable(members, 4, 2), 30, "2 partitions each")
+        time.sleep(1)
+        events = [m.assign_events for m in members]
+        parts = [m.parts() for m in members]
+        broker.stop()
+        broker.start()
+        values = [f"r{i}" for i in range(40)]
+        produce(bs, "through", values, 4)
+        wait_until(lambda: set(values) <= {v.decode() for m in members for v in m.values()},
+                   30, "messages produced after the restart")
+        assert [m.assign_events for m in members] == events, "members were rebalanced"
+        assert [m.parts() for m in members] == parts
+    finally:
+        for m in members:
+            m.stop()
