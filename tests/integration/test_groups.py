@@ -8,7 +8,6 @@ expiry tests stay short; every wait is bounded.
 """
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys

@@ -14,6 +14,7 @@ from .registry import RequestContext, api
 
 @api(key=13, versions=(0, 4))
 async def leave_group(ctx: RequestContext, req: Any) -> Any:
+    identities: list[tuple[str, str | None]]
     if ctx.version < 3:
         identities = [(req.member_id, None)]
     else:

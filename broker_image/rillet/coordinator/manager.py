@@ -62,6 +62,14 @@ class GroupOverview:
     state: str
 
 
+def _resolver(fut: "asyncio.Future[Any]") -> Callable[[Any], None]:
+    """A group callback completing a request's future (ignored if the request is gone)."""
+    def resolve(result: Any) -> None:
+        if not fut.done():
+            fut.set_result(result)
+    return resolve
+
+
 class GroupCoordinator:
     """Owner of all groups on this node; API handlers call it, never the groups directly."""
 
@@ -369,7 +377,7 @@ class GroupCoordinator:
                 raise errors.UnknownMemberId(f"group {group_id!r} does not exist")
             group = self._new_group(group_id)
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
-        group.join(req, self.now(), lambda r: fut.done() or fut.set_result(r))
+        group.join(req, self.now(), _resolver(fut))
         return await fut
 
     async def sync_group(self, group_id: str, member_id: str, instance_id: str | None,
@@ -381,7 +389,7 @@ class GroupCoordinator:
             raise errors.UnknownMemberId(f"group {group_id!r} does not exist")
         fut: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
         group.sync(member_id, instance_id, generation_id, protocol_type, protocol_name,
-                   assignments, self.now(), lambda r: fut.done() or fut.set_result(r))
+                   assignments, self.now(), _resolver(fut))
         return await fut
 
     def heartbeat(self, group_id: str, member_id: str, instance_id: str | None,
@@ -433,8 +441,8 @@ class GroupCoordinator:
                 codes[(e.topic, e.partition)] = 0
         if records:
             plog = self._append(p, records)
-            for key, value in records:
-                self._replay(key, value)
+            for key, record_value in records:
+                self._replay(key, record_value)
             await plog.maybe_flush()
         return codes
 
