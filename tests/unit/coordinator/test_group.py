@@ -225,3 +225,63 @@ def test_pending_member_id_expires() -> None:
     late = Box()
     g.join(req(member_id=first.value.member_id, client="a"), SESSION + 2, late)
     assert late.value.error == errors.UnknownMemberId.code
+
+
+def test_member_that_never_syncs_is_removed_after_rebalance_timeout() -> None:
+    g, _ = make()
+    a = join_new(g, 0, client="a").value
+    b_box = join_new(g, 0, client="b")
+    a_box = Box()
+    g.join(req(member_id=a.member_id, client="a"), 0, a_box)
+    leader = a_box.value if a_box.value.leader == a_box.value.member_id else b_box.value
+    follower = b_box.value if leader is a_box.value else a_box.value
+    s = Box()
+    g.sync(follower.member_id, None, follower.generation_id, None, None, {}, 10, s)
+    for t in range(1000, REBALANCE, 1000):  # the leader heartbeats but never syncs
+        g.heartbeat(leader.member_id, None, leader.generation_id, t)
+        g.tick(t)
+    assert s.value is None
+    g.tick(REBALANCE + 1)
+    assert leader.member_id not in g.members
+    assert s.value.error == errors.RebalanceInProgress.code
+    assert g.state == GroupState.PREPARING_REBALANCE
+
+
+def test_leader_leaving_hands_leadership_to_a_remaining_member() -> None:
+    g, _ = make()
+    a = join_new(g, 0, client="a").value
+    b_box = join_new(g, 0, client="b")
+    a_box = Box()
+    g.join(req(member_id=a.member_id, client="a"), 0, a_box)
+    sync_all(g, 0, [a_box.value, b_box.value])
+    leader = a_box.value.leader
+    other = b_box.value.member_id if leader == a.member_id else a.member_id
+    assert g.leave(leader, None, 10) == 0
+    rejoin = Box()
+    g.join(req(member_id=other, client="x"), 20, rejoin)
+    assert rejoin.value.leader == other and rejoin.value.generation_id == 3
+
+
+def test_static_member_leaves_by_instance_id() -> None:
+    g, _ = make()
+    first = Box()
+    g.join(req(instance="i-9", client="a"), 0, first)
+    sync_all(g, 0, [first.value])
+    assert g.leave("wrong-id", "i-9", 5) == errors.FencedInstanceId.code
+    assert g.leave("", "i-9", 5) == 0  # by instance id alone (KIP-345 admin removal)
+    assert not g.members and g.state == GroupState.EMPTY
+    assert g.leave("", "i-9", 6) == errors.UnknownMemberId.code
+
+
+def test_follower_rejoin_in_stable_group_gets_current_generation() -> None:
+    g, _ = make()
+    a = join_new(g, 0, client="a").value
+    b_box = join_new(g, 0, client="b")
+    a_box = Box()
+    g.join(req(member_id=a.member_id, client="a"), 0, a_box)
+    sync_all(g, 0, [a_box.value, b_box.value])
+    follower = b_box.value if b_box.value.leader != b_box.value.member_id else a_box.value
+    again = Box()
+    g.join(req(member_id=follower.member_id, client="b" if follower is b_box.value else "a"),
+           50, again)
+    assert again.value.generation_id == follower.generation_id and g.state == GroupState.STABLE
