@@ -216,3 +216,32 @@ def test_policies_ratio_and_compaction_lags(tmp_path: Path) -> None:
     overdue._state = dict(strict._state)
     assert asyncio.run(overdue.clean_all()) >= 1 and plog.size_bytes < size
     plog.close()
+
+
+class DirLogs(Logs):
+    def __init__(self, plog: PartitionLog) -> None:
+        super().__init__(plog)
+        self.log_dirs = [plog.directory.parent]
+
+
+def test_checkpoint_spares_a_second_clean_after_restart(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    write_rounds(plog, Compression.NONE)
+    append(plog, [(b"filler", b"x" * 450)])
+    append(plog, [(b"tail", b"y")])
+    config = BrokerConfig.load(None, {"log.dirs": str(tmp_path)})
+    first = LogCleaner(DirLogs(plog), config, lambda topic: {})
+    asyncio.run(first.clean_all())
+    assert first.passes == 1
+    checkpoint = (tmp_path / "cleaner-offset-checkpoint").read_text().split()
+    assert checkpoint[:2] == [TOPIC, "0"] and int(checkpoint[2]) > 0
+    # A new cleaner (a restart) reads the checkpoint: nothing is dirty, no pass.
+    second = LogCleaner(DirLogs(plog), config, lambda topic: {})
+    asyncio.run(second.clean_all())
+    assert second.passes == 0
+    # Without it, everything counts as dirty again.
+    (tmp_path / "cleaner-offset-checkpoint").unlink()
+    third = LogCleaner(DirLogs(plog), config, lambda topic: {})
+    asyncio.run(third.clean_all())
+    assert third.passes == 1
+    plog.close()

@@ -25,6 +25,11 @@ most stray ``.cleaned`` files (deleted by recovery) or missing indexes
 record is deleted instead: all of it is superseded later in the log. Segments are never merged: merging would need a swap
 that recovery completes, and recovery here deletes ``.swap`` files.
 
+Where each log's cleaned part ends (and when a kept tombstone may expire) is
+kept in ``<log.dir>/cleaner-offset-checkpoint`` ("topic partition offset
+due-ms" lines), so a restart does not re-clean everything; a stale or lost
+checkpoint only costs an extra pass, never data.
+
 Thread-safety: the worker thread only reads closed segment files through
 its own descriptors and writes ``.cleaned`` files; the PartitionLog and its
 segment list are touched only on the event loop (in the swap), which checks
@@ -52,6 +57,7 @@ from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, se
 log = logging.getLogger(__name__)
 
 CLEANED = ".cleaned"
+CHECKPOINT_NAME = "cleaner-offset-checkpoint"
 RETIRE_DELAY_S = 10.0
 _LAST_OFFSET_DELTA = struct.Struct(">i")
 _LAST_OFFSET_DELTA_AT = 23
@@ -333,7 +339,43 @@ class LogCleaner:
         self.topic_overrides = topic_overrides
         self._clock = clock
         self._state: dict[tuple[str, int], _LogState] = {}
+        self._checkpoints_loaded = False
         self.passes = 0  # completed cleanings (tests, metrics)
+
+    # -- cleaner-offset-checkpoint: where each log's clean part ends, across restarts --
+
+    def _checkpoint_path(self, log_dir: Path) -> Path:
+        return log_dir / CHECKPOINT_NAME
+
+    def _load_checkpoints(self) -> None:
+        """Read each log dir's checkpoint; a missing or bad one just means "all dirty"."""
+        self._checkpoints_loaded = True
+        for log_dir in getattr(self.logs, "log_dirs", []):
+            try:
+                lines = self._checkpoint_path(log_dir).read_text().splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                try:
+                    topic, partition, upto, due = line.rsplit(" ", 3)
+                    self._state[(topic, int(partition))] = _LogState(
+                        int(upto), None if due == "-" else int(due))
+                except ValueError:
+                    log.warning("%s: ignoring bad line %r", self._checkpoint_path(log_dir), line)
+
+    def _save_checkpoint(self, log_dir: Path) -> None:
+        """Rewrite one log dir's checkpoint (tmp file + rename; a stale one is harmless)."""
+        lines = []
+        for (topic, partition), plog in sorted(self.logs.logs().items()):
+            state = self._state.get((topic, partition))
+            if state is None or plog.directory.parent != log_dir:
+                continue
+            due = "-" if state.tombstone_due_ms is None else str(state.tombstone_due_ms)
+            lines.append(f"{topic} {partition} {state.cleaned_upto} {due}\n")
+        path = self._checkpoint_path(log_dir)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text("".join(lines))
+        os.replace(tmp, path)
 
     def cleaning_config(self, topic: str, plog: Any) -> CleaningConfig:
         from ..topic_config import effective
@@ -400,6 +442,8 @@ class LogCleaner:
         now = int(self._clock() * 1000)
         cfg = self.cleaning_config(topic, plog)
         segments = self._cleanable(plog, cfg, now)
+        if not self._checkpoints_loaded:
+            self._load_checkpoints()
         state = self._state.setdefault((topic, partition), _LogState())
         if not segments or not (force or self.needs_cleaning(state, segments, cfg, now)):
             return 0
@@ -412,6 +456,7 @@ class LogCleaner:
         last = segments[-1]
         state.cleaned_upto = last.base_offset + 1
         state.tombstone_due_ms = result.earliest_tombstone_ms
+        self._save_checkpoint(plog.directory.parent)
         self.passes += 1
         log.info("cleaned %s-%d: %d segment(s) rewritten, %d -> %d records in %.0f ms", topic,
                  partition, swapped, result.records_before, result.records_after,
