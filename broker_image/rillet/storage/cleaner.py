@@ -293,7 +293,6 @@ def swap_in_cleaned(plog: Any, cleaned: CleanedSegment) -> bool:
     os.replace(cleaned.log_path, old.log_path)
     os.replace(cleaned.index_path, old.offset_index.path)
     os.replace(cleaned.time_index_path, old.time_index.path)
-    _fsync_dir(plog.directory)
     fresh = plog._new_segment_object(cleaned.base_offset, int(time.time() * 1000))
     if not fresh.load():
         fresh.recover()
@@ -453,6 +452,9 @@ class LogCleaner:
         for cleaned in result.segments:
             if swap_in_cleaned(plog, cleaned):
                 swapped += 1
+        if swapped:
+            # Make the renames durable, off the event loop (one fsync for all of them).
+            await asyncio.to_thread(_fsync_dir, plog.directory)
         last = segments[-1]
         state.cleaned_upto = last.base_offset + 1
         state.tombstone_due_ms = result.earliest_tombstone_ms
