@@ -187,14 +187,25 @@ class GroupCoordinator:
     # -- persistence -------------------------------------------------------------
 
     def _append(self, partition: int, entries: list[tuple[bytes, bytes | None]]) -> Any:
-        """Append records to an offsets partition (synchronous); returns the log to flush."""
-        plog = self.broker.leader_log(OFFSETS_TOPIC, partition)
-        now = self.now()
-        batch = encode_batch([Record(i, now, k, v) for i, (k, v) in enumerate(entries)])
-        data = bytearray(batch)
-        headers = parse_batches(data, verify_crc=False)
-        part = self.broker.image.partition(OFFSETS_TOPIC, partition)
-        plog.append(data, headers, leader_epoch=part.leader_epoch)
+        """Append records to an offsets partition (synchronous); returns the log to flush.
+
+        Storage errors become the coordinator errors clients expect (as Kafka maps them).
+        """
+        try:
+            plog = self.broker.leader_log(OFFSETS_TOPIC, partition)
+            now = self.now()
+            batch = encode_batch([Record(i, now, k, v) for i, (k, v) in enumerate(entries)])
+            data = bytearray(batch)
+            headers = parse_batches(data, verify_crc=False)
+            part = self.broker.image.partition(OFFSETS_TOPIC, partition)
+            plog.append(data, headers, leader_epoch=part.leader_epoch)
+        except (errors.NotLeaderOrFollower, errors.FencedLeaderEpoch) as exc:
+            raise errors.NotCoordinator(str(exc)) from exc
+        except (errors.UnknownTopicOrPartition, errors.LeaderNotAvailable,
+                errors.NotEnoughReplicas) as exc:
+            raise errors.CoordinatorNotAvailable(str(exc)) from exc
+        except (errors.MessageTooLarge, errors.RecordListTooLarge) as exc:
+            raise errors.InvalidCommitOffsetSize(str(exc)) from exc
         # Single node: appended = committed.
         plog.high_watermark = plog.log_end_offset
         self.broker.notify_append((OFFSETS_TOPIC, partition))
