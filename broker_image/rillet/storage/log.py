@@ -64,6 +64,7 @@ class LogConfig:
     cleanup_policy: str = "delete"  # cleanup.policy
     max_message_bytes: int = 1048588  # max.message.bytes
     segment_index_bytes: int = 10485760  # segment.index.bytes
+    producer_id_expiration_ms: int = 86400000  # producer.id.expiration.ms (a broker config in Kafka)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, object], base: "LogConfig | None" = None) -> "LogConfig":
@@ -613,10 +614,16 @@ class PartitionLog:
         _write_recovery_point(self.directory, start, sync=False)
 
     def apply_retention(self, now_ms: int | None = None) -> int:
-        """Delete whole segments past retention.ms / retention.bytes; returns how many."""
+        """Delete whole segments past retention.ms / retention.bytes; returns how many.
+
+        Also expires idle producers (producer.id.expiration.ms), whatever the cleanup policy.
+        """
+        now = self._now_ms() if now_ms is None else now_ms
+        # Idle idempotent producers are forgotten after producer.id.expiration.ms, as in Kafka,
+        # so short-lived clients do not pile up (their next batch is then accepted as unknown).
+        self.producer_state.remove_expired(now, self.config.producer_id_expiration_ms)
         if "delete" not in self.config.cleanup_policy:
             return 0
-        now = self._now_ms() if now_ms is None else now_ms
         deleted = 0
         if self.config.retention_ms >= 0:
             deleted += self._delete_oldest(lambda seg, _: now - seg.largest_timestamp > self.config.retention_ms)

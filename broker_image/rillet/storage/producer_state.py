@@ -162,6 +162,14 @@ class ProducerStateManager:
             return
         _apply(entry, header, header.base_offset, header.last_offset, header.max_timestamp)
 
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers whose last batch is older than ``expiration_ms``; returns how many."""
+        expired = [pid for pid, e in self.producers.items()
+                   if e.last_timestamp >= 0 and now_ms - e.last_timestamp > expiration_ms]
+        for pid in expired:
+            del self.producers[pid]
+        return len(expired)
+
     def remove_before(self, log_start_offset: int) -> None:
         """Forget batches (and producers) that went with deleted segments; drop old snapshots."""
         for pid, entry in list(self.producers.items()):

@@ -24,7 +24,8 @@ from rillet.storage.log import LogConfig, PartitionLog
 
 from .helpers import FakeClock
 
-CONFIG = LogConfig(segment_bytes=1200, index_interval_bytes=150)
+NO_EXPIRY = 2**62  # the model producer writes 1970 timestamps: keep it known
+CONFIG = LogConfig(segment_bytes=1200, index_interval_bytes=150, producer_id_expiration_ms=NO_EXPIRY)
 
 ops = st.one_of(
     st.tuples(st.just("append"), st.integers(1, 4), st.integers(1, 250), st.integers(-500, 2000)),
@@ -200,7 +201,8 @@ def test_log_matches_model(tmp_path: Path, steps: list[tuple]) -> None:
                 if cut <= model.start:
                     model.start = model.end = plog.log_start_offset
         elif kind == "retention":
-            plog.update_config(LogConfig(segment_bytes=1200, index_interval_bytes=150, retention_bytes=step[1]))
+            plog.update_config(LogConfig(segment_bytes=1200, index_interval_bytes=150, retention_bytes=step[1],
+                                        producer_id_expiration_ms=NO_EXPIRY))
             plog.apply_retention()
             model.start = plog.log_start_offset
             model.drop_before(model.start)

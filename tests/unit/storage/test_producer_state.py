@@ -7,7 +7,7 @@ import pytest
 
 from rillet.protocol.errors import InvalidProducerEpoch, OutOfOrderSequenceNumber
 
-from .helpers import append, make_batch, open_log, read_all_offsets
+from .helpers import FakeClock, append, make_batch, open_log, read_all_offsets
 
 
 def pbatch(seq: int, n: int = 2, epoch: int = 0, pid: int = 77) -> bytes:
@@ -151,3 +151,13 @@ def test_retry_after_retention_and_crash_returns_the_surviving_copy(tmp_path: Pa
     again = open_log(tmp_path / "t-0", retention_bytes=0)
     dup = append(again, pbatch(0, n=1))
     assert dup.duplicate and dup.base_offset == 1
+
+
+def test_idle_producers_expire(tmp_path: Path) -> None:
+    clock = FakeClock()
+    now = int(clock() * 1000)
+    plog = open_log(tmp_path / "t-0", clock, producer_id_expiration_ms=60_000)
+    append(plog, make_batch(1, ts=now - 120_000, producer_id=1, producer_epoch=0, base_sequence=0))
+    append(plog, make_batch(1, ts=now, producer_id=2, producer_epoch=0, base_sequence=0))
+    plog.apply_retention()
+    assert set(plog.producer_state.producers) == {2}
