@@ -498,15 +498,14 @@ class GroupCoordinator:
 
     def list_groups(self, states: Iterable[str] = ()) -> list[GroupOverview]:
         wanted = {s.lower() for s in states}
+        n = self.num_partitions()
         out = []
-        for p in sorted(self.loaded):
-            for gid, group in self.groups.items():
-                if group_partition(gid, self.num_partitions()) != p:
-                    continue
-                state = group.describe_state()
-                if wanted and state.lower() not in wanted:
-                    continue
-                out.append(GroupOverview(gid, group.protocol_type or "", state))
+        for gid, group in sorted(self.groups.items()):
+            state = group.describe_state()
+            if group_partition(gid, n) not in self.loaded or (wanted
+                                                              and state.lower() not in wanted):
+                continue
+            out.append(GroupOverview(gid, group.protocol_type or "", state))
         return out
 
     def describe_group(self, group_id: str) -> Group | None:
