@@ -209,10 +209,14 @@ def _vm_hwm(pid: int) -> int:
 
 
 def run_tool(tool: str, *args: str, timeout: float) -> str:
-    """Run a wrapper from tools/kafka; return stdout, raise with stderr on a non-zero exit."""
+    """Run a wrapper from tools/kafka; return stdout.
+
+    Raises on a non-zero exit, and on an exception trace in stderr: the perf tools print failed
+    sends' exceptions and still exit 0, and a number measured over failures means nothing.
+    """
     proc = subprocess.run([str(KAFKA_TOOLS / tool), *args], capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
-    if proc.returncode != 0:
+    if proc.returncode != 0 or "Exception" in proc.stderr:
         raise RuntimeError(f"{tool} exited {proc.returncode}: {proc.stderr.strip()[-800:]}"
                            f" {proc.stdout.strip()[-400:]}")
     return proc.stdout
