@@ -2,7 +2,8 @@
 
 - At the end of collection, when e2e tests were selected and no $KUBECONFIG is set, the slow,
   process-free preparation (Go build of the control plane, podman images) starts in a background
-  thread, so it overlaps the unit and integration tests that run first in `make test`.
+  thread, so it overlaps the unit and integration tests that run first in `make test`
+  (RILLET_E2E_BACKGROUND=0 turns that off: the fixture then prepares when e2e starts).
 - The session fixture `k8s` then brings the local cluster up (or reuses one already running,
   which it then leaves running) and takes it down at the end of the session.
 - `namespace` gives each test its own namespace, deleted afterwards.
@@ -66,6 +67,8 @@ def pytest_collection_modifyitems(config, items) -> None:
 def pytest_collection_finish(session) -> None:
     if not _e2e_items(session.items) or os.environ.get("KUBECONFIG") or _prepare:
         return
+    if os.environ.get("RILLET_E2E_BACKGROUND", "1") == "0":
+        return  # prepare in the fixture instead, after the tests that run first
     layout = Layout.default()
 
     def prepare() -> None:
@@ -103,6 +106,7 @@ def k8s() -> Iterator[Cluster]:
     already_up = cluster.status(layout, quiet=True)
     errors = _prepare.get("images")
     if not isinstance(errors, dict):
+        host.ensure_packages()
         errors = images.build_all(layout)
     kubeconfig = cluster.up(layout)
     try:
