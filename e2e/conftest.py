@@ -59,13 +59,14 @@ def pytest_configure(config) -> None:
 def pytest_collection_modifyitems(config, items) -> None:
     last = [i for i in items if i.get_closest_marker("e2e_last")]
     items[:] = [i for i in items if not i.get_closest_marker("e2e_last")] + last
-    e2e = _e2e_items(items)
+    e2e = [i for i in _e2e_items(items) if "k8s" in getattr(i, "fixturenames", ())]
     if e2e and not os.environ.get("KUBECONFIG"):
         e2e[0].add_marker(pytest.mark.timeout(FIRST_TEST_TIMEOUT_S))
 
 
 def pytest_collection_finish(session) -> None:
-    if not _e2e_items(session.items) or os.environ.get("KUBECONFIG") or _prepare:
+    needs_cluster = [i for i in _e2e_items(session.items) if "k8s" in getattr(i, "fixturenames", ())]
+    if not needs_cluster or os.environ.get("KUBECONFIG") or _prepare:
         return
     if os.environ.get("RILLET_E2E_BACKGROUND", "1") == "0":
         return  # prepare in the fixture instead, after the tests that run first
@@ -77,8 +78,7 @@ def pytest_collection_finish(session) -> None:
             host.ensure_packages()
             host.write_containers_conf(layout)
             cluster.build_binaries(layout)
-            if (layout.repo / "helm").is_dir():
-                build_helm(layout)
+            build_helm(layout)  # test_helm.py and the chart tests use it
             _prepare["images"] = images.build_all(layout)
         except BaseException as e:  # noqa: BLE001 - reported by the fixture
             _prepare["error"] = e

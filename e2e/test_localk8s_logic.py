@@ -1,0 +1,63 @@
+"""Pure pieces of the local cluster harness (no cluster needed): Kubernetes' $(VAR) expansion,
+downward-API field paths, the CRI log format, the Dockerfile inputs the image cache hashes, and
+probe thresholds."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from localk8s.agent import _cri_log_lines
+from localk8s.images import ImageSpec, _copy_sources, inputs_hash
+from localk8s.probes import ProbeState
+from localk8s.volumes import expand, field_value
+
+POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "labels": {"b": "2", "a": "1"}},
+       "spec": {"nodeName": "rillet-e2e-b"}, "status": {"podIP": "198.18.0.9", "hostIP": "198.18.0.1"}}
+
+
+def test_expand_follows_kubernetes_rules():
+    env = {"A": "x", "B": "y"}
+    assert expand("$(A)-$(B)", env) == "x-y"
+    assert expand("$(MISSING)", env) == "$(MISSING)"  # unknown references stay as written
+    assert expand("$$(A)", env) == "$(A)"  # $$ escapes
+    assert expand("no refs", env) == "no refs"
+
+
+def test_field_paths():
+    assert field_value(POD, "metadata.name") == "p"
+    assert field_value(POD, "metadata.labels['b']") == "2"
+    assert field_value(POD, "metadata.labels") == 'a="1"\nb="2"'
+    assert field_value(POD, "spec.nodeName") == "rillet-e2e-b"
+    assert field_value(POD, "status.podIP") == "198.18.0.9"
+
+
+def test_cri_log_lines_join_partial_chunks(tmp_path: Path):
+    log = tmp_path / "0.log"
+    log.write_text("2026-01-01T00:00:00Z stdout P hel\n2026-01-01T00:00:00Z stdout F lo\n"
+                   "2026-01-01T00:00:01Z stderr F world\n")
+    assert list(_cri_log_lines(log, False)) == ["hello\n", "world\n"]
+    assert list(_cri_log_lines(log, True))[1] == "2026-01-01T00:00:01Z world\n"
+
+
+def test_image_inputs_are_the_copied_files(tmp_path: Path):
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "m.py").write_text("v1")
+    (tmp_path / "unrelated.txt").write_text("x")
+    df = tmp_path / "Dockerfile"
+    df.write_text("FROM python:3.11-slim-bookworm AS a\nCOPY --from=a /x /y\n"
+                  "COPY app/ /app/\nRUN true\n")
+    assert _copy_sources(df) == {"app/"}
+    spec = ImageSpec("t:dev", df, tmp_path, required=True)
+    before = inputs_hash(spec, "base1")
+    (tmp_path / "unrelated.txt").write_text("changed")
+    assert inputs_hash(spec, "base1") == before
+    assert inputs_hash(spec, "base2") != before
+    (tmp_path / "app" / "m.py").write_text("v2")
+    assert inputs_hash(spec, "base1") != before
+
+
+def test_probe_thresholds():
+    p = ProbeState({"periodSeconds": 1, "failureThreshold": 2, "successThreshold": 1})
+    assert p.record(False, 0.0) is None  # one failure is not yet a verdict
+    assert p.record(False, 1.0) is False
+    assert p.record(True, 2.0) is True
+    assert not p.due(2.5) and p.due(3.0)
