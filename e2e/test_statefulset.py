@@ -135,6 +135,9 @@ def test_pod_reaches_api_server_with_its_service_account(k8s, namespace):
     pods = pod_json(kube, ns, "api", "/api?" + q(path=f"/api/v1/namespaces/{ns}/pods"))
     assert pods["status"] == 403, pods
     assert f"system:serviceaccount:{ns}:default" in pods["body"]
+    # Clients that use the well-known name (Spark's driver does) reach the API too.
+    by_name = pod_json(kube, ns, "api", "/api?" + q(path="/version", base="https://kubernetes.default.svc"))
+    assert by_name["status"] == 200, by_name
     if k8s.local:  # never a ClusterIP here: nothing on this machine may dial one
         env = pod_json(kube, ns, "api", "/env")
         cluster_ip = kube.get("Service", "kubernetes", "default")["spec"]["clusterIP"]

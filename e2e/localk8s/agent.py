@@ -7,7 +7,8 @@ One process serves the three Node objects (one per zone). It
   - provisions PersistentVolumes for the default StorageClass (local folders) and deletes them
     after their claim is gone;
   - forwards <bridge gateway>:<apiserver port> to the API server on 127.0.0.1, which is the
-    address pods get in KUBERNETES_SERVICE_HOST/PORT;
+    address pods get in KUBERNETES_SERVICE_HOST/PORT; also <gateway>:443, because
+    kubernetes.default.svc resolves to the gateway and clients that use that name dial 443;
   - serves /containerLogs over TLS to the API server so `kubectl logs` works; every attempt's log
     is also a file: <state>/pods/<uid>/logs/<container>/<attempt>.log (CRI "k8s-file" format).
 
@@ -380,18 +381,24 @@ class Agent:
     # ---- run -------------------------------------------------------------------------------------
 
     def run(self) -> None:
-        listener = socket.create_server((host.GATEWAY, self.api_port), reuse_port=False)
+        listeners = [socket.create_server((host.GATEWAY, self.api_port))]
+        try:  # in-pod clients that default to https://kubernetes.default.svc (port 443), e.g. Spark
+            listeners.append(socket.create_server((host.GATEWAY, 443)))
+        except OSError as e:
+            self.log(f"cannot also forward {host.GATEWAY}:443 to the API server: {e}")
         logs = self.start_log_server()
         self.register_nodes()
         threads = [threading.Thread(target=t, daemon=True, name=t.__name__) for t in (
             self.heartbeat_loop, self.pod_loop, self.watch_loop, self.dns_loop,
             self.provision_loop)]
-        threads.append(threading.Thread(target=self.forward_loop, args=(listener,), daemon=True))
+        threads += [threading.Thread(target=self.forward_loop, args=(lst,), daemon=True)
+                    for lst in listeners]
         for t in threads:
             t.start()
         self.log(f"serving nodes {', '.join(self.nodes)}; API forwarder {host.GATEWAY}:{self.api_port}")
         self.stopping.wait()
-        listener.close()
+        for lst in listeners:
+            lst.close()
         logs.shutdown()
         self.log("stopped")
 

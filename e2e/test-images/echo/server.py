@@ -4,8 +4,8 @@
   GET  /file?path=  a file's text (404 if absent)  POST /file?path=  write the body to a file
   GET  /resolve?name=  the IPv4 addresses a name resolves to inside the pod
   GET  /fetch?url=  fetches an http URL from inside the pod (pod-to-pod traffic)
-  GET  /api?path=   calls the Kubernetes API as the pod's service account
-                    (KUBERNETES_SERVICE_HOST/PORT, mounted token and ca.crt); answers its status
+  GET  /api?path=[&base=]  calls the Kubernetes API as the pod's service account (at base, else
+                    KUBERNETES_SERVICE_HOST/PORT; mounted token and ca.crt); answers its status
   GET  /healthz     200
 Arguments: `crash [SECONDS]` exits 3 after SECONDS instead of serving (restart tests).
 """
@@ -23,15 +23,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
-def call_api(path: str) -> tuple[int, object]:
+def call_api(path: str, base: str | None = None) -> tuple[int, object]:
     import ssl
     import urllib.error
     host = os.environ["KUBERNETES_SERVICE_HOST"]
     port = os.environ["KUBERNETES_SERVICE_PORT"]
+    base = base or f"https://{host}:{port}"
     with open(f"{SA_DIR}/token") as f:
         token = f.read().strip()
     ctx = ssl.create_default_context(cafile=f"{SA_DIR}/ca.crt")
-    req = urllib.request.Request(f"https://{host}:{port}{path}",
+    req = urllib.request.Request(f"{base}{path}",
                                  headers={"Authorization": f"Bearer {token}"})
     try:
         with urllib.request.urlopen(req, timeout=5, context=ctx) as r:
@@ -72,7 +73,7 @@ class Handler(BaseHTTPRequestHandler):
             except OSError as e:
                 self._send(404, str(e))
         elif url.path == "/api":
-            self._send(*call_api(q["path"]))
+            self._send(*call_api(q["path"], q.get("base")))
         elif url.path == "/fetch":
             try:
                 with urllib.request.urlopen(q["url"], timeout=5) as r:
