@@ -161,3 +161,35 @@ def test_graceful_deletion_sigterm_then_sigkill_after_grace(k8s, namespace):
         timings[name] = time.monotonic() - t0
     assert timings["polite"] < 9, timings
     assert 11 <= timings["stubborn"] < 35, timings
+
+
+def test_init_containers_run_in_order_before_the_containers(k8s, namespace):
+    kube, ns = k8s.kube, namespace
+
+    def append(word: str) -> dict:
+        return {"name": f"init-{word}", "image": ECHO_IMAGE, "command": ["python3", "-c",
+                f"open('/work/order', 'a').write('{word}\\n')"],
+                "volumeMounts": [{"name": "work", "mountPath": "/work"}]}
+
+    kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "inits", "namespace": ns},
+                 "spec": {"initContainers": [append("first"), append("second")],
+                          "containers": [echo_container(volumeMounts=[
+                              {"name": "work", "mountPath": "/work"}])],
+                          "volumes": [{"name": "work", "emptyDir": {}}]}})
+    pod = wait_ready(kube, ns, "inits")
+    assert pod_get(kube, ns, "inits", "/file?" + q(path="/work/order")) == "first\nsecond\n"
+    inits = pod["status"]["initContainerStatuses"]
+    assert [s["name"] for s in inits] == ["init-first", "init-second"]
+    assert all(s["state"]["terminated"]["exitCode"] == 0 for s in inits)
+
+
+def test_failing_init_container_with_restart_never_fails_the_pod(k8s, namespace):
+    kube, ns = k8s.kube, namespace
+    kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "badinit", "namespace": ns},
+                 "spec": {"restartPolicy": "Never",
+                          "initContainers": [{"name": "fail", "image": ECHO_IMAGE,
+                                              "command": ["python3", "-c", "raise SystemExit(7)"]}],
+                          "containers": [echo_container()]}})
+    pod = wait_pod(kube, ns, "badinit", lambda p: p["status"].get("phase") == "Failed", "Failed")
+    assert pod["status"]["initContainerStatuses"][0]["state"]["terminated"]["exitCode"] == 7
+    assert "running" not in pod["status"]["containerStatuses"][0]["state"]

@@ -205,6 +205,8 @@ class PodWorker(threading.Thread):
     # ---- containers ------------------------------------------------------------------------------
 
     def _step(self) -> None:
+        if self.phase == "Failed":
+            return  # an init container failed for good: nothing else runs
         snap = self.agent.snapshot()
         inits = [c for c in self.containers if c.init]
         pending_init = next((c for c in inits if not c.done), None)
