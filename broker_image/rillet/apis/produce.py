@@ -79,9 +79,12 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
                 entry = _partition_error(pdata.index, exc)
             parts.append(entry)
         results.append({"name": topic.name, "partition_responses": parts})
-    # flush.messages / flush.ms: fsync (off the event loop) before acknowledging.
-    if to_flush:
-        await asyncio.gather(*(plog.maybe_flush() for plog in to_flush))
+    # flush.messages: fsync (off the event loop, partitions in parallel) before acknowledging.
+    pending = [plog for plog in to_flush if plog.flush_pending()]
+    if len(pending) == 1:
+        await pending[0].maybe_flush()
+    elif pending:
+        await asyncio.gather(*(plog.maybe_flush() for plog in pending))
     if acks == 0:
         return None
     return ctx.response({"responses": results, "throttle_time": 0})

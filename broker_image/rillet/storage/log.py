@@ -443,6 +443,11 @@ class PartitionLog:
         return (self._flushed_offset < self.log_end_offset
                 and now_ms - self._last_flush_ms >= self.config.flush_ms)
 
+    def flush_pending(self) -> bool:
+        """Whether `maybe_flush` has anything to do (cheap; lets callers skip the await)."""
+        return (self._roll_flush_due
+                or self.log_end_offset - self._flushed_offset >= self.config.flush_messages)
+
     async def maybe_flush(self) -> None:
         """Call after append: fsync now if flush.messages is reached; flush rolled segments in the background."""
         if self.log_end_offset - self._flushed_offset >= self.config.flush_messages:
