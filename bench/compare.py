@@ -174,7 +174,8 @@ def runtime_rillet() -> Path:
     digest = hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest()[:12]
     venv = cache / f"bench-runtime-venv-{digest}"
     if not (venv / ".complete").exists():
-        shutil.rmtree(venv, ignore_errors=True)
+        for stale in cache.glob("bench-runtime-venv-*"):  # earlier pyproject versions
+            shutil.rmtree(stale, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
         subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "-e", str(REPO)],
                        check=True, timeout=900)
