@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -251,8 +250,9 @@ def kafka_jars() -> Path:
 
 
 @pytest.fixture(scope="session")
-def reference_kafka(kafka_jars: Path) -> Iterator[KafkaNode]:
-    node = KafkaNode(Path(tempfile.mkdtemp(prefix="kafka-reference-"))).start()
+def reference_kafka(kafka_jars: Path,
+                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaNode]:
+    node = KafkaNode(tmp_path_factory.mktemp("kafka-reference")).start()
     yield node
     node.stop()
 
