@@ -1,6 +1,7 @@
 """rillet driven by the Java client: Apache Kafka's own CLI tools (4.3.1, Maven Central jars).
 
-Every tool must exit 0 and its output is checked. Each test gets a fresh rillet node (the
+Every tool run's exit code and output are checked: 0 and the expected output, or, where the
+test asks for something Kafka refuses (an existing topic, a missing one), 1 and the error. Each test gets a fresh rillet node (the
 `broker` fixture); RILLET_JAVA_TARGET=kafka runs the same tests against real Apache Kafka.
 
 Tests named test_group_* need the group coordinator (FindCoordinator, JoinGroup, SyncGroup,
