@@ -218,6 +218,8 @@ class GroupCoordinator:
         self._flush_later(plog)
 
     def _flush_later(self, plog: Any) -> None:
+        if not plog.flush_pending():
+            return
         task = asyncio.get_running_loop().create_task(plog.maybe_flush())
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
@@ -454,7 +456,8 @@ class GroupCoordinator:
             plog = self._append(p, records)
             for key, record_value in records:
                 self._replay(key, record_value)
-            await plog.maybe_flush()
+            if plog.flush_pending():  # flush.messages: fsynced before the commit is acked
+                await plog.maybe_flush()
         return codes
 
     def fetch_offsets(self, group_id: str, topics: Iterable[tuple[str, Iterable[int]]] | None
