@@ -5,7 +5,7 @@ BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: venv run test unit integration e2e bench clean
+.PHONY: venv run test unit integration e2e bench bench-compare clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ e2e: venv
 
 bench: venv
 	$(BIN)/python bench/produce_consume.py
+
+# rillet beside Apache Kafka 4.3.1 (Maven Central jars), same Java perf tools, one table (~5 min/round).
+BENCH_ARGS ?=
+bench-compare: venv
+	$(BIN)/python bench/compare.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) rillet-data
