@@ -74,11 +74,11 @@ class Dns:
                     records.append((ip, ns, svc, ep.get("hostname") or ""))
         records.sort()
         with self._lock:
-            changed = records != self._records
             self._records = records
             pods = list(self._pods.values())
         for entry in pods:
             self._write_pod(entry, records)
+        # Both writers skip files whose content is unchanged.
         host.hosts_block_set(sorted({f"{ip} {name}" for ip, name in self._fqdn_lines(records)}))
 
     @staticmethod
