@@ -66,7 +66,8 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 def pytest_collection_finish(session) -> None:
     needs_cluster = [i for i in _e2e_items(session.items) if "k8s" in getattr(i, "fixturenames", ())]
-    if not needs_cluster or os.environ.get("KUBECONFIG") or _prepare:
+    if not needs_cluster or os.environ.get("KUBECONFIG") or _prepare \
+            or session.config.option.collectonly:
         return
     if os.environ.get("RILLET_E2E_BACKGROUND", "1") == "0":
         return  # prepare in the fixture instead, after the tests that run first
