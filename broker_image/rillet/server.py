@@ -30,6 +30,7 @@ class KafkaServer:
         self.idle_timeout_s = idle_timeout_s
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._busy: set[asyncio.Task[None]] = set()  # connections with a request in progress
         self._ids = itertools.count(1)
 
     async def start(self) -> None:
@@ -68,17 +69,24 @@ class KafkaServer:
                                 self.max_request_bytes)
                     return
                 frame = await reader.readexactly(size)
+                task = asyncio.current_task()
+                assert task is not None
+                self._busy.add(task)
                 try:
                     response = await dispatch(self.broker, frame, peer, conn_id)
+                    if response is not None:
+                        writer.write(response)
+                        await writer.drain()
                 except FramingError as exc:
                     log.warning("closing connection %d from %s: %s", conn_id, peer, exc)
                     return
+                except (ConnectionError, asyncio.CancelledError):
+                    raise
                 except Exception:
                     log.exception("closing connection %d from %s: request failed", conn_id, peer)
                     return
-                if response is not None:
-                    writer.write(response)
-                    await writer.drain()
+                finally:
+                    self._busy.discard(task)
         except (asyncio.IncompleteReadError, ConnectionError):
             return
         except asyncio.CancelledError:
@@ -91,9 +99,11 @@ class KafkaServer:
                 pass
 
     async def stop(self, grace_s: float = 5.0) -> None:
-        """Stop accepting, give connections a grace period, then cancel them."""
+        """Stop accepting; close idle connections now, give busy ones a grace period."""
         if self._server is not None:
             self._server.close()
+        for task in self._connections - self._busy:
+            task.cancel()
         pending = list(self._connections)
         if pending:
             _, still = await asyncio.wait(pending, timeout=grace_s)
