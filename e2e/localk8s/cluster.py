@@ -358,9 +358,23 @@ def down(layout: Layout, quiet: bool = False) -> None:
     network_down(layout)
     host.hosts_block_remove()
     unmount_under(layout.state)
+    _keep_logs(layout)
     shutil.rmtree(layout.state, ignore_errors=True)
     if not quiet:
         print("local-cluster: down", file=sys.stderr)
+
+
+def _keep_logs(layout: Layout) -> None:
+    """Copies the control plane and agent logs of the last run to <cache>/e2e-logs/last (files
+    only, nothing running) so a failed CI run can still be read after the state is gone."""
+    if not layout.logs.is_dir():
+        return
+    dest = layout.cache / "e2e-logs" / "last"
+    shutil.rmtree(dest, ignore_errors=True)
+    try:
+        shutil.copytree(layout.logs, dest)
+    except OSError:
+        pass
 
 
 def remove_pods(layout: Layout) -> None:
