@@ -5,7 +5,7 @@ BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: venv run test unit integration e2e bench bench-compare clean
+.PHONY: venv run test unit integration e2e bench bench-compare cluster-up cluster-down clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,8 +30,16 @@ unit: venv
 integration: venv
 	$(BIN)/python -m pytest -q tests/integration
 
+# End-to-end: a real Kubernetes API server (the local control plane, or $KUBECONFIG e.g. kind).
 e2e: venv
-	$(BIN)/python -m pytest -q e2e
+	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS) e2e
+
+# The local cluster by hand (see e2e/README.md).
+cluster-up:
+	e2e/local-cluster up
+
+cluster-down:
+	e2e/local-cluster down
 
 bench: venv
 	$(BIN)/python bench/produce_consume.py
