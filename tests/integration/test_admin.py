@@ -146,3 +146,25 @@ def test_unsupported_version_and_unknown_api_close_only_that_connection(
     with Wire(broker.bootstrap) as w:
         assert w.request(18, 3, {"client_software_name": "a",
                                  "client_software_version": "1"}).error_code == 0
+
+
+def test_regression_huge_partition_count_does_not_stall_the_broker(broker: BrokerProcess) -> None:
+    """Found by the protocol fuzzer: a mutated CreateTopics asking for 50 million partitions
+    (validate_only) kept the controller busy and the whole broker unresponsive."""
+    with Wire(broker.bootstrap, timeout=10) as w:
+        for validate_only in (True, False):
+            resp = w.request(19, 7, {"topics": [{"name": _name("huge"),
+                                                 "num_partitions": 50_000_000,
+                                                 "replication_factor": 1, "assignments": [],
+                                                 "configs": []}],
+                                     "timeout": 1000, "validate_only": validate_only})
+            assert resp.topics[0].error_code == 37  # INVALID_PARTITIONS
+            assert "at most 10000" in resp.topics[0].error_message
+        t = _name("grow")
+        w.request(19, 7, {"topics": [{"name": t, "num_partitions": 1, "replication_factor": 1,
+                                      "assignments": [], "configs": []}],
+                          "timeout": 1000, "validate_only": False})
+        grown = w.request(37, 3, {"topics": [{"name": t, "count": 2**31 - 1,
+                                              "assignments": None}],
+                                  "timeout": 1000, "validate_only": False})
+        assert grown.results[0].error_code == 37

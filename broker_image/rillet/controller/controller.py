@@ -25,6 +25,9 @@ from .placement import BrokerSlot, PlacementError, assign
 log = logging.getLogger(__name__)
 
 PRODUCER_ID_BLOCK = 1000
+# Like KRaft's limit on records per user operation: one request may not add more partitions,
+# so a mistyped (or hostile) count cannot stall the controller.
+MAX_NEW_PARTITIONS = 10000
 _LEGAL_TOPIC_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
@@ -58,6 +61,12 @@ def validate_topic_name(name: str) -> None:
         raise errors.InvalidTopicException(
             f"topic name {name!r} contains illegal characters {''.join(sorted(bad))!r}; "
             "allowed: ASCII alphanumerics, '.', '_' and '-'")
+
+
+def _check_new_partitions(count: int) -> None:
+    if count > MAX_NEW_PARTITIONS:
+        raise errors.InvalidPartitions(
+            f"{count} new partitions in one request; at most {MAX_NEW_PARTITIONS} are allowed")
 
 
 class Controller:
@@ -126,12 +135,14 @@ class Controller:
             if spec.num_partitions != -1 or spec.replication_factor != -1:
                 raise errors.InvalidRequest(
                     "both assignments and numPartitions/replicationFactor were set")
+            _check_new_partitions(len(spec.assignments))
             assignment = self._check_assignments(spec.assignments)
         else:
             partitions = default_partitions if spec.num_partitions == -1 else spec.num_partitions
             rf = default_rf if spec.replication_factor == -1 else spec.replication_factor
             if partitions < 1:
                 raise errors.InvalidPartitions(f"number of partitions must be >= 1, got {partitions}")
+            _check_new_partitions(partitions)
             if rf < 1:
                 raise errors.InvalidReplicationFactor(f"replication factor must be >= 1, got {rf}")
             slots = self._slots()
@@ -179,12 +190,15 @@ class Controller:
             results: list[TopicResult] = []
             records: list[dict[str, Any]] = []
             taken: set[str] = set()
+            added = 0
             for spec in specs:
                 try:
                     result, recs = self._decide_topic(spec, taken)
+                    _check_new_partitions(added + result.num_partitions)
                 except errors.KafkaError as exc:
                     results.append(TopicResult(spec.name, error=exc))
                     continue
+                added += result.num_partitions
                 taken.add(spec.name)
                 results.append(result)
                 records.extend(recs)
@@ -212,11 +226,13 @@ class Controller:
                     f"topic {name!r} has {current} partitions; cannot decrease to {count}")
             if count == current:
                 raise errors.InvalidPartitions(f"topic {name!r} already has {count} partitions")
+            _check_new_partitions(count - current)
             rf = len(topic.partitions[0].replicas)
             if assignments:
                 if len(assignments) != count - current:
                     raise errors.InvalidReplicaAssignment(
                         f"{len(assignments)} assignments given for {count - current} new partitions")
+                _check_new_partitions(len(assignments))
                 new = self._check_assignments(
                     {i: list(a) for i, a in enumerate(assignments)})
                 new = {current + i: a for i, a in new.items()}
