@@ -264,39 +264,16 @@ def clean_segments(directory: Path, segments: list[SegmentFile], cfg: CleaningCo
 def swap_in_cleaned(plog: Any, cleaned: CleanedSegment) -> bool:
     """Replace one closed segment of `plog` by its cleaned copy; False if it changed meanwhile.
 
-    Runs on the event loop (PartitionLog is not thread-safe). Crash-safe order:
-    unlink old indexes (recovery rebuilds missing ones), rename the data file
-    over the old one (atomic), rename the new indexes in. The old segment's
-    descriptors are closed RETIRE_DELAY_S later, so an in-flight read of the
-    old file finishes on the old inode.
+    Runs on the event loop (PartitionLog is not thread-safe); the crash-safe file
+    order is PartitionLog.swap_cleaned_segment's. The old segment's descriptors are
+    closed RETIRE_DELAY_S later, so an in-flight read of the old file finishes on
+    the old inode.
     """
-    segments: list[LogSegment] = plog._segments
-    index = next((i for i, s in enumerate(segments) if s.base_offset == cleaned.base_offset),
-                 None)
-    if index is None or index == len(segments) - 1 or segments[index].size != cleaned.source_size:
-        for p in (cleaned.log_path, cleaned.index_path, cleaned.time_index_path):
-            p.unlink(missing_ok=True)
+    old = plog.swap_cleaned_segment(
+        cleaned.base_offset, cleaned.source_size,
+        (cleaned.log_path, cleaned.index_path, cleaned.time_index_path))
+    if old is None:
         return False
-    old = segments[index]
-    if cleaned.size == 0 and index > 0:
-        # Nothing left: drop the segment (an empty one in the middle would end reads
-        # early). Safe at any point: every record in it is superseded later in the log.
-        for p in (cleaned.log_path, cleaned.index_path, cleaned.time_index_path,
-                  old.offset_index.path, old.time_index.path, old.log_path):
-            p.unlink(missing_ok=True)
-        _retire(old)
-        del segments[index]
-        del plog._bases[index]
-        return True
-    old.offset_index.path.unlink(missing_ok=True)
-    old.time_index.path.unlink(missing_ok=True)
-    os.replace(cleaned.log_path, old.log_path)
-    os.replace(cleaned.index_path, old.offset_index.path)
-    os.replace(cleaned.time_index_path, old.time_index.path)
-    fresh = plog._new_segment_object(cleaned.base_offset, int(time.time() * 1000))
-    if not fresh.load():
-        fresh.recover()
-    segments[index] = fresh
     _retire(old)
     return True
 
@@ -413,7 +390,7 @@ class LogCleaner:
         return swapped
 
     def _cleanable(self, plog: Any, cfg: CleaningConfig, now: int) -> list[SegmentFile]:
-        closed = plog._segments[:-1]
+        closed = plog.segments[:-1]
         out = []
         for seg in closed:
             if seg.largest_timestamp > now - cfg.min_compaction_lag_ms:

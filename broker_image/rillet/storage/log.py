@@ -671,6 +671,45 @@ class PartitionLog:
 
     # ------------------------------------------------------------ lifecycle
 
+    def swap_cleaned_segment(self, base_offset: int, expected_size: int,
+                             files: tuple[Path, Path, Path]) -> LogSegment | None:
+        """Put the log cleaner's compacted copy of a closed segment in its place.
+
+        ``files``: the copy's data, offset index and time index files (``*.cleaned``,
+        fsynced by the cleaner). Returns the replaced segment, whose descriptors the
+        caller closes a little later (an in-flight read may still use them), or None
+        when the segment is gone, active or changed size meanwhile (the copy is then
+        deleted). An empty copy removes the segment instead (never the first one: the
+        log start offset stays). Crash-safe order: old indexes unlinked (rebuilt when
+        missing), data file renamed over the old one (atomic), new indexes renamed in;
+        recovery deletes leftover ``.cleaned`` files.
+        """
+        index = next((i for i, s in enumerate(self._segments) if s.base_offset == base_offset),
+                     None)
+        if (index is None or index == len(self._segments) - 1
+                or self._segments[index].size != expected_size):
+            for path in files:
+                path.unlink(missing_ok=True)
+            return None
+        old = self._segments[index]
+        data, offset_index, time_index = files
+        old.offset_index.path.unlink(missing_ok=True)
+        old.time_index.path.unlink(missing_ok=True)
+        if index > 0 and os.stat(data).st_size == 0:
+            for path in (*files, old.log_path):
+                path.unlink(missing_ok=True)
+            del self._segments[index]
+            del self._bases[index]
+            return old
+        os.replace(data, old.log_path)
+        os.replace(offset_index, old.offset_index.path)
+        os.replace(time_index, old.time_index.path)
+        fresh = self._new_segment_object(base_offset, self._now_ms())
+        if not fresh.load():
+            fresh.recover()
+        self._segments[index] = fresh
+        return old
+
     def close(self) -> None:
         """Close files. Call ``flush`` first for durability (LogManager.close does)."""
         if self._closed:
