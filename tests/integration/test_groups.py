@@ -294,7 +294,10 @@ def test_running_group_survives_broker_restart_without_rebalance(
     broker = broker_factory(config=GROUP_CONFIG)
     bs = broker.bootstrap
     create_topic(bs, "through", 4)
-    members = [GroupConsumer(bs, "g-through", "through").start() for _ in range(2)]
+    # A session longer than the restart: librdkafka itself rejoins when it has not
+    # reached its coordinator for a whole session timeout.
+    members = [GroupConsumer(bs, "g-through", "through", **{"session.timeout.ms": 30000})
+               .start() for _ in range(2)]
     try:
         wait_until(stable(members, 4, 2), 30, "2 partitions each")
         time.sleep(1)
