@@ -90,7 +90,8 @@ def test_invalid_acks_and_corrupt_batches_fail_only_their_partition(broker: Brok
         assert _produce(w, topic, bytes(corrupt)).error_code == 2  # CORRUPT_MESSAGE
         ok = _produce(w, topic, _batch())
         assert ok.error_code == 0 and ok.base_offset == 0
-        assert _produce(w, "no-such-topic-" + uuid.uuid4().hex[:4], _batch()).error_code in (3, 0)
+        assert _produce(w, "no-such-topic-" + uuid.uuid4().hex[:4], _batch()).error_code == 3
+        assert _produce(w, "__consumer_offsets", _batch()).error_code == 17  # internal topic
 
 
 def test_acks_zero_gets_no_response_but_is_stored(broker: BrokerProcess) -> None:

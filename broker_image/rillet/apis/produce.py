@@ -36,6 +36,9 @@ def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None,
             acks: int) -> tuple[dict[str, Any], Any]:
     """Append one partition's batches; returns (response entry, log to flush)."""
     broker = ctx.broker
+    if topic == "__consumer_offsets":
+        # Only the group coordinator writes there; a client append could corrupt groups.
+        raise errors.InvalidTopicException(f"cannot append to internal topic {topic}")
     plog = broker.leader_log(topic, index)
     if records is None or len(records) == 0:
         raise errors.CorruptMessage(f"produce to {topic}-{index} carries no records")
