@@ -1,9 +1,11 @@
 """The e2e suite's cluster: $KUBECONFIG when set (kind elsewhere), else the local control plane.
 
-- At the end of collection, when e2e tests were selected and no $KUBECONFIG is set, the slow,
-  process-free preparation (Go build of the control plane, podman images) starts in a background
-  thread, so it overlaps the unit and integration tests that run first in `make test`
-  (RILLET_E2E_BACKGROUND=0 turns that off: the fixture then prepares when e2e starts).
+- With RILLET_E2E_BACKGROUND=1, at the end of collection (e2e tests selected, no $KUBECONFIG),
+  the slow, process-free preparation (Go build of the control plane, podman images) starts in a
+  background thread, overlapping the unit and integration tests that run first. Off by default:
+  a cold Go build takes both cores of a CI machine for ~10 minutes, and timing-sensitive
+  integration tests (group rebalances, session timeouts) then flake. The fixture prepares when
+  the e2e tests start instead.
 - The session fixture `k8s` then brings the local cluster up (or reuses one already running,
   which it then leaves running) and takes it down at the end of the session.
 - `namespace` gives each test its own namespace, deleted afterwards.
@@ -69,7 +71,7 @@ def pytest_collection_finish(session) -> None:
     if not needs_cluster or os.environ.get("KUBECONFIG") or _prepare \
             or session.config.option.collectonly:
         return
-    if os.environ.get("RILLET_E2E_BACKGROUND", "1") == "0":
+    if os.environ.get("RILLET_E2E_BACKGROUND", "0") != "1":
         return  # prepare in the fixture instead, after the tests that run first
     layout = Layout.default()
 
