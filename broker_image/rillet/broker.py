@@ -119,7 +119,7 @@ class Broker:
             part = image.partition(topic, p)
             if part is None or self.node_id not in part.replicas:
                 log.info("deleting stray log %s-%d", topic, p)
-                self.logs.delete_topic(topic)
+                self.logs.delete_partition(topic, p)
 
     def _reconcile_logs(self, image: MetadataImage) -> None:
         """Make sure a log exists for every partition this node hosts."""

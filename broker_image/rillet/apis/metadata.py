@@ -44,6 +44,14 @@ def _topic(topic: TopicInfo, image: MetadataImage) -> dict[str, Any]:
             "partitions": _partitions(topic, image)}
 
 
+def _valid_name(name: str) -> bool:
+    try:
+        validate_topic_name(name)
+    except errors.KafkaError:
+        return False
+    return True
+
+
 async def _auto_create(ctx: RequestContext, names: list[str]) -> None:
     broker = ctx.broker
     results = await broker.controller.create_topics([TopicSpec(n) for n in names])
@@ -67,15 +75,7 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
         allow = getattr(req, "allow_auto_topic_creation", True)
         missing = [t.name for t in requested
                    if t.name is not None and t.name not in image.topics]
-        creatable = []
-        for name in missing:
-            if name.startswith("__"):
-                continue
-            try:
-                validate_topic_name(name)
-            except errors.KafkaError:
-                continue
-            creatable.append(name)
+        creatable = [n for n in missing if not n.startswith("__") and _valid_name(n)]
         if creatable and allow and broker.config["auto.create.topics.enable"]:
             await _auto_create(ctx, creatable)
             image = broker.image
@@ -90,11 +90,8 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
                     continue
             info = image.topics.get(name) if name is not None else None
             if info is None:
-                code = errors.UnknownTopicOrPartition.code
-                try:
-                    validate_topic_name(name or "")
-                except errors.KafkaError:
-                    code = errors.InvalidTopicException.code
+                code = (errors.UnknownTopicOrPartition.code if _valid_name(name or "")
+                        else errors.InvalidTopicException.code)
                 topics.append({"error_code": code, "name": name,
                                "topic_id": topic_id, "partitions": []})
             else:

@@ -42,8 +42,8 @@ def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None,
     plog = broker.leader_log(topic, index)
     if records is None or len(records) == 0:
         raise errors.CorruptMessage(f"produce to {topic}-{index} carries no records")
+    part = broker.image.partition(topic, index)
     if acks == -1:
-        part = broker.image.partition(topic, index)
         min_isr = int(broker.image.topic_config(topic).get(
             "min.insync.replicas", broker.config["min.insync.replicas"]))
         if len(part.isr) < min_isr:
@@ -52,7 +52,6 @@ def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None,
                 f"min.insync.replicas is {min_isr}")
     data = bytearray(records)
     headers = parse_batches(data)
-    part = broker.image.partition(topic, index)
     info = plog.append(data, headers, leader_epoch=part.leader_epoch)
     # Single node: the ISR is this node, so everything appended is committed.
     plog.high_watermark = plog.log_end_offset

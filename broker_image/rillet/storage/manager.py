@@ -96,15 +96,21 @@ class LogManager:
     def delete_topic(self, topic: str) -> None:
         """Close and remove every partition log of ``topic``."""
         for key in [k for k in self._logs if k[0] == topic]:
-            plog = self._logs.pop(key)
-            plog.close()
-            doomed = plog.directory.with_name(f"{plog.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
-            try:
-                plog.directory.rename(doomed)
-            except OSError:
-                log.exception("could not rename %s for deletion; deleting in place", plog.directory)
-                doomed = plog.directory
-            self._remove_dir(doomed)
+            self.delete_partition(*key)
+
+    def delete_partition(self, topic: str, partition: int) -> None:
+        """Close and remove one partition log (no-op when it is not here)."""
+        plog = self._logs.pop((topic, partition), None)
+        if plog is None:
+            return
+        plog.close()
+        doomed = plog.directory.with_name(f"{plog.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        try:
+            plog.directory.rename(doomed)
+        except OSError:
+            log.exception("could not rename %s for deletion; deleting in place", plog.directory)
+            doomed = plog.directory
+        self._remove_dir(doomed)
 
     def _remove_dir(self, path: Path) -> None:
         try:
