@@ -23,7 +23,6 @@ import shutil
 import signal
 import socket
 import ssl
-import subprocess
 import sys
 import threading
 import time

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -204,15 +203,6 @@ def parse_consumer_perf(result: ToolResult) -> dict[str, str]:
     header = [h.strip() for h in lines[header_at].split(",")]
     values = [v.strip() for v in lines[header_at + 1].split(",")]
     return dict(zip(header, values))
-
-
-def wait_until(predicate, timeout: float, interval: float = 0.5) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()
 
 
 # --- a real Apache Kafka node (reference) ---------------------------------------------------

@@ -16,11 +16,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import pytest
 
@@ -209,16 +208,3 @@ def end_offsets(checkpoint: Path, batch_id: int) -> dict[int, int]:
     return {int(p): off for p, off in per_topic.items()}
 
 
-def poll_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
-    """True as soon as predicate() holds, False once `timeout` seconds pass without it."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return False
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    if not poll_until(predicate, timeout):
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}")

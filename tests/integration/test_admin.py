@@ -1,7 +1,6 @@
 """Topic administration through confluent-kafka's AdminClient and raw requests."""
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
@@ -10,6 +9,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
                                    ConfigResource, NewPartitions, NewTopic)
 
 from tests.harness import BrokerProcess
+from tests.polling import wait_until
 
 from ..wire import Wire
 
@@ -141,8 +141,7 @@ def test_unsupported_version_and_unknown_api_close_only_that_connection(
     with Wire(broker.bootstrap) as w:
         w.send_raw(struct.pack(">ihhih", 10, 999, 0, 1, -1))
         assert w.is_closed()
-    time.sleep(0.1)
-    assert "unsupported version 99" in broker.log()
+    wait_until(lambda: "unsupported version 99" in broker.log(), 10, "the log line")
     with Wire(broker.bootstrap) as w:
         assert w.request(18, 3, {"client_software_name": "a",
                                  "client_software_version": "1"}).error_code == 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 import time
 import uuid
 from collections import defaultdict
-from pathlib import Path
 from typing import Iterator
 
 import pytest

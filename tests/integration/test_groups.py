@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.harness import BrokerProcess
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -38,15 +39,6 @@ def produce(bootstrap: str, topic: str, values: list[str], partitions: int) -> N
     for i, v in enumerate(values):
         p.produce(topic, value=v.encode(), partition=i % partitions)
     assert p.flush(30) == 0
-
-
-def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 class GroupConsumer:

@@ -25,8 +25,8 @@ from tests.integration.java_tools import (  # noqa: F401  (fixtures are used by 
     parse_topic_description,
     reference_kafka,
     topic_name,
-    wait_until,
 )
+from tests.polling import poll_until
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -51,7 +51,7 @@ def test_topics_create_list_describe_delete(kafka_tools: KafkaTools, topic_name:
         assert partition["Leader"] == partition["Replicas"] == partition["Isr"] == "1", partition
 
     kafka_tools.topics("--delete", "--topic", topic_name).ok()
-    assert wait_until(lambda: topic_name not in kafka_tools.topics("--list").ok().lines, 20), \
+    assert poll_until(lambda: topic_name not in kafka_tools.topics("--list").ok().lines, 20), \
         "deleted topic still listed after 20 s"
     missing = kafka_tools.topics("--describe", "--topic", topic_name)
     assert missing.returncode == 1, missing.describe()

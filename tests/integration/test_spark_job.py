@@ -27,13 +27,12 @@ from tests.integration.spark_support import (  # noqa: F401  (fixtures are used 
     job_config,
     kafka_jars,
     new_topic,
-    poll_until,
     read_aggregates,
     run_until_done,
     spark,
     spark_broker,
-    wait_for,
 )
+from tests.polling import poll_until, wait_until
 # spark_support put spark/ on sys.path, so the job's package imports from here on
 from rillet_spark.job import run  # noqa: E402
 from rillet_spark.produce import (  # noqa: E402
@@ -157,7 +156,7 @@ def test_kill_and_restart_from_checkpoint_is_exactly_once(
     # if caught within a few seconds, while a batch is planned (offsets logged) but not committed.
     job = JobProcess(kafka_jars, args, tmp_path / "job.log").start()
     try:
-        wait_for(lambda: len(batch_ids(chk, "commits")) >= 2 or not job.alive(), 180, "2 committed batches")
+        wait_until(lambda: len(batch_ids(chk, "commits")) >= 2 or not job.alive(), 180, "2 committed batches")
         assert job.alive(), f"job ended early:\n{job.log()}"
         poll_until(lambda: bool(batch_ids(chk, "offsets") - batch_ids(chk, "commits")), 10)
     finally:

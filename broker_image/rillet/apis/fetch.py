@@ -11,7 +11,6 @@ v9: current leader epoch. v11: rack id. v12: flexible, diverging epoch.
 """
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
