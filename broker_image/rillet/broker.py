@@ -13,9 +13,11 @@ from typing import Iterable
 
 from .config import BrokerConfig
 from .controller.controller import Controller
+from .coordinator.manager import GroupCoordinator
 from .metadata.image import MetadataImage
 from .metadata.log import MetadataLog
 from .protocol import errors
+from .storage.cleaner import LogCleaner
 from .storage.log import LogConfig, PartitionLog
 from .storage.manager import LogManager
 from .storage_format import ensure_formatted
@@ -33,6 +35,9 @@ class Broker:
         self.cluster_id = ""
         self.logs = LogManager(config.log_dirs)
         self.controller: Controller | None = None
+        self.coordinator = GroupCoordinator(self)
+        self.cleaner = LogCleaner(self.logs, config,
+                                  lambda name: dict(self.image.topic_config(name)))
         self._waiters: dict[TopicPartition, list[asyncio.Future[None]]] = {}
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -57,26 +62,16 @@ class Broker:
         advertised = self.config.advertised_listeners[0]
         await self.controller.register_broker(self.node_id, advertised.host, advertised.port,
                                               self.config["broker.rack"])
-        # --- coordinator hooks: start (owned by the group coordinator work) ---
-        from .coordinator.manager import GroupCoordinator
-        from .storage.cleaner import LogCleaner
-        self.coordinator = GroupCoordinator(self)
         await self.coordinator.start()
-        self.cleaner = LogCleaner(self.logs, self.config,
-                                 lambda name: dict(self.image.topic_config(name)))
         if self.config["log.cleaner.enable"]:
             self._tasks.append(asyncio.create_task(self.cleaner.run(self._stop)))
-        # --- end coordinator hooks: start ---
         self._tasks.append(asyncio.create_task(self.logs.run(
             self._stop,
             retention_check_interval_ms=self.config["log.retention.check.interval.ms"])))
 
     async def stop(self) -> None:
         self._stop.set()
-        # --- coordinator hooks: stop ---
-        if getattr(self, "coordinator", None) is not None:
-            await self.coordinator.stop()
-        # --- end coordinator hooks: stop ---
+        await self.coordinator.stop()
         for task in self._tasks:
             try:
                 await asyncio.wait_for(task, 10)
@@ -102,10 +97,7 @@ class Broker:
                 for p in topic.partitions:
                     self._wake((name, p))
         self._reconcile_logs(new)
-        # --- coordinator hooks: metadata change ---
-        if getattr(self, "coordinator", None) is not None:
-            self.coordinator.on_metadata_change(old, new)
-        # --- end coordinator hooks: metadata change ---
+        self.coordinator.on_metadata_change(old, new)
         for name in new.topics:
             if old.topic_config(name) != new.topic_config(name):
                 cfg = self.log_config_for(name)
