@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from rillet.config import BrokerConfig
-from rillet.records import (Compression, Record, decode_records, encode_batch, parse_batches,
-                            read_header)
+from rillet.records import Compression, Record, decode_records, encode_batch, parse_batches
 from rillet.storage.cleaner import (CleaningConfig, LogCleaner, SegmentFile, _LogState,
                                     clean_segments, swap_in_cleaned)
 from rillet.storage.log import LogConfig, PartitionLog
@@ -43,20 +42,7 @@ def append(plog: PartitionLog, items: list[tuple[bytes, bytes | None]],
 
 
 def read_all(plog: PartitionLog) -> list[Record]:
-    out: list[Record] = []
-    offset = plog.log_start_offset
-    while offset < plog.log_end_offset:
-        chunk = plog.read(offset, 1 << 20)
-        if not chunk:
-            break
-        pos = 0
-        while pos < len(chunk):
-            header = read_header(chunk, pos)
-            _, recs = decode_records(chunk[pos:pos + header.size])
-            out.extend(recs)
-            offset = header.next_offset
-            pos += header.size
-    return out
+    return [rec for _, batch in plog.batches() for rec in decode_records(batch)[1]]
 
 
 def cleaner(plog: PartitionLog, **overrides: str) -> LogCleaner:

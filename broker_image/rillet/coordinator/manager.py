@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable
 from ..controller.controller import TopicSpec
 from ..metadata.image import MetadataImage
 from ..protocol import errors
-from ..records import Record, decode_records, encode_batch, parse_batches, read_header
+from ..records import Record, decode_records, encode_batch, parse_batches
 from .group import (Group, GroupConfig, GroupSnapshot, GroupState, JoinRequest, JoinResult,
                     OffsetAndMetadata, SyncResult)
 from .records import (GroupKey, OffsetKey, decode_group_value, decode_key,
@@ -41,7 +41,6 @@ log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TICK_INTERVAL_S = 0.1
-LOAD_CHUNK_BYTES = 1 << 20
 
 TopicPartition = tuple[str, int]
 
@@ -268,28 +267,20 @@ class GroupCoordinator:
             return
         started = time.monotonic()
         count = 0
-        offset = plog.log_start_offset
-        while offset < plog.log_end_offset:
-            chunk = plog.read(offset, LOAD_CHUNK_BYTES)
-            if not chunk:
-                break
-            pos = 0
-            while pos < len(chunk):
-                header = read_header(chunk, pos)
-                _, records = decode_records(chunk[pos:pos + header.size])
-                if not header.is_control:
-                    for rec in records:
-                        if rec.key is None:
-                            continue
-                        try:
-                            self._replay(rec.key, rec.value)
-                            count += 1
-                        except (ValueError, UnicodeDecodeError, struct.error) as exc:
-                            # One bad record must not keep every group of the partition away.
-                            log.warning("%s-%d offset %d: skipping undecodable record: %r",
-                                        OFFSETS_TOPIC, p, rec.offset, exc)
-                pos += header.size
-                offset = header.next_offset
+        for header, batch in plog.batches():
+            if header.is_control:
+                continue
+            _, records = decode_records(batch)
+            for rec in records:
+                if rec.key is None:
+                    continue
+                try:
+                    self._replay(rec.key, rec.value)
+                    count += 1
+                except (ValueError, UnicodeDecodeError, struct.error) as exc:
+                    # One bad record must not keep every group of the partition away.
+                    log.warning("%s-%d offset %d: skipping undecodable record: %r",
+                                OFFSETS_TOPIC, p, rec.offset, exc)
         self.loaded.add(p)
         if count:
             log.info("loaded %d records of %s-%d in %.0f ms (%d groups)", count, OFFSETS_TOPIC,

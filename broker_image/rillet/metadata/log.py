@@ -14,7 +14,6 @@ from ..storage.log import LogConfig, PartitionLog
 from . import records as mrec
 
 METADATA_TOPIC = "__cluster_metadata"
-_READ_CHUNK = 1 << 20
 
 
 class MetadataLog:
@@ -35,16 +34,9 @@ class MetadataLog:
 
     def replay_batches(self) -> Iterator[tuple[int, list[dict[str, Any]]]]:
         """(last offset, records) of every committed batch, oldest first."""
-        offset = self._log.log_start_offset
-        while offset < self._log.log_end_offset:
-            data = self._log.read(offset, _READ_CHUNK)
-            if not data:
-                break
-            for header in parse_batches(data):
-                batch = bytes(data[header.position:header.position + header.size])
-                _, records = decode_records(batch)
-                yield header.last_offset, [mrec.decode(rec.value or b"") for rec in records]
-                offset = header.next_offset
+        for header, batch in self._log.batches():
+            _, records = decode_records(batch)
+            yield header.last_offset, [mrec.decode(rec.value or b"") for rec in records]
 
     async def append(self, records: list[dict[str, Any]], leader_epoch: int) -> int:
         """Append one batch durably; returns its last offset."""

@@ -25,7 +25,7 @@ import os
 import shutil
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -37,7 +37,8 @@ from rillet.protocol.errors import (
     OffsetOutOfRange,
     RecordListTooLarge,
 )
-from rillet.records import INT32_MAX, BatchHeader, decode_records, set_log_append_time, set_offsets
+from rillet.records import (INT32_MAX, BatchHeader, decode_records, read_header, set_log_append_time,
+                            set_offsets)
 from rillet.storage.leader_epoch import LeaderEpochCache
 from rillet.storage.producer_state import ProducerStateManager
 from rillet.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
@@ -505,6 +506,26 @@ class PartitionLog:
 
     def _segment_index(self, offset: int) -> int:
         return max(0, bisect_right(self._bases, offset) - 1)
+
+    def batches(self, chunk_bytes: int = 1 << 20) -> Iterator[tuple[BatchHeader, bytes]]:
+        """Every batch from the log start to the end as it is now, with its bytes, in order.
+
+        For replays (metadata, group offsets, tests): reads ``chunk_bytes`` at a time, so a
+        long log is never held whole. Batches were validated when appended or recovered.
+        A header's ``position`` is within the chunk it was read from, not within its bytes.
+        """
+        offset = self.log_start_offset
+        end = self.log_end_offset
+        while offset < end:
+            chunk = self.read(offset, chunk_bytes)
+            if not chunk:
+                return
+            pos = 0
+            while pos < len(chunk):
+                header = read_header(chunk, pos)
+                yield header, chunk[pos:pos + header.size]
+                pos += header.size
+                offset = header.next_offset
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
              min_one_batch: bool = True) -> bytes:

@@ -56,6 +56,19 @@ def test_read_bounds(tmp_path: Path) -> None:
     assert plog.read(4, 1 << 20, max_offset=4) == b""
 
 
+def test_batches_walks_the_whole_log_in_small_chunks(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", segment_bytes=2000)
+    for i in range(12):
+        append(plog, make_batch(3, value_size=200, tag=str(i)))
+    walked = list(plog.batches(chunk_bytes=1))  # one batch per read, across segment rolls
+    assert plog.segment_count > 2
+    assert [h.base_offset for h, _ in walked] == list(range(0, 36, 3))
+    for header, batch in walked:
+        assert len(batch) == header.size
+        assert [r.offset for r in decode_records(batch)[1]] == list(
+            range(header.base_offset, header.last_offset + 1))
+
+
 def test_roll_by_size_and_reads_across_segments(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0", segment_bytes=2000, index_interval_bytes=300)
     for i in range(30):
