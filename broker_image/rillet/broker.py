@@ -14,7 +14,7 @@ from typing import Iterable
 from .config import BrokerConfig
 from .controller.controller import Controller
 from .coordinator.manager import GroupCoordinator
-from .metadata.image import MetadataImage
+from .metadata.image import TOPIC_RESOURCE, MetadataImage, TopicInfo
 from .metadata.log import MetadataLog
 from .protocol import errors
 from .storage.cleaner import LogCleaner
@@ -57,7 +57,7 @@ class Broker:
         self.controller.load()
         self.logs.load_logs(self.log_config_for)
         self._delete_stray_logs(self.image)
-        self._reconcile_logs(self.image)
+        self._reconcile_logs(self.image.topics.values())
         self.controller.on_change(self._on_metadata_change)
         advertised = self.config.advertised_listeners[0]
         await self.controller.register_broker(self.node_id, advertised.host, advertised.port,
@@ -96,13 +96,20 @@ class Broker:
                 self.logs.delete_topic(name)
                 for p in topic.partitions:
                     self._wake((name, p))
-        self._reconcile_logs(new)
+        # Images share untouched topics and configs (see metadata.image), so identity
+        # finds what this change touched without comparing the whole cluster.
+        touched = [t for name, t in new.topics.items() if old.topics.get(name) is not t]
+        self._reconcile_logs(touched)
         self.coordinator.on_metadata_change(old, new)
-        for name in new.topics:
+        for name, topic in new.topics.items():
+            key = (TOPIC_RESOURCE, name)
+            if old.configs.get(key) is new.configs.get(key):
+                continue
             if old.topic_config(name) != new.topic_config(name):
                 cfg = self.log_config_for(name)
-                for (t, _), plog in self.logs.logs().items():
-                    if t == name:
+                for p in topic.partitions:
+                    plog = self.logs.get(name, p)
+                    if plog is not None:
                         plog.update_config(cfg)
 
     def _delete_stray_logs(self, image: MetadataImage) -> None:
@@ -113,12 +120,12 @@ class Broker:
                 log.info("deleting stray log %s-%d", topic, p)
                 self.logs.delete_partition(topic, p)
 
-    def _reconcile_logs(self, image: MetadataImage) -> None:
-        """Make sure a log exists for every partition this node hosts."""
-        for name, topic in image.topics.items():
+    def _reconcile_logs(self, topics: Iterable[TopicInfo]) -> None:
+        """Make sure a log exists for every partition of `topics` this node hosts."""
+        for topic in topics:
             for p, part in topic.partitions.items():
-                if self.node_id in part.replicas and self.logs.get(name, p) is None:
-                    self.logs.create(name, p, self.log_config_for(name))
+                if self.node_id in part.replicas and self.logs.get(topic.name, p) is None:
+                    self.logs.create(topic.name, p, self.log_config_for(topic.name))
 
     def leader_log(self, topic: str, partition: int,
                    current_leader_epoch: int = -1) -> PartitionLog:

@@ -73,55 +73,80 @@ class MetadataImage:
 
 
 class _Delta:
-    """Mutable copies of the image's maps while one batch of records is replayed."""
+    """The changes one batch of records makes to an image, copied on write.
+
+    Topics and config entries the batch does not touch keep their objects in the new
+    image, so a change costs what it touches, not the size of the cluster, and readers
+    can tell an untouched topic by identity (``old.topics[n] is new.topics[n]``).
+    """
 
     def __init__(self, image: MetadataImage) -> None:
         self.image = image
-        self.brokers = dict(image.brokers)
-        self.topics = {name: dict(t.partitions) for name, t in image.topics.items()}
-        self.topic_ids = {name: t.topic_id for name, t in image.topics.items()}
-        self.configs = {k: dict(v) for k, v in image.configs.items()}
+        self.brokers: dict[int, BrokerInfo] | None = None
+        self.added: dict[uuid.UUID, str] = {}  # topics this batch creates
+        self.removed: dict[uuid.UUID, str] = {}  # topics of the image this batch removes
+        self.changed_parts: dict[str, dict[int, PartitionInfo]] = {}
+        # An empty entry drops the resource's configs (a removed topic takes them along).
+        self.changed_configs: dict[tuple[int, str], dict[str, str]] = {}
         self.next_producer_id = image.next_producer_id
 
     def name_of(self, topic_id: str) -> str:
         tid = uuid.UUID(topic_id)
-        for name, known in self.topic_ids.items():
-            if known == tid:
-                return name
-        raise KeyError(f"metadata record for unknown topic id {topic_id}")
+        name = self.added.get(tid)
+        if name is None and tid not in self.removed:
+            name = self.image.topic_names.get(tid)
+        if name is None:
+            raise KeyError(f"metadata record for unknown topic id {topic_id}")
+        return name
+
+    def _parts(self, name: str) -> dict[int, PartitionInfo]:
+        parts = self.changed_parts.get(name)
+        if parts is None:
+            parts = self.changed_parts[name] = dict(self.image.topics[name].partitions)
+        return parts
+
+    def _config(self, key: tuple[int, str]) -> dict[str, str]:
+        entry = self.changed_configs.get(key)
+        if entry is None:
+            entry = self.changed_configs[key] = dict(self.image.configs.get(key, {}))
+        return entry
 
     def apply(self, rec: dict[str, Any]) -> None:
         kind = rec["type"]
         if kind == r.REGISTER_BROKER:
+            if self.brokers is None:
+                self.brokers = dict(self.image.brokers)
             self.brokers[rec["node_id"]] = BrokerInfo(
                 rec["node_id"], rec["host"], rec["port"], rec.get("rack"),
                 rec.get("epoch", 0), rec.get("fenced", False))
         elif kind == r.TOPIC:
-            self.topic_ids[rec["name"]] = uuid.UUID(rec["topic_id"])
-            self.topics[rec["name"]] = {}
+            self.added[uuid.UUID(rec["topic_id"])] = rec["name"]
+            self.changed_parts[rec["name"]] = {}
         elif kind == r.PARTITION:
             name = self.name_of(rec["topic_id"])
-            self.topics[name][rec["partition"]] = PartitionInfo(
+            self._parts(name)[rec["partition"]] = PartitionInfo(
                 uuid.UUID(rec["topic_id"]), rec["partition"], tuple(rec["replicas"]),
                 tuple(rec["isr"]), rec["leader"], rec["leader_epoch"],
                 rec.get("partition_epoch", 0), tuple(rec.get("adding", ())),
                 tuple(rec.get("removing", ())))
         elif kind == r.PARTITION_CHANGE:
             name = self.name_of(rec["topic_id"])
-            old = self.topics[name][rec["partition"]]
+            parts = self._parts(name)
+            old = parts[rec["partition"]]
             changes = {k: tuple(v) if isinstance(v, list) else v for k, v in rec.items()
                        if k in ("replicas", "isr", "leader", "leader_epoch", "adding",
                                 "removing")}
-            self.topics[name][rec["partition"]] = replace(
+            parts[rec["partition"]] = replace(
                 old, partition_epoch=old.partition_epoch + 1, **changes)
         elif kind == r.REMOVE_TOPIC:
             name = self.name_of(rec["topic_id"])
-            del self.topics[name]
-            del self.topic_ids[name]
-            self.configs.pop((TOPIC_RESOURCE, name), None)
+            tid = uuid.UUID(rec["topic_id"])
+            if self.added.pop(tid, None) is None:
+                self.removed[tid] = name
+            self.changed_parts.pop(name, None)
+            self.changed_configs[(TOPIC_RESOURCE, name)] = {}
         elif kind == r.CONFIG:
-            key = (rec["resource_type"], rec["name"])
-            entry = self.configs.setdefault(key, {})
+            entry = self._config((rec["resource_type"], rec["name"]))
             if rec["value"] is None:
                 entry.pop(rec["key"], None)
             else:
@@ -130,17 +155,30 @@ class _Delta:
             self.next_producer_id = max(self.next_producer_id, rec["next_producer_id"])
 
     def freeze(self, offset: int) -> MetadataImage:
-        topics = {
-            name: TopicInfo(name, self.topic_ids[name], MappingProxyType(parts))
-            for name, parts in self.topics.items()
-        }
+        image = self.image
+        topics = dict(image.topics)
+        for name in self.removed.values():
+            del topics[name]
+        ids = {name: tid for tid, name in self.added.items()}
+        for name, parts in self.changed_parts.items():
+            topic_id = ids[name] if name in ids else image.topics[name].topic_id
+            topics[name] = TopicInfo(name, topic_id, MappingProxyType(parts))
+        configs = dict(image.configs)
+        for key, entry in self.changed_configs.items():
+            if entry:
+                configs[key] = MappingProxyType(entry)
+            else:
+                configs.pop(key, None)
+        names = image.topic_names
+        if self.added or self.removed:
+            names = MappingProxyType({t.topic_id: n for n, t in topics.items()})
         return MetadataImage(
-            cluster_id=self.image.cluster_id,
+            cluster_id=image.cluster_id,
             offset=offset,
-            brokers=MappingProxyType(self.brokers),
+            brokers=image.brokers if self.brokers is None else MappingProxyType(self.brokers),
             topics=MappingProxyType(topics),
-            topic_names=MappingProxyType({t.topic_id: n for n, t in topics.items()}),
-            configs=MappingProxyType({k: MappingProxyType(v) for k, v in self.configs.items()}),
+            topic_names=names,
+            configs=MappingProxyType(configs),
             next_producer_id=self.next_producer_id,
         )
 
