@@ -41,7 +41,7 @@ def main() -> None:
         image = replay(image, records, i)
         window.append(time.perf_counter() - start)
         if i in marks:
-            recent = window[-max(1, min(100, len(window))):]
+            recent = window[-100:]
             print(f"{i:>16} {i * args.partitions:>11} "
                   f"{1000 * sum(recent) / len(recent):>14.3f}")
 

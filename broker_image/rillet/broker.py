@@ -123,9 +123,12 @@ class Broker:
     def _reconcile_logs(self, topics: Iterable[TopicInfo]) -> None:
         """Make sure a log exists for every partition of `topics` this node hosts."""
         for topic in topics:
-            for p, part in topic.partitions.items():
-                if self.node_id in part.replicas and self.logs.get(topic.name, p) is None:
-                    self.logs.create(topic.name, p, self.log_config_for(topic.name))
+            missing = [p for p, part in topic.partitions.items()
+                       if self.node_id in part.replicas and self.logs.get(topic.name, p) is None]
+            if missing:
+                cfg = self.log_config_for(topic.name)
+                for p in missing:
+                    self.logs.create(topic.name, p, cfg)
 
     def leader_log(self, topic: str, partition: int,
                    current_leader_epoch: int = -1) -> PartitionLog:

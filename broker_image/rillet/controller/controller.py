@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from ..config import ConfigError
 from ..metadata import records as mrec
-from ..metadata.image import TOPIC_RESOURCE, MetadataImage, replay
+from ..metadata.image import TOPIC_RESOURCE, MetadataImage, replay, replay_batches
 from ..metadata.log import MetadataLog
 from ..protocol import errors
 from ..topic_config import validate_topic_configs
@@ -86,10 +86,7 @@ class Controller:
 
     def load(self) -> None:
         """Rebuild the image by replaying the whole metadata log (startup)."""
-        image = self.image
-        for offset, records in self._log.replay_batches():
-            image = replay(image, records, offset)
-        self.image = image
+        self.image = replay_batches(self.image, self._log.replay_batches())
 
     def on_change(self, listener: Callable[[MetadataImage, MetadataImage], None]) -> None:
         self._listeners.append(listener)

@@ -156,29 +156,37 @@ class _Delta:
 
     def freeze(self, offset: int) -> MetadataImage:
         image = self.image
-        topics = dict(image.topics)
-        for name in self.removed.values():
-            del topics[name]
-        ids = {name: tid for tid, name in self.added.items()}
-        for name, parts in self.changed_parts.items():
-            topic_id = ids[name] if name in ids else image.topics[name].topic_id
-            topics[name] = TopicInfo(name, topic_id, MappingProxyType(parts))
-        configs = dict(image.configs)
-        for key, entry in self.changed_configs.items():
-            if entry:
-                configs[key] = MappingProxyType(entry)
-            else:
-                configs.pop(key, None)
-        names = image.topic_names
-        if self.added or self.removed:
-            names = MappingProxyType({t.topic_id: n for n, t in topics.items()})
+        topics, names, configs = image.topics, image.topic_names, image.configs
+        if self.removed or self.changed_parts:
+            new_topics = dict(topics)
+            for name in self.removed.values():
+                del new_topics[name]
+            ids = {name: tid for tid, name in self.added.items()}
+            for name, parts in self.changed_parts.items():
+                topic_id = ids[name] if name in ids else topics[name].topic_id
+                new_topics[name] = TopicInfo(name, topic_id, MappingProxyType(parts))
+            topics = MappingProxyType(new_topics)
+        if self.removed or self.added:
+            new_names = dict(names)
+            for tid in self.removed:
+                del new_names[tid]
+            new_names.update(self.added)
+            names = MappingProxyType(new_names)
+        if self.changed_configs:
+            new_configs = dict(configs)
+            for key, entry in self.changed_configs.items():
+                if entry:
+                    new_configs[key] = MappingProxyType(entry)
+                else:
+                    new_configs.pop(key, None)
+            configs = MappingProxyType(new_configs)
         return MetadataImage(
             cluster_id=image.cluster_id,
             offset=offset,
             brokers=image.brokers if self.brokers is None else MappingProxyType(self.brokers),
-            topics=MappingProxyType(topics),
+            topics=topics,
             topic_names=names,
-            configs=MappingProxyType(configs),
+            configs=configs,
             next_producer_id=self.next_producer_id,
         )
 
@@ -187,4 +195,19 @@ def replay(image: MetadataImage, records: Iterable[dict[str, Any]], offset: int)
     delta = _Delta(image)
     for rec in records:
         delta.apply(rec)
+    return delta.freeze(offset)
+
+
+def replay_batches(image: MetadataImage,
+                   batches: Iterable[tuple[int, Iterable[dict[str, Any]]]]) -> MetadataImage:
+    """The image after every (last offset, records) batch, built once (start-up replay).
+
+    Records mean the same whatever batch they came in, so one delta takes them all and
+    start-up costs the length of the log, not that times the size of the cluster.
+    """
+    delta = _Delta(image)
+    offset = image.offset
+    for offset, records in batches:
+        for rec in records:
+            delta.apply(rec)
     return delta.freeze(offset)

@@ -47,6 +47,7 @@ class LogManager:
         self.log_dirs = [Path(d) for d in log_dirs]
         self._clock = clock
         self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._per_dir = {d: 0 for d in self.log_dirs}  # partition logs in each log dir
         self._deletions: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------ loading, lookup
@@ -70,6 +71,7 @@ class LogManager:
                     continue
                 started = time.monotonic()
                 self._logs[parsed] = PartitionLog.open(child, config_for(*parsed), clock=self._clock)
+                self._per_dir[log_dir] += 1
                 log.debug("loaded %s in %.1f ms", child, (time.monotonic() - started) * 1000)
         log.info("loaded %d partition logs from %s", len(self._logs), ", ".join(map(str, self.log_dirs)))
 
@@ -84,13 +86,10 @@ class LogManager:
         existing = self._logs.get((topic, partition))
         if existing is not None:
             return existing
-        counts = {d: 0 for d in self.log_dirs}
-        for plog in self._logs.values():
-            if plog.directory.parent in counts:
-                counts[plog.directory.parent] += 1
-        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+        log_dir = min(self.log_dirs, key=self._per_dir.__getitem__)
         plog = PartitionLog.open(log_dir / f"{topic}-{partition}", config, clock=self._clock)
         self._logs[(topic, partition)] = plog
+        self._per_dir[log_dir] += 1
         return plog
 
     def delete_topic(self, topic: str) -> None:
@@ -104,6 +103,7 @@ class LogManager:
         if plog is None:
             return
         plog.close()
+        self._per_dir[plog.directory.parent] -= 1
         doomed = plog.directory.with_name(f"{plog.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
         try:
             plog.directory.rename(doomed)

@@ -6,7 +6,7 @@ import uuid
 import pytest
 
 from rillet.metadata import records as r
-from rillet.metadata.image import TOPIC_RESOURCE, MetadataImage, replay
+from rillet.metadata.image import TOPIC_RESOURCE, MetadataImage, replay, replay_batches
 
 
 def _topic(name: str, partitions: int, tid: uuid.UUID | None = None) -> list[dict]:
@@ -90,3 +90,27 @@ def test_topic_created_and_removed_in_one_batch_leaves_nothing() -> None:
                                              {"type": r.REMOVE_TOPIC, "topic_id": str(tid)}], 1)
     assert sorted(new.topics) == ["a", "b"] and new.topic_config("c") == {}
     assert tid not in new.topic_names
+
+
+def test_startup_replay_in_one_delta_equals_replaying_batch_by_batch() -> None:
+    a1, a2, b = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    batches = [
+        (0, [{"type": r.REGISTER_BROKER, "node_id": 1, "host": "h", "port": 1}]),
+        (1, _topic("a", 2, a1) + [_config("a", "retention.ms", "1")]),
+        (2, _topic("b", 1, b)),
+        (3, [{"type": r.PARTITION_CHANGE, "topic_id": str(a1), "partition": 0, "leader": -1}]),
+        (4, [{"type": r.REMOVE_TOPIC, "topic_id": str(a1)}]),
+        (5, _topic("a", 3, a2) + [_config("a", "segment.bytes", "99")]),
+        (6, [{"type": r.PARTITION_CHANGE, "topic_id": str(a2), "partition": 2, "isr": []},
+             _config("b", "retention.ms", "7"), _config("b", "retention.ms", None),
+             {"type": r.PRODUCER_IDS, "next_producer_id": 1000}]),
+    ]
+    one_by_one = MetadataImage(cluster_id="c")
+    for offset, records in batches:
+        one_by_one = replay(one_by_one, records, offset)
+    at_once = replay_batches(MetadataImage(cluster_id="c"), batches)
+    assert at_once == one_by_one
+    assert at_once.offset == 6 and at_once.topics["a"].topic_id == a2
+    assert at_once.topic_config("a") == {"segment.bytes": "99"} and at_once.topic_config("b") == {}
+    assert at_once.partition("a", 2).partition_epoch == 1 and at_once.next_producer_id == 1000
+    assert dict(at_once.topic_names) == {a2: "a", b: "b"}
