@@ -1,15 +1,40 @@
-"""A loopback TCP proxy that can cut connections after forwarding a request.
+"""A loopback TCP proxy that loses the response to a chosen request.
 
-Used to make real producers retry: the broker has appended the batch, the
-response never arrives, the client resends the same batch.
+Used to make real producers retry: the broker sees the request and answers it,
+the proxy swallows that answer and cuts the connection, and the client resends
+the same batch on a new connection.
 """
 from __future__ import annotations
 
 import socket
 import struct
 import threading
+from dataclasses import dataclass, field
 
 from tests.harness import free_port
+
+# How long the request side waits for the broker to answer a request whose
+# response is to be lost, before cutting the connection anyway.
+ANSWER_WAIT = 10.0
+
+
+@dataclass(frozen=True)
+class LostResponse:
+    """A response the client never got, kept so a test can decode what it missed."""
+    api_version: int
+    frame: bytes
+
+
+@dataclass
+class _Link:
+    """One proxied connection and, once chosen, the request whose response it loses."""
+    client: socket.socket
+    upstream: socket.socket
+    # Set before the chosen request is forwarded, so its response can never slip
+    # through to the client: from then on the response pump forwards nothing.
+    mute_correlation: int | None = None
+    mute_version: int = 0
+    swallowed: threading.Event = field(default_factory=threading.Event)
 
 
 class DroppingProxy:
@@ -21,7 +46,8 @@ class DroppingProxy:
         self.api_key = api_key
         self.max_drops = max_drops
         self.seen = 0
-        self.dropped = 0
+        self._chosen = 0
+        self.lost: list[LostResponse] = []
         self._lock = threading.Lock()
         self._listener = socket.create_server(("127.0.0.1", self.port))
         self._stop = threading.Event()
@@ -30,6 +56,12 @@ class DroppingProxy:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def dropped(self) -> int:
+        """Responses the broker really sent and the client really never got."""
+        with self._lock:
+            return len(self.lost)
 
     def close(self) -> None:
         self._stop.set()
@@ -41,43 +73,53 @@ class DroppingProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
-            upstream = socket.create_connection(self.target)
-            threading.Thread(target=self._pump_requests, args=(client, upstream),
-                             daemon=True).start()
-            threading.Thread(target=self._pump_raw, args=(upstream, client),
-                             daemon=True).start()
+            link = _Link(client, socket.create_connection(self.target))
+            threading.Thread(target=self._pump_requests, args=(link,), daemon=True).start()
+            threading.Thread(target=self._pump_responses, args=(link,), daemon=True).start()
 
     def _should_drop(self, frame: bytes) -> bool:
-        if len(frame) < 2 or struct.unpack_from(">h", frame)[0] != self.api_key:
+        if len(frame) < 8 or struct.unpack_from(">h", frame)[0] != self.api_key:
             return False
         with self._lock:
             self.seen += 1
-            if self.dropped < self.max_drops and self.seen % self.drop_every == 0:
-                self.dropped += 1
+            if self._chosen < self.max_drops and self.seen % self.drop_every == 0:
+                self._chosen += 1
                 return True
         return False
 
-    def _pump_requests(self, src: socket.socket, dst: socket.socket) -> None:
+    def _pump_requests(self, link: _Link) -> None:
         try:
             while True:
-                head = _recv_exact(src, 4)
-                frame = _recv_exact(src, struct.unpack(">i", head)[0])
-                dst.sendall(head + frame)
+                head = _recv_exact(link.client, 4)
+                frame = _recv_exact(link.client, struct.unpack(">i", head)[0])
                 if self._should_drop(frame):
-                    # Give the broker time to append, then lose the response.
-                    threading.Event().wait(0.3)
+                    link.mute_version, link.mute_correlation = struct.unpack_from(">hi", frame, 2)
+                    link.upstream.sendall(head + frame)
+                    # Requests queued behind this one are never forwarded; the
+                    # connection is cut once the broker's answer has been swallowed.
+                    link.swallowed.wait(ANSWER_WAIT)
                     break
+                link.upstream.sendall(head + frame)
         except OSError:
             pass
-        _close(src, dst)
+        _close(link.client, link.upstream)
 
-    def _pump_raw(self, src: socket.socket, dst: socket.socket) -> None:
+    def _pump_responses(self, link: _Link) -> None:
         try:
-            while data := src.recv(65536):
-                dst.sendall(data)
+            while True:
+                head = _recv_exact(link.upstream, 4)
+                frame = _recv_exact(link.upstream, struct.unpack(">i", head)[0])
+                if link.mute_correlation is None:
+                    link.client.sendall(head + frame)
+                elif struct.unpack_from(">i", frame)[0] == link.mute_correlation:
+                    with self._lock:
+                        self.lost.append(LostResponse(link.mute_version, frame))
+                    link.swallowed.set()
+                    break
+                # Any other response while muted is dropped too: the client retries it.
         except OSError:
             pass
-        _close(src, dst)
+        _close(link.client, link.upstream)
 
 
 def _close(*socks: socket.socket) -> None:
