@@ -37,21 +37,28 @@ def test_long_poll_is_woken_by_a_produce(broker: BrokerProcess) -> None:
     topic = f"poll-{uuid.uuid4().hex[:6]}"
     create_topic(broker.bootstrap, topic, partitions=1)
     result: dict = {}
+    fetch_sent = threading.Event()
 
     def poll() -> None:
         with Wire(broker.bootstrap, timeout=30) as w:
             start = time.monotonic()
+            fetch_sent.set()
             result["part"] = _fetch(w, topic, 0, max_wait_ms=20000)
             result["elapsed"] = time.monotonic() - start
 
     t = threading.Thread(target=poll)
     t.start()
+    # The produce must come after the fetch is parked, or nothing is woken: wait
+    # for the fetch to be on its way, then give the broker time to park it.
+    assert fetch_sent.wait(10), "the fetch thread never got to send its fetch"
     time.sleep(0.5)
     with Wire(broker.bootstrap) as w:
         assert _produce(w, topic, _batch()).error_code == 0
     t.join(25)
+    assert not t.is_alive() and "part" in result, "the long poll never returned"
     assert result["part"].error_code == 0
     assert len(parse_batches(result["part"].records)) == 1
+    assert result["elapsed"] >= 0.3, "the fetch returned before the produce: nothing was woken"
     assert result["elapsed"] < 10, "the fetch waited for max_wait instead of the produce"
 
 
