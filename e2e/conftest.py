@@ -111,7 +111,8 @@ def k8s() -> Iterator[Cluster]:
     if not isinstance(errors, dict):
         host.ensure_packages()
         errors = images.build_all(layout)
-    kubeconfig = cluster.up(layout)
+    # Images were just built (here or by the background preparation): up must not build again.
+    kubeconfig = cluster.up(layout, build_images=False)
     try:
         yield Cluster(Kube.from_kubeconfig(str(kubeconfig)), str(kubeconfig), True, layout,
                       {t: e for t, e in errors.items() if e})
