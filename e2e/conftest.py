@@ -46,6 +46,9 @@ class Cluster:
     local: bool
     layout: Layout | None
     image_errors: dict  # tag -> error for project images that did not build (local only)
+    # The cluster was running before the session; the fixture leaves it running, so no test
+    # may take it down.
+    already_up: bool
 
 
 def _e2e_items(items: list) -> list:
@@ -96,7 +99,7 @@ def pytest_collection_finish(session) -> None:
 def k8s() -> Iterator[Cluster]:
     path = os.environ.get("KUBECONFIG")
     if path:
-        yield Cluster(Kube.from_kubeconfig(path), path, False, None, {})
+        yield Cluster(Kube.from_kubeconfig(path), path, False, None, {}, already_up=True)
         return
     layout = Layout.default()
     thread = _prepare.get("thread")
@@ -115,7 +118,7 @@ def k8s() -> Iterator[Cluster]:
     kubeconfig = cluster.up(layout, build_images=False)
     try:
         yield Cluster(Kube.from_kubeconfig(str(kubeconfig)), str(kubeconfig), True, layout,
-                      {t: e for t, e in errors.items() if e})
+                      {t: e for t, e in errors.items() if e}, already_up=already_up)
     finally:
         if not already_up:
             cluster.down(layout, quiet=True)

@@ -1,5 +1,6 @@
 """The local harness itself: `down` leaves nothing behind. Runs last in the session (it takes the
-local cluster down; the session fixture then has nothing left to do)."""
+local cluster down; the session fixture then has nothing left to do). Skipped when the cluster
+was already up before the session: the fixture promises to leave that one running."""
 from __future__ import annotations
 
 import pytest
@@ -12,6 +13,9 @@ from localk8s.testing import echo_container, wait_ready
 def test_down_leaves_nothing_behind(k8s):
     if not k8s.local:
         pytest.skip("checks the local cluster harness; this session uses $KUBECONFIG")
+    if k8s.already_up:
+        pytest.skip("the local cluster was up before the session and is to be left running; "
+                    "this test would take it down")
     kube, ns = k8s.kube, "e2e-down-leaves-nothing"
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     kube.wait_for("default service account", lambda: kube.get_or_none(
