@@ -5,15 +5,19 @@ v2: flexible.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from ..metadata.image import TOPIC_RESOURCE
 from ..protocol import errors
 from .registry import RequestContext, api
 
 
-async def alter_resource(ctx: RequestContext, res: Any, changes: dict[str, str | None],
+ChangesFor = Callable[[Mapping[str, str]], dict[str, str | None]]
+
+
+async def alter_resource(ctx: RequestContext, res: Any, changes_for: ChangesFor,
                          replace_all: bool, validate_only: bool) -> dict[str, Any]:
+    """Alter one resource; ``changes_for`` sees the topic's overrides at commit time."""
     entry: dict[str, Any] = {"error_code": 0, "error_message": None,
                              "resource_type": res.resource_type,
                              "resource_name": res.resource_name}
@@ -22,10 +26,11 @@ async def alter_resource(ctx: RequestContext, res: Any, changes: dict[str, str |
             raise errors.InvalidRequest(
                 f"altering resource type {res.resource_type} is not supported: "
                 "broker configs are static (server.properties / --set)")
-        await ctx.broker.controller.alter_topic_configs(res.resource_name, changes,
+        await ctx.broker.controller.alter_topic_configs(res.resource_name, changes_for,
                                                         replace_all, validate_only)
-    except errors.KafkaError as exc:
-        entry.update(error_code=exc.code, error_message=exc.message)
+    except Exception as exc:
+        entry.update(error_code=errors.code_of(exc, "alter configs"),
+                     error_message=errors.message_of(exc))
     return entry
 
 
@@ -34,5 +39,6 @@ async def alter_configs(ctx: RequestContext, req: Any) -> Any:
     out = []
     for res in req.resources:
         changes = {c.name: c.value for c in res.configs}
-        out.append(await alter_resource(ctx, res, changes, True, req.validate_only))
+        out.append(await alter_resource(ctx, res, lambda _current, changes=changes: changes,
+                                        True, req.validate_only))
     return ctx.response({"throttle_time": 0, "responses": out})

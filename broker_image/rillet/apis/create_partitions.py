@@ -17,7 +17,8 @@ async def create_partitions(ctx: RequestContext, req: Any) -> Any:
                            if t.assignments else None)
             await ctx.broker.controller.create_partitions(t.name, t.count, assignments,
                                                           req.validate_only)
-        except errors.KafkaError as exc:
-            entry.update(error_code=exc.code, error_message=exc.message)
+        except Exception as exc:
+            entry.update(error_code=errors.code_of(exc, "create partitions"),
+                         error_message=errors.message_of(exc))
         out.append(entry)
     return ctx.response({"throttle_time": 0, "results": out})

@@ -5,13 +5,10 @@ groups. v1: same as v0. v2: flexible.
 """
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from ..protocol import errors
 from .registry import RequestContext, api
-
-log = logging.getLogger(__name__)
 
 
 def _delete(ctx: RequestContext, group_id: str) -> int:
@@ -19,9 +16,7 @@ def _delete(ctx: RequestContext, group_id: str) -> int:
         ctx.broker.coordinator.delete_group(group_id)
         return 0
     except Exception as exc:
-        if not isinstance(exc, errors.KafkaError):
-            log.exception("delete group failed")
-        return errors.code_of(exc)
+        return errors.code_of(exc, "delete group")
 
 
 @api(key=42, versions=(0, 2))

@@ -24,7 +24,8 @@ async def delete_topics(ctx: RequestContext, req: Any) -> Any:
                              error_message="delete.topic.enable is false")
             else:
                 await ctx.broker.controller.delete_topic(name)
-        except errors.KafkaError as exc:
-            entry.update(error_code=exc.code, error_message=exc.message)
+        except Exception as exc:
+            entry.update(error_code=errors.code_of(exc, "delete topic"),
+                         error_message=errors.message_of(exc))
         out.append(entry)
     return ctx.response({"throttle_time": 0, "responses": out})

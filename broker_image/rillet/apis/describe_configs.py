@@ -81,8 +81,9 @@ def _describe(ctx: RequestContext, res: Any, with_synonyms: bool) -> dict[str, A
         else:
             raise errors.InvalidRequest(
                 f"describing resource type {res.resource_type} is not supported")
-    except errors.KafkaError as exc:
-        entry.update(error_code=exc.code, error_message=exc.message)
+    except Exception as exc:
+        entry.update(error_code=errors.code_of(exc, "describe configs"),
+                     error_message=errors.message_of(exc))
     return entry
 
 

@@ -8,14 +8,12 @@ v4: group.instance.id. v5: flexible.
 """
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from ..coordinator.group import GroupState
 from ..protocol import errors
 from .registry import RequestContext, api
 
-log = logging.getLogger(__name__)
 OPERATIONS_UNSET = -(2**31)
 
 
@@ -26,9 +24,7 @@ def _describe(ctx: RequestContext, group_id: str) -> dict[str, Any]:
     try:
         group = ctx.broker.coordinator.describe_group(group_id)
     except Exception as exc:
-        if not isinstance(exc, errors.KafkaError):
-            log.exception("describe group failed")
-        entry.update(error_code=errors.code_of(exc), group_state="")
+        entry.update(error_code=errors.code_of(exc, "describe group"), group_state="")
         return entry
     if group is None:
         return entry

@@ -39,8 +39,8 @@ def _read_partition(ctx: RequestContext, topic: str, p: Any, budget: int,
             entry["records"] = plog.read(p.fetch_offset, max(limit, 0),
                                          max_offset=plog.high_watermark,
                                          min_one_batch=min_one)
-    except errors.KafkaError as exc:
-        entry["error_code"] = exc.code
+    except Exception as exc:
+        entry["error_code"] = errors.code_of(exc, "fetch")
     return entry
 
 

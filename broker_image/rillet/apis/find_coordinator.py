@@ -9,13 +9,11 @@ v4: batched keys (coordinator_keys -> coordinators).
 """
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from ..protocol import errors
 from .registry import RequestContext, api
 
-log = logging.getLogger(__name__)
 GROUP_KEY_TYPE = 0
 
 
@@ -30,9 +28,8 @@ async def _lookup(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any
         node_id, host, port = await ctx.broker.coordinator.find_coordinator(key)
         entry.update(node_id=node_id, host=host, port=port)
     except Exception as exc:  # each key gets its own error
-        if not isinstance(exc, errors.KafkaError):
-            log.exception("find coordinator failed")
-        entry.update(error_code=errors.code_of(exc), error_message=str(exc))
+        entry.update(error_code=errors.code_of(exc, "find coordinator"),
+                     error_message=errors.message_of(exc))
     return entry
 
 

@@ -18,6 +18,6 @@ async def heartbeat(ctx: RequestContext, req: Any) -> Any:
         code = ctx.broker.coordinator.heartbeat(
             req.group_id, req.member_id, getattr(req, "group_instance_id", None),
             req.generation_id)
-    except errors.KafkaError as exc:
-        code = exc.code
+    except Exception as exc:
+        code = errors.code_of(exc, "heartbeat")
     return ctx.response({"throttle_time": 0, "error_code": code})

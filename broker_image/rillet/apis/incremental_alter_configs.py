@@ -4,8 +4,9 @@ APPEND / SUBTRACT apply to list configs (cleanup.policy). v1: flexible.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
+from ..config import BrokerConfig
 from ..protocol import errors
 from ..topic_config import TOPIC_DEFS, effective, render
 from .alter_configs import alter_resource
@@ -14,7 +15,8 @@ from .registry import RequestContext, api
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def _changes(ctx: RequestContext, res: Any) -> dict[str, str | None]:
+def _changes(broker_config: BrokerConfig, overrides: Mapping[str, str],
+             res: Any) -> dict[str, str | None]:
     changes: dict[str, str | None] = {}
     for c in res.configs:
         op = c.config_operation
@@ -27,8 +29,7 @@ def _changes(ctx: RequestContext, res: Any) -> dict[str, str | None]:
             if tdef is None or tdef.definition.kind != "list":
                 raise errors.InvalidConfig(f"{c.name!r} is not a list config; "
                                            "APPEND/SUBTRACT need one")
-            overrides = dict(ctx.broker.image.topic_config(res.resource_name))
-            current = list(effective(ctx.broker.config, overrides, c.name)[0])
+            current = list(effective(broker_config, dict(overrides), c.name)[0])
             items = [v.strip() for v in (c.value or "").split(",") if v.strip()]
             if op == APPEND:
                 current += [v for v in items if v not in current]
@@ -44,12 +45,7 @@ def _changes(ctx: RequestContext, res: Any) -> dict[str, str | None]:
 async def incremental_alter_configs(ctx: RequestContext, req: Any) -> Any:
     out = []
     for res in req.resources:
-        try:
-            changes = _changes(ctx, res)
-        except errors.KafkaError as exc:
-            out.append({"error_code": exc.code, "error_message": exc.message,
-                        "resource_type": res.resource_type,
-                        "resource_name": res.resource_name})
-            continue
-        out.append(await alter_resource(ctx, res, changes, False, req.validate_only))
+        def changes_for(overrides: Mapping[str, str], res: Any = res) -> dict[str, str | None]:
+            return _changes(ctx.broker.config, overrides, res)
+        out.append(await alter_resource(ctx, res, changes_for, False, req.validate_only))
     return ctx.response({"throttle_time": 0, "responses": out})

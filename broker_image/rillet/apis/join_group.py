@@ -11,14 +11,11 @@ v7: protocol type in the response.
 """
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from ..coordinator.group import JoinRequest
 from ..protocol import errors
 from .registry import RequestContext, api
-
-log = logging.getLogger(__name__)
 
 
 def client_host(ctx: RequestContext) -> str:
@@ -49,9 +46,7 @@ async def join_group(ctx: RequestContext, req: Any) -> Any:
             "members": [{"member_id": m, "group_instance_id": i, "metadata": md}
                         for m, i, md in result.members]}
     except Exception as exc:
-        if not isinstance(exc, errors.KafkaError):
-            log.exception("join group failed")
-        body = {"error_code": errors.code_of(exc), "generation_id": -1,
+        body = {"error_code": errors.code_of(exc, "join group"), "generation_id": -1,
                 "protocol_type": None, "protocol_name": None, "leader": "",
                 "member_id": req.member_id, "members": []}
     if ctx.version < 7 and body["protocol_name"] is None:

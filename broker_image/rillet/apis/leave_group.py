@@ -22,8 +22,8 @@ async def leave_group(ctx: RequestContext, req: Any) -> Any:
     try:
         codes = ctx.broker.coordinator.leave_group(req.group_id, identities)
         top = 0
-    except errors.KafkaError as exc:
-        codes, top = [], exc.code
+    except Exception as exc:
+        codes, top = [], errors.code_of(exc, "leave group")
     if ctx.version < 3:
         return ctx.response({"throttle_time": 0, "error_code": top or codes[0]})
     members = [{"member_id": mid, "group_instance_id": iid, "error_code": code}

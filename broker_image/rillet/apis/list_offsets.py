@@ -38,8 +38,8 @@ def _lookup(ctx: RequestContext, topic: str, p: Any) -> dict[str, Any]:
             found = plog.offset_for_timestamp(ts)
             if found is not None and found[0] < plog.high_watermark:
                 entry.update(offset=found[0], timestamp=found[1], leader_epoch=epoch)
-    except errors.KafkaError as exc:
-        entry["error_code"] = exc.code
+    except Exception as exc:
+        entry["error_code"] = errors.code_of(exc, "list offsets")
     return entry
 
 

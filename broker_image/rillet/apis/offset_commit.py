@@ -11,14 +11,11 @@ v6: committed leader epoch. v7: group.instance.id. v8: flexible.
 """
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from ..coordinator.manager import CommitEntry
 from ..protocol import errors
 from .registry import RequestContext, api
-
-log = logging.getLogger(__name__)
 
 
 @api(key=8, versions=(2, 8))
@@ -33,9 +30,7 @@ async def offset_commit(ctx: RequestContext, req: Any) -> Any:
             req.group_id, req.member_id, getattr(req, "group_instance_id", None),
             req.generation_id_or_member_epoch, retention_ms, entries)
     except Exception as exc:  # a group-level refusal applies to every partition
-        if not isinstance(exc, errors.KafkaError):
-            log.exception("offset commit failed")
-        code = errors.code_of(exc)
+        code = errors.code_of(exc, "offset commit")
         codes = {(e.topic, e.partition): code for e in entries}
     topics = [{"name": t.name,
                "partitions": [{"partition_index": p.partition_index,

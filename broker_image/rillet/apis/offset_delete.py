@@ -5,13 +5,10 @@ consumer-protocol group subscribes to (else GROUP_SUBSCRIBED_TO_TOPIC).
 """
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from ..protocol import errors
 from .registry import RequestContext, api
-
-log = logging.getLogger(__name__)
 
 
 @api(key=47, versions=(0, 0))
@@ -21,9 +18,7 @@ async def offset_delete(ctx: RequestContext, req: Any) -> Any:
         codes = ctx.broker.coordinator.delete_offsets(req.group_id, wanted)
         top = 0
     except Exception as exc:
-        if not isinstance(exc, errors.KafkaError):
-            log.exception("offset delete failed")
-        top, codes = errors.code_of(exc), {}
+        top, codes = errors.code_of(exc, "offset delete"), {}
     topics = [{"name": t, "partitions": [{"partition_index": p,
                                           "error_code": codes.get((t, p), 0)}
                                          for p in parts]}

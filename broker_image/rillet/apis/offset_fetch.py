@@ -9,13 +9,10 @@ v6: flexible. v7: require_stable. v8: batched groups.
 """
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from ..protocol import errors
 from .registry import RequestContext, api
-
-log = logging.getLogger(__name__)
 
 
 def _group_offsets(ctx: RequestContext, group_id: str, topics: Any, version: int
@@ -26,9 +23,7 @@ def _group_offsets(ctx: RequestContext, group_id: str, topics: Any, version: int
         found = ctx.broker.coordinator.fetch_offsets(group_id, requested)
         code = 0
     except Exception as exc:
-        if not isinstance(exc, errors.KafkaError):
-            log.exception("offset fetch failed")
-        code = errors.code_of(exc)
+        code = errors.code_of(exc, "offset fetch")
         found = {(t, p): None for t, parts in (requested or []) for p in parts}
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), o in found.items():

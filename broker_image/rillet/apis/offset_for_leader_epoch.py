@@ -21,8 +21,8 @@ def _end_offset(ctx: RequestContext, topic: str, p: Any) -> dict[str, Any]:
             # Empty log: the requested epoch ends where the log ends.
             epoch, end = p.leader_epoch, plog.log_end_offset
         entry.update(leader_epoch=epoch, end_offset=end)
-    except errors.KafkaError as exc:
-        entry["error_code"] = exc.code
+    except Exception as exc:
+        entry["error_code"] = errors.code_of(exc, "offset for leader epoch")
     return entry
 
 

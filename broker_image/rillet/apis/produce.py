@@ -13,7 +13,6 @@ v8: record errors, error message. v9: flexible. v10-11: current leader
 from __future__ import annotations
 
 import asyncio
-import logging
 import struct
 from typing import Any
 
@@ -21,15 +20,11 @@ from ..protocol import errors
 from ..records import parse_batches
 from .registry import RequestContext, api
 
-log = logging.getLogger(__name__)
-
 
 def _partition_error(index: int, exc: BaseException) -> dict[str, Any]:
-    if not isinstance(exc, errors.KafkaError):
-        log.exception("produce failed", exc_info=exc)
-    return {"index": index, "error_code": errors.code_of(exc), "base_offset": -1,
+    return {"index": index, "error_code": errors.code_of(exc, "produce"), "base_offset": -1,
             "log_append_time": -1, "log_start_offset": -1,
-            "error_message": getattr(exc, "message", None) or str(exc)}
+            "error_message": errors.message_of(exc)}
 
 
 def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None,

@@ -6,13 +6,10 @@ v5: protocol type and name, checked against the group's.
 """
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from ..protocol import errors
 from .registry import RequestContext, api
-
-log = logging.getLogger(__name__)
 
 
 @api(key=14, versions=(0, 5))
@@ -28,7 +25,5 @@ async def sync_group(ctx: RequestContext, req: Any) -> Any:
                                 "protocol_name": result.protocol_name,
                                 "assignment": result.assignment}
     except Exception as exc:
-        if not isinstance(exc, errors.KafkaError):
-            log.exception("sync group failed")
-        body = {"error_code": errors.code_of(exc), "assignment": b""}
+        body = {"error_code": errors.code_of(exc, "sync group"), "assignment": b""}
     return ctx.response({"throttle_time": 0, **body})

@@ -12,7 +12,7 @@ import logging
 import random
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ..config import ConfigError
 from ..metadata import records as mrec
@@ -246,12 +246,19 @@ class Controller:
 
     # -- configs ---------------------------------------------------------------
 
-    async def alter_topic_configs(self, name: str, changes: dict[str, str | None],
-                                  replace_all: bool, validate_only: bool) -> None:
-        """changes: key -> new value, None deletes. replace_all: AlterConfigs semantics."""
+    async def alter_topic_configs(
+            self, name: str,
+            changes_for: Callable[[Mapping[str, str]], dict[str, str | None]],
+            replace_all: bool, validate_only: bool) -> None:
+        """Apply ``changes_for(current overrides)``: key -> new value, None deletes.
+
+        The changes are computed under the lock from the overrides they apply to, so
+        two APPENDs to one list config never lose each other. replace_all: AlterConfigs.
+        """
         async with self._lock:
             if name not in self.image.topics:
                 raise errors.UnknownTopicOrPartition(f"topic {name!r} does not exist")
+            changes = changes_for(self.image.topic_config(name))
             try:
                 validate_topic_configs({k: v for k, v in changes.items() if v is not None})
             except ConfigError as exc:

@@ -6,6 +6,10 @@ that is not a KafkaError becomes UNKNOWN_SERVER_ERROR and is logged.
 """
 from __future__ import annotations
 
+import logging
+
+log = logging.getLogger(__name__)
+
 
 class KafkaError(Exception):
     code: int = -1
@@ -91,7 +95,24 @@ def error_for_code(code: int) -> type[KafkaError]:
     return _BY_CODE.get(code, UnknownServerError)
 
 
-def code_of(exc: BaseException) -> int:
-    return exc.code if isinstance(exc, KafkaError) else UnknownServerError.code
+def code_of(exc: BaseException, action: str) -> int:
+    """The wire code a handler answers for ``exc`` while doing ``action``.
+
+    A KafkaError is an answer, not a problem. Anything else is logged with its
+    traceback and answered for that one partition/group/resource, never by closing
+    the connection: an OSError as KAFKA_STORAGE_ERROR (as Kafka does for a failing
+    disk), the rest as UNKNOWN_SERVER_ERROR.
+    """
+    if isinstance(exc, KafkaError):
+        return exc.code
+    log.error("%s failed", action, exc_info=exc)
+    return (KafkaStorageError if isinstance(exc, OSError) else UnknownServerError).code
+
+
+def message_of(exc: BaseException) -> str | None:
+    """The error_message for a response: ours, or a pointer to the broker log."""
+    if isinstance(exc, KafkaError):
+        return exc.message
+    return f"{type(exc).__name__} on the broker (see its log)"
 OffsetMetadataTooLarge = _error("OffsetMetadataTooLarge", 12)
 GroupMaxSizeReached = _error("GroupMaxSizeReached", 81)
