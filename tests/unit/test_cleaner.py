@@ -3,13 +3,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+import struct
 import time
 from pathlib import Path
 
 import pytest
 
 from rillet.config import BrokerConfig
-from rillet.records import Compression, Record, decode_records, encode_batch, parse_batches
+from rillet.protocol.errors import CorruptMessage
+from rillet.records import (ATTR_CONTROL, Compression, Record, decode_records, encode_batch,
+                            parse_batches)
 from rillet.storage.cleaner import (CleaningConfig, LogCleaner, SegmentFile, _LogState,
                                     clean_segments, swap_in_cleaned)
 from rillet.storage.log import LogConfig, PartitionLog
@@ -140,6 +143,34 @@ def test_interrupted_clean_leaves_old_data_and_recovery_removes_leftovers(
     latest = {k: v for _, k, v in before}
     assert {k: v for _, k, v in after} == latest
     third.close()
+
+
+@pytest.mark.timeout(30)  # the old walker looped forever on a length that does not advance
+@pytest.mark.parametrize("length, attributes", [(-12, ATTR_CONTROL), (-12, 0), (10**6, 0)],
+                         ids=["zero-size-control", "zero-size", "past-the-end"])
+def test_a_corrupt_batch_length_fails_the_clean_and_keeps_the_segment(
+        tmp_path: Path, length: int, attributes: int) -> None:
+    plog = open_log(tmp_path)
+    write_rounds(plog, Compression.NONE)
+    append(plog, [(b"filler", b"x" * 450)])
+    append(plog, [(b"tail", b"y")])
+    files = [SegmentFile(s.base_offset, s.log_path, s.size, 0, s.largest_timestamp)
+             for s in plog.segments[:-1]]
+    first = plog.segments[0].log_path
+    plog.close()
+    headers = parse_batches(first.read_bytes())
+    assert len(headers) >= 2
+    with open(first, "r+b") as f:  # garbage in the second batch's length (and attributes)
+        f.seek(headers[1].position + 8)
+        f.write(struct.pack(">i", length))
+        f.seek(headers[1].position + 21)
+        f.write(struct.pack(">h", attributes))
+    before = first.read_bytes()
+    with pytest.raises(CorruptMessage):
+        clean_segments(first.parent, files, CleaningConfig(86400000, 0, 0.5), 0)
+    # Nothing was cleaned from a valid prefix only: the segment and its tail stay as they were.
+    assert first.read_bytes() == before
+    assert not list(first.parent.glob("*.cleaned"))
 
 
 def test_swap_skips_a_segment_that_changed(tmp_path: Path) -> None:

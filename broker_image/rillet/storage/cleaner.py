@@ -49,10 +49,10 @@ from typing import Any, Callable, Iterator
 
 from crc32c import crc32c
 
-from ..records import (BATCH_HEADER_SIZE, CRC_START, BatchHeader, Record, decode_records,
-                       encode_batch, read_header)
-from .index import OffsetIndex, TimeIndex
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_name
+from ..protocol.errors import CorruptMessage
+from ..records import CRC_START, BatchHeader, Record, decode_records, encode_batch
+from .segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, scan_batches,
+                      segment_name)
 
 log = logging.getLogger(__name__)
 
@@ -107,29 +107,31 @@ class CleanResult:
 # -- worker thread part (pure file work) ---------------------------------------------
 
 
-def iter_batches(path: Path, size: int) -> Iterator[tuple[BatchHeader, bytes]]:
-    """Whole batches of a closed segment file, read with our own descriptor."""
-    fd = os.open(path, os.O_RDONLY)
+def iter_batches(seg: SegmentFile) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """Whole batches of a closed segment file, read in chunks with our own descriptor.
+
+    CRCs are checked, and a segment that does not end with a whole valid batch
+    raises CorruptMessage: cleaning only its valid prefix would drop the rest
+    of the segment when the copy is swapped in.
+    """
+    fd = os.open(seg.path, os.O_RDONLY)
     try:
-        pos = 0
-        while pos + BATCH_HEADER_SIZE <= size:
-            head = os.pread(fd, BATCH_HEADER_SIZE, pos)
-            if len(head) < BATCH_HEADER_SIZE:
-                return
-            header = read_header(head, 0)
-            if header.magic != 2 or pos + header.size > size:
-                return
-            yield header, os.pread(fd, header.size, pos)
-            pos += header.size
+        end = 0
+        for header, batch in scan_batches(fd, 0, seg.size, verify=True):
+            assert batch is not None  # verify=True always yields the bytes
+            yield header, batch
+            end = header.position + header.size
     finally:
         os.close(fd)
+    if end != seg.size:
+        raise CorruptMessage(f"{seg.path}: no valid batch at byte {end} of {seg.size}; not cleaned")
 
 
 def build_offset_map(segments: list[SegmentFile]) -> dict[bytes, int]:
     """key -> offset of its latest record in these segments."""
     latest: dict[bytes, int] = {}
     for seg in segments:
-        for header, data in iter_batches(seg.path, seg.size):
+        for header, data in iter_batches(seg):
             if header.is_control:
                 continue
             _, records = decode_records(data)
@@ -163,53 +165,39 @@ def rewrite_batch(header: BatchHeader, kept: list[Record]) -> bytes:
 
 
 class _CleanedWriter:
-    """Writes one cleaned segment and its indexes, mirroring LogSegment's index rule."""
+    """Writes one cleaned segment: a LogSegment with ``.cleaned`` names, so its index rule is the log's."""
 
     def __init__(self, directory: Path, base: int, cfg: CleaningConfig) -> None:
-        self.log_path = directory / (segment_name(base, LOG_SUFFIX) + CLEANED)
-        self.index_path = directory / (segment_name(base, INDEX_SUFFIX) + CLEANED)
-        self.time_index_path = directory / (segment_name(base, TIME_INDEX_SUFFIX) + CLEANED)
-        for p in (self.log_path, self.index_path, self.time_index_path):
-            p.unlink(missing_ok=True)
-        self.fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        self.offset_index = OffsetIndex(self.index_path, base, cfg.max_index_bytes)
-        self.time_index = TimeIndex(self.time_index_path, base, cfg.max_index_bytes)
-        self.interval = cfg.index_interval_bytes
-        self.size = 0
-        self._since_index = 0
-        self._max_ts = -1
-        self._offset_of_max_ts = base
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            # A leftover from an interrupted pass: LogSegment appends to what it finds.
+            (directory / (segment_name(base, suffix) + CLEANED)).unlink(missing_ok=True)
+        self.segment = LogSegment(directory, base, index_interval_bytes=cfg.index_interval_bytes,
+                                  max_index_bytes=cfg.max_index_bytes, suffix=CLEANED)
+        self.log_path = self.segment.log_path
+        self.index_path = self.segment.offset_index.path
+        self.time_index_path = self.segment.time_index.path
 
-    def write(self, header: BatchHeader, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.fd, view):]
-        if header.max_timestamp > self._max_ts:
-            self._max_ts, self._offset_of_max_ts = header.max_timestamp, header.last_offset
-        if self._since_index > self.interval:
-            self.offset_index.append(header.last_offset, self.size)
-            self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts)
-            self._since_index = 0
-        self._since_index += len(data)
-        self.size += len(data)
+    @property
+    def size(self) -> int:
+        return self.segment.size
+
+    def write(self, header: BatchHeader, data: bytes | memoryview) -> None:
+        self.segment.append(memoryview(data), [(header.last_offset, header.max_timestamp, len(data))])
 
     def finish(self, mtime_ms: int) -> None:
-        if self._max_ts >= 0:
-            self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts)
-        for fd in (self.fd, self.offset_index.dup_fd(), self.time_index.dup_fd()):
-            os.fsync(fd)
-            os.close(fd)
-        self.offset_index.close()
-        self.time_index.close()
+        segment = self.segment
+        segment.seal()
+        for fd in (os.dup(segment.fileno()), segment.offset_index.dup_fd(), segment.time_index.dup_fd()):
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        segment.close()
         # Keep the source's age: tombstone expiry (delete.retention.ms) counts from it.
         os.utime(self.log_path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
 
     def abort(self) -> None:
-        os.close(self.fd)
-        self.offset_index.close()
-        self.time_index.close()
-        for p in (self.log_path, self.index_path, self.time_index_path):
-            p.unlink(missing_ok=True)
+        self.segment.delete()
 
 
 def clean_segments(directory: Path, segments: list[SegmentFile], cfg: CleaningConfig,
@@ -226,7 +214,7 @@ def clean_segments(directory: Path, segments: list[SegmentFile], cfg: CleaningCo
         changed = False
         holds_tombstone = False
         try:
-            for header, data in iter_batches(seg.path, seg.size):
+            for header, data in iter_batches(seg):
                 if header.is_control:
                     writer.write(header, data)
                     continue

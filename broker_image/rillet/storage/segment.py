@@ -48,6 +48,50 @@ def segment_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
+def scan_batches(fd: int, start: int, end: int, *, verify: bool = False,
+                 chunk: int = SCAN_CHUNK) -> Iterator[tuple[BatchHeader, memoryview | None]]:
+    """Walk the batches of a log file from byte ``start`` to ``end``; stop at the first invalid one.
+
+    Reads ``chunk`` bytes at a time (more for a batch larger than that), so a
+    batch costs no syscall of its own. Invalid: a length below a header's
+    (it would never advance), magic other than 2, a batch running past ``end``,
+    or (``verify``) a CRC mismatch. ``verify`` reads every byte and yields each
+    header with its batch's bytes (a view into the chunk); otherwise only
+    headers are checked (about one header read per batch) and None comes with each.
+    """
+    pos = start
+    buf = b""
+    view = memoryview(buf)
+    buf_start = pos
+    unpack = _HEADER.unpack_from
+    while end - pos >= BATCH_HEADER_SIZE:
+        off = pos - buf_start
+        if off + BATCH_HEADER_SIZE > len(buf):
+            buf = os.pread(fd, min(chunk, end - pos), pos)
+            view = memoryview(buf)
+            buf_start, off = pos, 0
+            if len(buf) < BATCH_HEADER_SIZE:
+                return
+        fields = unpack(buf, off)
+        length, magic = fields[1], fields[3]
+        size = length + LOG_OVERHEAD
+        if length < MIN_BATCH_LENGTH or magic != 2 or pos + size > end:
+            return
+        batch = None
+        if verify:
+            if off + size > len(buf):
+                buf = os.pread(fd, max(min(chunk, end - pos), size), pos)
+                view = memoryview(buf)
+                buf_start, off = pos, 0
+                if len(buf) < size:
+                    return
+            batch = view[off:off + size]
+            if crc32c(batch[CRC_START:]) != fields[4]:
+                return
+        yield BatchHeader(pos, *fields), batch
+        pos += size
+
+
 class LogSegment:
     """One data file and its two indexes. See the module doc for the thread-safety contract."""
 
@@ -59,16 +103,18 @@ class LogSegment:
         index_interval_bytes: int = 4096,
         max_index_bytes: int = 10485760,
         now_ms: int = 0,
+        suffix: str = "",
     ) -> None:
+        """``suffix`` is appended to all three file names (the log cleaner writes ``.cleaned`` copies)."""
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        self.log_path = directory / segment_name(base_offset, LOG_SUFFIX)
+        self.log_path = directory / (segment_name(base_offset, LOG_SUFFIX) + suffix)
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = os.fstat(self._fd).st_size
-        self.offset_index = OffsetIndex(directory / segment_name(base_offset, INDEX_SUFFIX),
+        self.offset_index = OffsetIndex(directory / (segment_name(base_offset, INDEX_SUFFIX) + suffix),
                                         base_offset, max_index_bytes)
-        self.time_index = TimeIndex(directory / segment_name(base_offset, TIME_INDEX_SUFFIX),
+        self.time_index = TimeIndex(directory / (segment_name(base_offset, TIME_INDEX_SUFFIX) + suffix),
                                     base_offset, max_index_bytes)
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -141,41 +187,9 @@ class LogSegment:
     # ------------------------------------------------------------ scanning
 
     def scan(self, start: int = 0, *, verify: bool = False, chunk: int = SCAN_CHUNK) -> Iterator[BatchHeader]:
-        """Yield headers from byte ``start`` until the end or the first invalid batch.
-
-        ``verify`` checks each batch's CRC (reads every byte); otherwise only
-        lengths and magic are checked (reads about one header per batch).
-        """
-        end = self.size
-        pos = start
-        buf = b""
-        view = memoryview(buf)
-        buf_start = pos
-        unpack = _HEADER.unpack_from
-        while end - pos >= BATCH_HEADER_SIZE:
-            off = pos - buf_start
-            if off + BATCH_HEADER_SIZE > len(buf):
-                buf = os.pread(self._fd, min(chunk, end - pos), pos)
-                view = memoryview(buf)
-                buf_start, off = pos, 0
-                if len(buf) < BATCH_HEADER_SIZE:
-                    return
-            fields = unpack(buf, off)
-            length, magic = fields[1], fields[3]
-            size = length + LOG_OVERHEAD
-            if length < MIN_BATCH_LENGTH or magic != 2 or pos + size > end:
-                return
-            if verify:
-                if off + size > len(buf):
-                    buf = os.pread(self._fd, max(min(chunk, end - pos), size), pos)
-                    view = memoryview(buf)
-                    buf_start, off = pos, 0
-                    if len(buf) < size:
-                        return
-                if crc32c(view[off + CRC_START:off + size]) != fields[4]:
-                    return
-            yield BatchHeader(pos, *fields)
-            pos += size
+        """Yield headers from byte ``start`` until the end or the first invalid batch (see ``scan_batches``)."""
+        for header, _ in scan_batches(self._fd, start, self.size, verify=verify, chunk=chunk):
+            yield header
 
     def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> int:
         """Rescan with CRC checks, cut the torn tail, rebuild indexes. Returns bytes truncated.
