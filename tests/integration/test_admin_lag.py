@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Callable
 
 import pytest
@@ -10,6 +9,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from rillet.client import AdminClient, PartitionLag
 from tests.harness import BrokerProcess
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -55,10 +55,10 @@ def test_lag_per_partition_for_committed_and_live_group(
                      "session.timeout.ms": 6000, "client.id": "lag-client"})
     live.subscribe(["lagged"])
     try:
-        deadline = time.monotonic() + 30
-        while len(live.assignment()) != 3 and time.monotonic() < deadline:
-            live.poll(0.2)
-        assert len(live.assignment()) == 3
+        def owns_all() -> bool:
+            live.poll(0.2)  # the consumer joins and is assigned only while polled
+            return len(live.assignment()) == 3
+        wait_until(owns_all, 30, "the live member to be assigned all 3 partitions", interval=0)
         rows = lag(bs, "lag-g")
         assert [(r.partition, r.committed_offset, r.end_offset, r.lag) for r in rows] == \
                [(0, 4, 10, 6), (1, 20, 20, 0), (2, -1, 5, None)]

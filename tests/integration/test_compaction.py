@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import time
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -13,6 +14,7 @@ from kafka import KafkaConsumer
 from kafka.structs import TopicPartition as KPTopicPartition
 
 from tests.harness import BrokerProcess
+from tests.polling import read_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -41,6 +43,11 @@ def read_all(bs: str, topic: str) -> list[tuple[int, bytes, bytes | None]]:
         raise AssertionError(f"could not read {topic} to its end")
     finally:
         c.close()
+
+
+def read_rounds(bs: str, topic: str) -> list[tuple[int, bytes, bytes | None]]:
+    """read_all without the fillers write_rounds adds."""
+    return [r for r in read_all(bs, topic) if not r[1].startswith(b"filler")]
 
 
 def write_rounds(bs: str, topic: str, codec: str) -> dict[bytes, bytes | None]:
@@ -79,12 +86,7 @@ def test_compacted_topic_keeps_last_value_per_key_with_every_codec(cbroker: Brok
     expected = {c: write_rounds(bs, f"cmp-{c}", c) for c in CODECS}
     for codec in CODECS:
         topic = f"cmp-{codec}"
-        deadline = time.monotonic() + 30
-        while True:
-            records = [r for r in read_all(bs, topic) if not r[1].startswith(b"filler")]
-            if len(records) == KEYS or time.monotonic() > deadline:
-                break
-            time.sleep(0.3)
+        records = read_until(partial(read_rounds, bs, topic), lambda rs: len(rs) == KEYS, 30, 0.3)
         assert len(records) == KEYS, f"{codec}: {len(records)} records left after cleaning"
         assert {k: v for _, k, v in records} == expected[codec]
         offsets = [o for o, _, _ in records]
@@ -114,12 +116,8 @@ def test_consumer_offsets_is_compacted_and_reloads(broker_factory: Callable[...,
         c.commit(offsets=[TopicPartition("busy", 0, i)], asynchronous=False)
     c.close()
     offsets_dir = broker.data_dir / "__consumer_offsets-0"
-    deadline = time.monotonic() + 30
-    while True:
-        records = read_all(bs, "__consumer_offsets")
-        if len(records) < 40 or time.monotonic() > deadline:
-            break
-        time.sleep(0.3)
+    records = read_until(partial(read_all, bs, "__consumer_offsets"), lambda rs: len(rs) < 40,
+                         30, 0.3)
     assert len(records) < 40, f"{len(records)} records: __consumer_offsets was not compacted"
     assert len(list(offsets_dir.glob("*.log"))) > 1
     broker.stop()
@@ -157,10 +155,10 @@ def test_kill_during_cleaning_loses_nothing(broker_factory: Callable[..., Broker
         broker.stop()
     broker.config["log.cleaner.enable"] = "true"
     broker.start()
-    deadline = time.monotonic() + 30
-    while len(records := read_all(bs, "crashy")) > len(expected) and time.monotonic() < deadline:
-        time.sleep(0.3)
-    assert len(records) == len(expected)
+    records = read_until(partial(read_all, bs, "crashy"), lambda rs: len(rs) <= len(expected),
+                         30, 0.3)
+    assert len(records) == len(expected), \
+        f"cleaning after the kills left {len(records)} records for {len(expected)} keys"
 
 
 def fill_crashy(bs: str) -> dict[bytes, bytes]:

@@ -234,13 +234,14 @@ def test_restart_resumes_from_committed_offsets(broker_factory: Callable[..., Br
     c = Consumer({"bootstrap.servers": bs, "group.id": "g-durable", "enable.auto.commit": False,
                   "auto.offset.reset": "earliest", "session.timeout.ms": SESSION_MS})
     c.subscribe(["durable"])
-    seen = 0
-    deadline = time.monotonic() + 30
-    while seen < 40 and time.monotonic() < deadline:
+    seen: list[Any] = []
+
+    def read_one() -> bool:
         m = c.poll(0.5)
         if m is not None and not m.error():
-            seen += 1
-    assert seen == 40
+            seen.append(m)
+        return len(seen) >= 40
+    wait_until(read_one, 30, "the first 40 messages", interval=0)
     c.commit(asynchronous=False)  # manual commit
     c.close()
     assert committed(bs, "g-durable", "durable", 2) == {0: 20, 1: 20}

@@ -14,6 +14,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from tests.harness import BrokerProcess
+from tests.polling import poll_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -87,9 +88,8 @@ def test_kafka_python_group_shares_partitions_and_reads_everything(
         assert parts[0] | parts[1] == {0, 1, 2, 3} and not parts[0] & parts[1]
         values = [f"k{i}" for i in range(200)]
         produce(bs, "kp-shared", values, 4)
-        deadline = time.monotonic() + 30
-        while len(got[0]) + len(got[1]) < 200 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        # The equality below says what is missing, so the wait itself asserts nothing.
+        poll_until(lambda: len(got[0]) + len(got[1]) >= 200, 30)
         assert sorted(got[0] + got[1]) == sorted(values)
     finally:
         stop.set()

@@ -1,12 +1,12 @@
 """Retention deletes whole old segments, moves the log start, and old offsets go out of range."""
 from __future__ import annotations
 
-import time
 import uuid
 
 from confluent_kafka import Producer
 
 from tests.harness import BrokerProcess
+from tests.polling import poll_until
 
 from ..wire import Wire
 from .clients import create_topic
@@ -53,11 +53,9 @@ def test_retention_by_size_and_time(broker_factory) -> None:
                 except FileNotFoundError:
                     pass  # retention deleted it between the listing and the stat
             return total
-        deadline = time.monotonic() + 20
         # retention.bytes keeps at most one segment beyond the limit (whole segments go).
-        while size() > 60000 + 20000 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert size() <= 60000 + 20000
+        assert poll_until(lambda: size() <= 60000 + 20000, 20, 0.2), \
+            f"retention.bytes never brought the log down to 80000 bytes ({size()} left)"
         start = _offsets(w, topic, -2)
         assert start > 0, "retention.bytes never deleted a segment"
         assert _offsets(w, topic, -1) == 600
@@ -70,7 +68,5 @@ def test_retention_by_size_and_time(broker_factory) -> None:
                                                       "config_operation": 0,
                                                       "value": "100"}]}],
                           "validate_only": False})
-        deadline = time.monotonic() + 20
-        while _offsets(w, topic, -2) < 600 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert _offsets(w, topic, -2) == 600
+        assert poll_until(lambda: _offsets(w, topic, -2) == 600, 20, 0.2), \
+            f"retention.ms never moved the log start to 600 (it is {_offsets(w, topic, -2)})"
