@@ -14,14 +14,15 @@ from typing import Iterable
 from .config import BrokerConfig
 from .controller.controller import Controller
 from .coordinator.manager import GroupCoordinator
-from .metadata.image import TOPIC_RESOURCE, MetadataImage, TopicInfo
+from .metadata.image import TOPIC_RESOURCE, MetadataImage, PartitionInfo, TopicInfo
 from .metadata.log import MetadataLog
 from .protocol import errors
 from .storage.cleaner import LogCleaner
-from .storage.log import LogConfig, PartitionLog
+from .records import BatchHeader
+from .storage.log import AppendInfo, LogConfig, PartitionLog
 from .storage.manager import LogManager
 from .storage_format import ensure_formatted
-from .topic_config import log_config
+from .topic_config import effective, log_config
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +134,11 @@ class Broker:
     def leader_log(self, topic: str, partition: int,
                    current_leader_epoch: int = -1) -> PartitionLog:
         """The log of a partition this node leads, or the Kafka error a client expects."""
+        return self.leader_partition(topic, partition, current_leader_epoch)[1]
+
+    def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1
+                         ) -> tuple[PartitionInfo, PartitionLog]:
+        """(metadata, log) of a partition this node leads, or the Kafka error a client expects."""
         part = self.image.partition(topic, partition)
         if part is None:
             raise errors.UnknownTopicOrPartition(
@@ -151,12 +157,31 @@ class Broker:
         plog = self.logs.get(topic, partition)
         if plog is None:
             raise errors.LeaderNotAvailable(f"log of {topic}-{partition} is not loaded")
-        return plog
+        return part, plog
+
+    def append_as_leader(self, topic: str, partition: int, data: bytearray,
+                         headers: list[BatchHeader], acks: int = -1
+                         ) -> tuple[AppendInfo, PartitionLog]:
+        """Append validated batches to a partition this node leads (produce, coordinator).
+
+        acks=-1 first checks min.insync.replicas against the ISR, as Kafka does before
+        appending. Returns the log so the caller can flush it per the topic's policy.
+        """
+        part, plog = self.leader_partition(topic, partition)
+        if acks == -1:
+            overrides = self.image.topic_config(topic)
+            min_isr = effective(self.config, overrides, "min.insync.replicas")[0]
+            if len(part.isr) < min_isr:
+                raise errors.NotEnoughReplicas(
+                    f"{topic}-{partition} has {len(part.isr)} in-sync replica(s), "
+                    f"min.insync.replicas is {min_isr}")
+        info = plog.append(data, headers, leader_epoch=part.leader_epoch)
+        # Single node: the ISR is this node, so everything appended is committed.
+        plog.high_watermark = plog.log_end_offset
+        self._wake((topic, partition))
+        return info, plog
 
     # -- fetch purgatory ---------------------------------------------------------
-
-    def notify_append(self, tp: TopicPartition) -> None:
-        self._wake(tp)
 
     def _wake(self, tp: TopicPartition) -> None:
         for fut in self._waiters.pop(tp, ()):

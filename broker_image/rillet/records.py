@@ -41,9 +41,11 @@ CRC_START = 21
 MAGIC_OFFSET = 16
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
+LAST_OFFSET_DELTA_OFFSET = 23
 MAX_TIMESTAMP_OFFSET = 35
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
+# The whole fixed header, in BatchHeader's field order (after ``position``).
+HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
 _OFFSET_EPOCH = struct.Struct(">qii")  # base_offset, batch_length, leader_epoch
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
@@ -134,7 +136,7 @@ def increment_sequence(sequence: int, increment: int) -> int:
 
 def read_header(buf: bytes | bytearray | memoryview, position: int) -> BatchHeader:
     """Unpack the header at ``position`` (caller checked 61 bytes are there)."""
-    return BatchHeader(position, *_HEADER.unpack_from(buf, position))
+    return BatchHeader(position, *HEADER_STRUCT.unpack_from(buf, position))
 
 
 def _crc_of(buf: bytes | bytearray | memoryview, position: int, end: int) -> int:
@@ -390,7 +392,7 @@ def encode_batch(
         attributes |= ATTR_CONTROL
     out = bytearray(BATCH_HEADER_SIZE)
     out += payload
-    _HEADER.pack_into(
+    HEADER_STRUCT.pack_into(
         out, 0, base_offset, len(out) - LOG_OVERHEAD, leader_epoch, 2, 0, attributes,
         last_delta, base_ts, max_ts, producer_id, producer_epoch, base_sequence, len(records),
     )

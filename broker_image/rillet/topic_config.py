@@ -6,7 +6,7 @@ synonym, else the Kafka default. DescribeConfigs reports which one applied.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from .config import BrokerConfig, ConfigDef, ConfigError, parse_value
 from .storage.log import LogConfig
@@ -101,7 +101,7 @@ def validate_topic_configs(configs: dict[str, str | None]) -> dict[str, str]:
     return out
 
 
-def effective(broker: BrokerConfig, overrides: dict[str, str], key: str) -> tuple[Any, int]:
+def effective(broker: BrokerConfig, overrides: Mapping[str, str], key: str) -> tuple[Any, int]:
     """(typed value, config source) of a topic config.
 
     Config sources as DescribeConfigs reports them: 1 topic, 4 static broker, 5 default.

@@ -20,9 +20,9 @@ def _lookup(ctx: RequestContext, topic: str, p: Any) -> dict[str, Any]:
     entry: dict[str, Any] = {"partition_index": p.partition_index, "error_code": 0,
                              "timestamp": -1, "offset": -1, "leader_epoch": -1}
     try:
-        plog = ctx.broker.leader_log(topic, p.partition_index,
-                                     getattr(p, "current_leader_epoch", -1))
-        epoch = ctx.broker.image.partition(topic, p.partition_index).leader_epoch
+        part, plog = ctx.broker.leader_partition(topic, p.partition_index,
+                                                 getattr(p, "current_leader_epoch", -1))
+        epoch = part.leader_epoch
         ts = p.timestamp
         if ts == LATEST:
             entry.update(offset=plog.high_watermark, leader_epoch=epoch)

@@ -16,6 +16,7 @@ import asyncio
 import struct
 from typing import Any
 
+from ..coordinator.manager import OFFSETS_TOPIC
 from ..protocol import errors
 from ..records import parse_batches
 from .registry import RequestContext, api
@@ -30,27 +31,14 @@ def _partition_error(index: int, exc: BaseException) -> dict[str, Any]:
 def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None,
             acks: int) -> tuple[dict[str, Any], Any]:
     """Append one partition's batches; returns (response entry, log to flush)."""
-    broker = ctx.broker
-    if topic == "__consumer_offsets":
+    if topic == OFFSETS_TOPIC:
         # Only the group coordinator writes there; a client append could corrupt groups.
         raise errors.InvalidTopicException(f"cannot append to internal topic {topic}")
-    plog = broker.leader_log(topic, index)
     if records is None or len(records) == 0:
+        ctx.broker.leader_log(topic, index)  # not the leader: that error comes first
         raise errors.CorruptMessage(f"produce to {topic}-{index} carries no records")
-    part = broker.image.partition(topic, index)
-    if acks == -1:
-        min_isr = int(broker.image.topic_config(topic).get(
-            "min.insync.replicas", broker.config["min.insync.replicas"]))
-        if len(part.isr) < min_isr:
-            raise errors.NotEnoughReplicas(
-                f"{topic}-{index} has {len(part.isr)} in-sync replica(s), "
-                f"min.insync.replicas is {min_isr}")
     data = bytearray(records)
-    headers = parse_batches(data)
-    info = plog.append(data, headers, leader_epoch=part.leader_epoch)
-    # Single node: the ISR is this node, so everything appended is committed.
-    plog.high_watermark = plog.log_end_offset
-    broker.notify_append((topic, index))
+    info, plog = ctx.broker.append_as_leader(topic, index, data, parse_batches(data), acks)
     return ({"index": index, "error_code": 0, "base_offset": info.base_offset,
              "log_append_time": info.log_append_time,
              "log_start_offset": info.log_start_offset}, plog)

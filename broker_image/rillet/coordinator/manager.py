@@ -191,13 +191,11 @@ class GroupCoordinator:
         Storage errors become the coordinator errors clients expect (as Kafka maps them).
         """
         try:
-            plog = self.broker.leader_log(OFFSETS_TOPIC, partition)
             now = self.now()
-            batch = encode_batch([Record(i, now, k, v) for i, (k, v) in enumerate(entries)])
-            data = bytearray(batch)
-            headers = parse_batches(data, verify_crc=False)
-            part = self.broker.image.partition(OFFSETS_TOPIC, partition)
-            plog.append(data, headers, leader_epoch=part.leader_epoch)
+            data = bytearray(encode_batch([Record(i, now, k, v)
+                                           for i, (k, v) in enumerate(entries)]))
+            _, plog = self.broker.append_as_leader(OFFSETS_TOPIC, partition, data,
+                                                   parse_batches(data, verify_crc=False))
         except (errors.NotLeaderOrFollower, errors.FencedLeaderEpoch) as exc:
             raise errors.NotCoordinator(str(exc)) from exc
         except (errors.UnknownTopicOrPartition, errors.LeaderNotAvailable,
@@ -205,9 +203,6 @@ class GroupCoordinator:
             raise errors.CoordinatorNotAvailable(str(exc)) from exc
         except (errors.MessageTooLarge, errors.RecordListTooLarge) as exc:
             raise errors.InvalidCommitOffsetSize(str(exc)) from exc
-        # Single node: appended = committed.
-        plog.high_watermark = plog.log_end_offset
-        self.broker.notify_append((OFFSETS_TOPIC, partition))
         return plog
 
     def _persist_group(self, group: Group) -> None:

@@ -50,7 +50,8 @@ from typing import Any, Callable, Iterator
 from crc32c import crc32c
 
 from ..protocol.errors import CorruptMessage
-from ..records import CRC_START, BatchHeader, Record, decode_records, encode_batch
+from ..records import (CRC_OFFSET, CRC_START, LAST_OFFSET_DELTA_OFFSET, BatchHeader, Record,
+                       decode_records, encode_batch)
 from .segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, scan_batches,
                       segment_name)
 
@@ -60,9 +61,7 @@ CLEANED = ".cleaned"
 CHECKPOINT_NAME = "cleaner-offset-checkpoint"
 RETIRE_DELAY_S = 10.0
 _LAST_OFFSET_DELTA = struct.Struct(">i")
-_LAST_OFFSET_DELTA_AT = 23
 _CRC = struct.Struct(">I")
-_CRC_AT = 17
 
 
 @dataclass(frozen=True)
@@ -159,8 +158,8 @@ def rewrite_batch(header: BatchHeader, kept: list[Record]) -> bytes:
         timestamp_type=header.timestamp_type))
     # Keep the original last offset delta (as Kafka does) so the batch still
     # covers the same offsets and the producer's last sequence is unchanged.
-    _LAST_OFFSET_DELTA.pack_into(out, _LAST_OFFSET_DELTA_AT, header.last_offset_delta)
-    _CRC.pack_into(out, _CRC_AT, crc32c(memoryview(out)[CRC_START:]))
+    _LAST_OFFSET_DELTA.pack_into(out, LAST_OFFSET_DELTA_OFFSET, header.last_offset_delta)
+    _CRC.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[CRC_START:]))
     return bytes(out)
 
 

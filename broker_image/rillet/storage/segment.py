@@ -26,6 +26,7 @@ from pathlib import Path
 from rillet.records import (
     BATCH_HEADER_SIZE,
     CRC_START,
+    HEADER_STRUCT,
     LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
     BatchHeader,
@@ -34,7 +35,6 @@ from rillet.storage.index import OffsetIndex, TimeIndex
 
 from crc32c import crc32c
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 _BASE_AND_LENGTH = struct.Struct(">qi")
 
 LOG_SUFFIX = ".log"
@@ -63,7 +63,7 @@ def scan_batches(fd: int, start: int, end: int, *, verify: bool = False,
     buf = b""
     view = memoryview(buf)
     buf_start = pos
-    unpack = _HEADER.unpack_from
+    unpack = HEADER_STRUCT.unpack_from
     while end - pos >= BATCH_HEADER_SIZE:
         off = pos - buf_start
         if off + BATCH_HEADER_SIZE > len(buf):

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from rillet.broker import Broker
 from rillet.config import BrokerConfig
 from rillet.coordinator.group import GroupState, JoinRequest
 from rillet.coordinator.manager import OFFSETS_TOPIC, CommitEntry, GroupCoordinator
@@ -55,12 +56,15 @@ class StandInBroker:
         for p in range(PARTITIONS):
             self.logs.create(OFFSETS_TOPIC, p, LogConfig(cleanup_policy="compact"))
 
-    def leader_log(self, topic: str, partition: int) -> Any:
+    def leader_partition(self, topic: str, partition: int) -> Any:
         plog = self.logs.get(topic, partition)
         assert plog is not None
-        return plog
+        return self.image.partition(topic, partition), plog
 
-    def notify_append(self, tp: Any) -> None:
+    # The real append path: min.insync.replicas, leader epoch, high watermark.
+    append_as_leader = Broker.append_as_leader
+
+    def _wake(self, tp: Any) -> None:
         pass
 
 
@@ -194,7 +198,7 @@ def test_undecodable_record_is_skipped_on_load(tmp_path: Path) -> None:
         await coord.start()
         await coord.commit_offsets("g", "", None, -1, -1, [CommitEntry("t", 0, 5, -1, None)])
         # Garbage value under a valid key, appended to the group's partition.
-        plog = broker.leader_log(OFFSETS_TOPIC, group_partition("g", PARTITIONS))
+        plog = broker.logs.get(OFFSETS_TOPIC, group_partition("g", PARTITIONS))
         data = bytearray(encode_batch([Record(0, 0, offset_key("g", "t", 1), b"\x00")]))
         plog.append(data, parse_batches(data), leader_epoch=0)
         await coord.stop()
