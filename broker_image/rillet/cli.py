@@ -65,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, OSError) as exc:
         print(f"rillet: config error: {exc}", file=sys.stderr)
         return 2
+    for key in config.ignored_keys():
+        log.warning("config %s is accepted for compatibility but has no effect in rillet", key)
     try:
         asyncio.run(serve(config))
     except ConfigError as exc:

@@ -204,6 +204,11 @@ class BrokerConfig:
                 raise ConfigError(f"invalid port in listeners: {spec.port}")
         if not self.listeners:
             raise ConfigError("config listeners must name at least one listener")
+        self.advertised_listeners  # parsed now, so a bad one is a config error at load
+
+    def ignored_keys(self) -> list[str]:
+        """Keys set explicitly that rillet accepts for server.properties compatibility only."""
+        return sorted(k for k in self._explicit_keys if not BROKER_DEFS[k].effect)
 
     def __getitem__(self, key: str) -> Any:
         return self._values[key]

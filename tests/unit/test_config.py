@@ -50,3 +50,13 @@ def test_topic_config_validation():
         validate_topic_configs({"retention.mss": "1"})
     with pytest.raises(ConfigError, match="cleanup.policy"):
         validate_topic_configs({"cleanup.policy": "shred"})
+
+
+def test_bad_advertised_listener_is_a_config_error_at_load():
+    with pytest.raises(ConfigError, match="advertised|listener"):
+        BrokerConfig.load(None, {"advertised.listeners": "no-port-here"})
+
+
+def test_compatibility_only_keys_are_reported():
+    config = BrokerConfig.load(None, {"num.network.threads": "8", "num.partitions": "3"})
+    assert config.ignored_keys() == ["num.network.threads"]

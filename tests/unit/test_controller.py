@@ -4,8 +4,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from rillet.controller.controller import Controller, TopicSpec
 from rillet.metadata.log import MetadataLog
+from rillet.protocol import errors
 
 
 def _controller(root: Path) -> Controller:
@@ -32,3 +35,18 @@ def test_concurrent_relative_config_changes_are_not_lost(tmp_path: Path) -> None
 
     asyncio.run(run())
     assert _controller(tmp_path).image.topic_config("t") == {"retention.ms": "10"}
+
+
+def test_create_partitions_refuses_assignments_of_another_replication_factor(
+        tmp_path: Path) -> None:
+    async def run() -> None:
+        ctrl = _controller(tmp_path)
+        await ctrl.register_broker(1, "127.0.0.1", 9092, None)
+        await ctrl.create_topics([TopicSpec("t", 1)])
+        with pytest.raises(errors.InvalidReplicaAssignment, match="needs 1 replicas"):
+            await ctrl.create_partitions("t", 2, [[1, 1]], False)
+        assert len(ctrl.image.topics["t"].partitions) == 1
+        await ctrl.create_partitions("t", 2, [[1]], False)
+        assert len(ctrl.image.topics["t"].partitions) == 2
+
+    asyncio.run(run())

@@ -33,9 +33,6 @@ class RequestContext:
         """The response entity of this request's key and version, built from plain values."""
         return build(response_schema(self.header.api_key, self.header.api_version), data)
 
-    def entity(self, nested: type, data: dict[str, Any]) -> Any:
-        return build(nested, data)
-
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 # Raw handler for advertised versions kio has no schema for (Produce v0-2 is

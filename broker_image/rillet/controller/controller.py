@@ -229,7 +229,10 @@ class Controller:
                 if len(assignments) != count - current:
                     raise errors.InvalidReplicaAssignment(
                         f"{len(assignments)} assignments given for {count - current} new partitions")
-                _check_new_partitions(len(assignments))
+                if any(len(a) != rf for a in assignments):
+                    raise errors.InvalidReplicaAssignment(
+                        f"every new partition of {name!r} needs {rf} replicas, "
+                        "like the existing ones")
                 new = self._check_assignments(
                     {i: list(a) for i, a in enumerate(assignments)})
                 new = {current + i: a for i, a in new.items()}

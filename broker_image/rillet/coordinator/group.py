@@ -501,15 +501,6 @@ class Group:
 
     # -- timers ------------------------------------------------------------------
 
-    def next_deadline(self) -> int | None:
-        times = [d for d in self.pending_members.values()]
-        times += [m.heartbeat_deadline for m in self.members.values()]
-        if self.rebalance_deadline is not None:
-            times.append(self.rebalance_deadline)
-        if self.sync_deadline is not None:
-            times.append(self.sync_deadline)
-        return min(times, default=None)
-
     def tick(self, now: int) -> None:
         """Apply every deadline that has passed: pending ids, sessions, rebalance, sync."""
         for mid, deadline in list(self.pending_members.items()):

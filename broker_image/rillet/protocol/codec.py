@@ -19,7 +19,6 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader, entity_writer
 
 API_VERSIONS_KEY = 18
-_KEY_VERSION = struct.Struct(">hh")
 _CORRELATION = struct.Struct(">hhi")
 
 

@@ -221,12 +221,13 @@ class LogSegment:
         """Cheap open for a segment below the recovery point. False: caller must ``recover``."""
         if not self.offset_index.load(self.size) or not self.time_index.load():
             return False
-        if self.size and not self._index_points_at_batches():
-            return False
         self._reset_stats()
         last_offset, position = self.offset_index.last_entry
         end = position
         for header in self.scan(position, verify=True):
+            # The last index entry must point at a batch holding exactly its offset.
+            if position and header.position == position and header.last_offset != last_offset:
+                return False
             self._track_batch(header.last_offset, header.max_timestamp, header.size, header.position)
             end = header.position + header.size
         if end != self.size or (self.size and self.next_offset <= last_offset):
@@ -236,17 +237,11 @@ class LogSegment:
             return False
         if ts_entry > self.max_timestamp:
             self.max_timestamp, self.offset_of_max_timestamp = ts_entry, ts_offset
-        first = next(self.scan(0), None)
-        self.first_batch_timestamp = first.max_timestamp if first else -1
+        if position:
+            # The tail scan did not start at the first batch: read just its header.
+            first = next(self.scan(0, chunk=BATCH_HEADER_SIZE), None)
+            self.first_batch_timestamp = first.max_timestamp if first else -1
         return True
-
-    def _index_points_at_batches(self) -> bool:
-        """The last index entry must point at a batch holding exactly its offset."""
-        offset, position = self.offset_index.last_entry
-        if position == 0:
-            return True
-        header = next(self.scan(position), None)
-        return header is not None and header.last_offset == offset
 
     def _reset_stats(self) -> None:
         self.next_offset = self.base_offset
