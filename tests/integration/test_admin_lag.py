@@ -11,6 +11,8 @@ from rillet.client import AdminClient, PartitionLag
 from tests.harness import BrokerProcess
 from tests.polling import wait_until
 
+from .clients import create_topic
+
 pytestmark = pytest.mark.timeout(120)
 
 
@@ -33,11 +35,7 @@ def test_lag_per_partition_for_committed_and_live_group(
         broker_factory: Callable[..., BrokerProcess]) -> None:
     broker = broker_factory(config={"group.initial.rebalance.delay.ms": 0})
     bs = broker.bootstrap
-
-    async def setup() -> None:
-        async with AdminClient(bs) as admin:
-            await admin.create_topic("lagged", 3)
-    asyncio.run(setup())
+    create_topic(bs, "lagged", 3)
     produce(bs, "lagged", {0: 10, 1: 20, 2: 5})
 
     # A stand-alone commit (admin style): offsets 4 and 20 for partitions 0 and 1.
@@ -77,11 +75,7 @@ def test_groups_cli_lists_and_describes_lag(broker_factory: Callable[..., Broker
     import sys
     broker = broker_factory(config={"group.initial.rebalance.delay.ms": 0})
     bs = broker.bootstrap
-
-    async def setup() -> None:
-        async with AdminClient(bs) as admin:
-            await admin.create_topic("cli-lag", 2)
-    asyncio.run(setup())
+    create_topic(bs, "cli-lag", 2)
     produce(bs, "cli-lag", {0: 6, 1: 3})
     c = Consumer({"bootstrap.servers": bs, "group.id": "cli-g", "enable.auto.commit": False})
     c.commit(offsets=[TopicPartition("cli-lag", 0, 2)], asynchronous=False)

@@ -9,16 +9,16 @@ from typing import Callable
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka.structs import TopicPartition as KPTopicPartition
 
 from tests.harness import BrokerProcess
 from tests.polling import read_until
 
+from .clients import CODECS, create_topic
+
 pytestmark = pytest.mark.timeout(180)
 
-CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 KEYS = 20
 ROUNDS = 8
 
@@ -77,12 +77,10 @@ def cbroker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
 def test_compacted_topic_keeps_last_value_per_key_with_every_codec(cbroker: BrokerProcess
                                                                     ) -> None:
     bs = cbroker.bootstrap
-    admin = AdminClient({"bootstrap.servers": bs})
     config = {"cleanup.policy": "compact", "segment.bytes": "1024",
               "min.cleanable.dirty.ratio": "0.01"}
-    futures = admin.create_topics([NewTopic(f"cmp-{c}", 1, 1, config=config) for c in CODECS])
-    for f in futures.values():
-        f.result(15)
+    for codec in CODECS:
+        create_topic(bs, f"cmp-{codec}", 1, config)
     expected = {c: write_rounds(bs, f"cmp-{c}", c) for c in CODECS}
     for codec in CODECS:
         topic = f"cmp-{codec}"
@@ -107,9 +105,8 @@ def test_consumer_offsets_is_compacted_and_reloads(broker_factory: Callable[...,
                                     "offsets.topic.num.partitions": 1,
                                     "offsets.topic.segment.bytes": 2048})
     bs = broker.bootstrap
-    admin = AdminClient({"bootstrap.servers": bs})
-    admin.create_topics([NewTopic("busy", 1, 1)])["busy"].result(15)
-    del admin  # no idle connection to hold up the broker's shutdown
+    create_topic(bs, "busy", 1)  # its admin client is dropped on return: no idle connection
+    # is left to hold up the broker's stop below
     c = Consumer({"bootstrap.servers": bs, "group.id": "committer",
                   "enable.auto.commit": False})
     for i in range(1, 151):
@@ -163,10 +160,8 @@ def test_kill_during_cleaning_loses_nothing(broker_factory: Callable[..., Broker
 
 def fill_crashy(bs: str) -> dict[bytes, bytes]:
     """20000 lz4 records over 300 keys in ~7 closed segments, then a segment roll."""
-    admin = AdminClient({"bootstrap.servers": bs})
-    admin.create_topics([NewTopic("crashy", 1, 1, config={
-        "cleanup.policy": "compact", "segment.bytes": "65536",
-        "min.cleanable.dirty.ratio": "0.01"})])["crashy"].result(15)
+    create_topic(bs, "crashy", 1, {"cleanup.policy": "compact", "segment.bytes": "65536",
+                                   "min.cleanable.dirty.ratio": "0.01"})
     failed: list[object] = []
     p = Producer({"bootstrap.servers": bs, "compression.type": "lz4", "linger.ms": 20,
                   "batch.size": 16384,

@@ -18,20 +18,16 @@ from typing import Any, Callable
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.harness import BrokerProcess
 from tests.polling import wait_until
+
+from .clients import create_topic
 
 pytestmark = pytest.mark.timeout(180)
 
 SESSION_MS = 6000
 GROUP_CONFIG = {"group.initial.rebalance.delay.ms": 300}
-
-
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=15)
 
 
 def produce(bootstrap: str, topic: str, values: list[str], partitions: int) -> None:

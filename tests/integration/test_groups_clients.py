@@ -10,11 +10,12 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition as AioTP
 from kafka import KafkaConsumer, KafkaProducer
-from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from tests.harness import BrokerProcess
 from tests.polling import poll_until
+
+from .clients import create_topic
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -24,14 +25,6 @@ SESSION_MS = 6000
 @pytest.fixture
 def gbroker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
     return broker_factory(config={"group.initial.rebalance.delay.ms": 300})
-
-
-def create_topic(bs: str, name: str, partitions: int) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bs)
-    try:
-        admin.create_topics([NewTopic(name, partitions, 1)])
-    finally:
-        admin.close()
 
 
 def produce(bs: str, topic: str, values: list[str], partitions: int) -> None:
