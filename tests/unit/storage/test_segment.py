@@ -1,6 +1,7 @@
 """LogSegment: append bookkeeping, index spacing, reads by offset, recovery and cheap load."""
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 from rillet.records import parse_batches, set_offsets
@@ -67,6 +68,26 @@ def test_recover_cuts_tail_and_rebuilds_indexes(tmp_path: Path) -> None:
     again.close()
     cheap = LogSegment(tmp_path, 0, index_interval_bytes=300)
     assert cheap.load() and cheap.next_offset == 20 and cheap.max_timestamp == 1010
+    # segment.ms counts from the first batch's timestamp, which sits before the last index entry
+    assert len(cheap.offset_index) and cheap.first_batch_timestamp == 1001
+
+
+def test_load_refuses_an_index_whose_last_entry_misses_its_batch(tmp_path: Path) -> None:
+    segment = LogSegment(tmp_path, 0, index_interval_bytes=300)
+    fill(segment, 10)
+    segment.seal()
+    segment.close()
+    index = tmp_path / "00000000000000000000.index"
+    entries = bytearray(index.read_bytes())
+    assert len(entries) >= 16
+    relative, position = struct.unpack_from(">ii", entries, len(entries) - 8)
+    # one offset lower: still a well-formed, increasing index, but the batch there ends at `relative`
+    struct.pack_into(">ii", entries, len(entries) - 8, relative - 1, position)
+    index.write_bytes(entries)
+    again = LogSegment(tmp_path, 0, index_interval_bytes=300)
+    assert not again.load()
+    assert again.recover() == 0 and again.next_offset == 20
+    assert again.find_batch(relative).position == position
 
 
 def test_recover_stops_when_offsets_go_backwards(tmp_path: Path) -> None:
