@@ -205,6 +205,16 @@ class GroupCoordinator:
             raise errors.InvalidCommitOffsetSize(str(exc)) from exc
         return plog
 
+    def _write(self, partition: int, entries: list[tuple[bytes, bytes | None]]) -> Any:
+        """Append records, then apply them to memory: state never runs ahead of the log.
+
+        Returns the log; the caller awaits its flush (commits) or lets it happen later.
+        """
+        plog = self._append(partition, entries)
+        for key, value in entries:
+            self._replay(key, value)
+        return plog
+
     def _persist_group(self, group: Group) -> None:
         p = self.partition_for(group.group_id)
         plog = self._append(p, [(group_key(group.group_id),
@@ -328,13 +338,13 @@ class GroupCoordinator:
                 continue
             entries: list[tuple[bytes, bytes | None]] = [
                 (offset_key(gid, t, part), None) for t, part in expired]
-            for t, part in expired:
-                group.offsets.pop((t, part), None)
-            if group.is_empty() and not group.offsets:
+            if group.is_empty() and len(group.offsets) == len(expired):
                 entries.append((group_key(gid), None))
-                group.mark_dead(now)
-                del self.groups[gid]
-            self._flush_later(self._append(p, entries))
+            try:
+                self._flush_later(self._write(p, entries))
+            except errors.KafkaError as exc:  # this group waits for the next pass
+                log.warning("expiring offsets of group %s failed: %s", gid, exc)
+                continue
             removed += len(expired)
         return removed
 
@@ -357,9 +367,7 @@ class GroupCoordinator:
                 p = self.check_coordinator(gid)
             except errors.KafkaError:
                 continue
-            for tp in gone:
-                del group.offsets[tp]
-            self._flush_later(self._append(p, [(offset_key(gid, t, n), None) for t, n in gone]))
+            self._flush_later(self._write(p, [(offset_key(gid, t, n), None) for t, n in gone]))
 
     # -- group membership --------------------------------------------------------------
 
@@ -439,9 +447,7 @@ class GroupCoordinator:
                 records.append((offset_key(group_id, e.topic, e.partition), value))
                 codes[(e.topic, e.partition)] = 0
         if records:
-            plog = self._append(p, records)
-            for key, record_value in records:
-                self._replay(key, record_value)
+            plog = self._write(p, records)
             if plog.flush_pending():  # flush.messages: fsynced before the commit is acked
                 await plog.maybe_flush()
         return codes
@@ -478,9 +484,7 @@ class GroupCoordinator:
                 if (topic, part) in group.offsets:
                     records.append((offset_key(group_id, topic, part), None))
         if records:
-            self._flush_later(self._append(p, records))
-            for key, value in records:
-                self._replay(key, value)
+            self._flush_later(self._write(p, records))
         return codes
 
     # -- admin -------------------------------------------------------------------------
@@ -511,6 +515,4 @@ class GroupCoordinator:
         entries: list[tuple[bytes, bytes | None]] = [
             (offset_key(group_id, t, n), None) for t, n in group.offsets]
         entries.append((group_key(group_id), None))
-        self._flush_later(self._append(p, entries))
-        group.mark_dead(self.now())
-        del self.groups[group_id]
+        self._flush_later(self._write(p, entries))

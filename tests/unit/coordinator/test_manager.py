@@ -187,6 +187,33 @@ def test_not_coordinator_and_invalid_group(tmp_path: Path) -> None:
     asyncio.run(broker.logs.close())
 
 
+def test_expiry_that_cannot_be_written_changes_nothing(tmp_path: Path) -> None:
+    """Memory never runs ahead of the log: a refused tombstone append keeps the offsets."""
+    from dataclasses import replace
+
+    from rillet.coordinator.records import group_partition
+    clock = Clock()
+
+    async def scenario() -> None:
+        broker = StandInBroker(tmp_path, **{"offsets.retention.minutes": "1"})
+        coord = GroupCoordinator(broker, clock)
+        await coord.start()
+        await coord.commit_offsets("g", "", None, -1, -1, [CommitEntry("t", 0, 5, -1, None)])
+        plog = broker.logs.get(OFFSETS_TOPIC, group_partition("g", PARTITIONS))
+        roomy = plog.config
+        plog.update_config(replace(roomy, max_message_bytes=10))  # every append is refused
+        clock.now += 61
+        assert coord.expire_offsets(coord.now()) == 0
+        assert coord.fetch_offsets("g", [("t", [0])])[("t", 0)].offset == 5
+        plog.update_config(roomy)
+        assert coord.expire_offsets(coord.now()) == 1
+        assert coord.groups == {}
+        await coord.stop()
+        await broker.logs.close()
+
+    asyncio.run(scenario())
+
+
 def test_undecodable_record_is_skipped_on_load(tmp_path: Path) -> None:
     from rillet.coordinator.records import group_partition, offset_key
     from rillet.records import Record, encode_batch, parse_batches
