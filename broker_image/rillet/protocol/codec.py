@@ -20,6 +20,7 @@ from kio.serial import entity_reader, entity_writer
 
 API_VERSIONS_KEY = 18
 _CORRELATION = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
 
 
 class FramingError(Exception):
@@ -96,9 +97,7 @@ def encode_response(api_key: int, correlation_id: int, body: Any) -> bytes:
     else:
         _writer(ResponseHeaderV0)(buf, ResponseHeaderV0(correlation_id=correlation_id))
     _writer(type(body))(buf, body)
-    out = buf.getbuffer()
-    struct.pack_into(">i", out, 0, len(out) - 4)
-    return bytes(out)
+    return _framed(buf)
 
 
 def encode_request(api_key: int, version: int, correlation_id: int,
@@ -116,9 +115,19 @@ def encode_request(api_key: int, version: int, correlation_id: int,
                                  correlation_id=correlation_id, client_id=client_id)
         _writer(RequestHeaderV1)(buf, header)
     _writer(schema)(buf, body)
-    out = buf.getbuffer()
-    struct.pack_into(">i", out, 0, len(out) - 4)
-    return bytes(out)
+    return _framed(buf)
+
+
+def _framed(buf: io.BytesIO) -> bytes:
+    """Fill in the size prefix reserved at the start of ``buf``, and return its bytes.
+
+    getvalue() hands over BytesIO's own bytes when no view of it is alive, so a
+    multi-megabyte fetch response is not copied once more here.
+    """
+    size = buf.tell() - 4
+    buf.seek(0)
+    buf.write(_SIZE.pack(size))
+    return buf.getvalue()
 
 
 def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
