@@ -220,13 +220,16 @@ class AdminClient:
             out.update({r.group_id: int(r.error_code) for r in resp.results})
         return out
 
-    async def describe_group_lag(self, group_id: str) -> list[PartitionLag]:
+    async def describe_group_lag(self, group_id: str,
+                                 group: GroupDescription | None = None) -> list[PartitionLag]:
         """Per partition: committed offset, end offset (high watermark), lag and owner.
 
         Covers every partition with a committed offset and every partition
-        currently assigned to a member, sorted by topic and partition.
+        currently assigned to a member, sorted by topic and partition. ``group``:
+        a description the caller already has (the owners are taken from it).
         """
-        group = await self.describe_group(group_id)
+        if group is None:
+            group = await self.describe_group(group_id)
         committed = await self.committed_offsets(group_id)
         owners: dict[tuple[str, int], MemberDescription] = {}
         for m in group.members:

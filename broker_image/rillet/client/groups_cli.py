@@ -34,7 +34,7 @@ async def _run(args: argparse.Namespace) -> int:
                 print(f"{group_id}\t{state}" if args.state else group_id)
             return 0
         group = await admin.describe_group(args.group)
-        rows = await admin.describe_group_lag(args.group)
+        rows = await admin.describe_group_lag(args.group, group)
         print(f"Consumer group '{args.group}' is {group.state} "
               f"with {len(group.members)} member(s).")
         print(format_lag(args.group, rows))
