@@ -144,11 +144,6 @@ def helm(k8s: Cluster) -> str:
 
 
 @pytest.fixture
-def kube(k8s: Cluster) -> Kube:
-    return k8s.kube
-
-
-@pytest.fixture
 def namespace(k8s: Cluster, request) -> Iterator[str]:
     """A fresh namespace per test; deleted afterwards (not waited for: down cleans the rest)."""
     base = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:40].strip("-")

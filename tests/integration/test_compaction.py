@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import time
 from functools import partial
-from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -99,8 +98,8 @@ def test_compacted_topic_keeps_last_value_per_key_with_every_codec(cbroker: Brok
     assert got == expected["zstd"]
 
 
-def test_consumer_offsets_is_compacted_and_reloads(broker_factory: Callable[..., BrokerProcess],
-                                                   tmp_path: Path) -> None:
+def test_consumer_offsets_is_compacted_and_reloads(broker_factory: Callable[..., BrokerProcess]
+                                                   ) -> None:
     broker = broker_factory(config={"log.cleaner.backoff.ms": 200,
                                     "offsets.topic.num.partitions": 1,
                                     "offsets.topic.segment.bytes": 2048})
@@ -117,8 +116,7 @@ def test_consumer_offsets_is_compacted_and_reloads(broker_factory: Callable[...,
                          30, 0.3)
     assert len(records) < 40, f"{len(records)} records: __consumer_offsets was not compacted"
     assert len(list(offsets_dir.glob("*.log"))) > 1
-    broker.stop()
-    broker.start()
+    broker.restart()
     check = Consumer({"bootstrap.servers": bs, "group.id": "committer"})
     try:
         [tp] = check.committed([TopicPartition("busy", 0)], timeout=10)

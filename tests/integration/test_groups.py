@@ -241,8 +241,7 @@ def test_restart_resumes_from_committed_offsets(broker_factory: Callable[..., Br
     c.commit(asynchronous=False)  # manual commit
     c.close()
     assert committed(bs, "g-durable", "durable", 2) == {0: 20, 1: 20}
-    broker.stop()
-    broker.start()
+    broker.restart()
     assert committed(bs, "g-durable", "durable", 2) == {0: 20, 1: 20}
     produce(bs, "durable", [f"b{i}" for i in range(10)], 2)
     again = GroupConsumer(bs, "g-durable", "durable").start()
@@ -292,8 +291,7 @@ def test_running_group_survives_broker_restart_without_rebalance(
         time.sleep(1)
         events = [m.assign_events for m in members]
         parts = [m.parts() for m in members]
-        broker.stop()
-        broker.start()
+        broker.restart()
         values = [f"r{i}" for i in range(40)]
         produce(bs, "through", values, 4)
         wait_until(lambda: set(values) <= {v.decode() for m in members for v in m.values()},
