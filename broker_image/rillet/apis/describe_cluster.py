@@ -21,8 +21,7 @@ async def describe_cluster(ctx: RequestContext, req: Any) -> Any:
                              "error_message": "only broker endpoints are served",
                              "cluster_id": broker.cluster_id, "brokers": []})
     brokers = [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-               for b in sorted(image.brokers.values(), key=lambda b: b.node_id)
-               if not b.fenced]
+               for b in image.live_brokers]
     return ctx.response({"throttle_time": 0, "error_code": 0, "error_message": None,
                          "cluster_id": broker.cluster_id, "controller_id": broker.node_id,
                          "brokers": brokers})

@@ -25,7 +25,7 @@ def _partitions(topic: TopicInfo, image: MetadataImage) -> list[dict[str, Any]]:
     out = []
     for p in sorted(topic.partitions):
         part = topic.partitions[p]
-        leader_known = part.leader in image.brokers
+        leader_known = part.leader in image.live_broker_ids
         out.append({
             "error_code": 0 if leader_known else errors.LeaderNotAvailable.code,
             "partition_index": p,
@@ -33,7 +33,7 @@ def _partitions(topic: TopicInfo, image: MetadataImage) -> list[dict[str, Any]]:
             "leader_epoch": part.leader_epoch,
             "replica_nodes": part.replicas,
             "isr_nodes": part.isr,
-            "offline_replicas": [r for r in part.replicas if r not in image.brokers],
+            "offline_replicas": [r for r in part.replicas if r not in image.live_broker_ids],
         })
     return out
 
@@ -97,8 +97,7 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
             else:
                 topics.append(_topic(info, image))
     brokers = [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-               for b in sorted(image.brokers.values(), key=lambda b: b.node_id)
-               if not b.fenced]
+               for b in image.live_brokers]
     return ctx.response({
         "throttle_time": 0,
         "brokers": brokers,

@@ -113,8 +113,7 @@ class Controller:
                                  "host": host, "port": port, "rack": rack, "epoch": epoch}])
 
     def _slots(self) -> list[BrokerSlot]:
-        return [BrokerSlot(b.node_id, b.rack) for b in self.image.brokers.values()
-                if not b.fenced]
+        return [BrokerSlot(b.node_id, b.rack) for b in self.image.live_brokers]
 
     # -- topics ----------------------------------------------------------------
 

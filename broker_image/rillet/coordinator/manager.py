@@ -143,7 +143,7 @@ class GroupCoordinator:
             if OFFSETS_TOPIC in image.topics:
                 return
             cfg = self.broker.config
-            live = sum(1 for b in image.brokers.values() if not b.fenced)
+            live = len(image.live_brokers)
             rf = max(1, min(cfg["offsets.topic.replication.factor"], live))
             spec = TopicSpec(OFFSETS_TOPIC, cfg["offsets.topic.num.partitions"], rf, configs={
                 "cleanup.policy": "compact",

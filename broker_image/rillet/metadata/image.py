@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
@@ -66,6 +67,16 @@ class MetadataImage:
 
     def topic_config(self, name: str) -> Mapping[str, str]:
         return self.configs.get((TOPIC_RESOURCE, name), _EMPTY)
+
+    @cached_property
+    def live_brokers(self) -> tuple[BrokerInfo, ...]:
+        """Registered, unfenced brokers by node id: what clients and placement may use."""
+        return tuple(sorted((b for b in self.brokers.values() if not b.fenced),
+                            key=lambda b: b.node_id))
+
+    @cached_property
+    def live_broker_ids(self) -> frozenset[int]:
+        return frozenset(b.node_id for b in self.live_brokers)
 
     def partition(self, topic: str, partition: int) -> PartitionInfo | None:
         info = self.topics.get(topic)

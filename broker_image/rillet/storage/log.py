@@ -468,7 +468,9 @@ class PartitionLog:
     async def flush(self) -> None:
         """fsync everything written so far, in a worker thread. Concurrent callers share one fsync."""
         target = self.log_end_offset
-        while self._flushed_offset < target and not self._closed:
+        # min(): a truncation while an fsync is in flight can leave the log shorter than
+        # target for good; waiting for target then would start empty fsyncs forever.
+        while self._flushed_offset < min(target, self.log_end_offset) and not self._closed:
             task = self._flush_task
             if task is None:
                 task = self._flush_task = asyncio.get_running_loop().create_task(self._flush_once())
@@ -478,10 +480,12 @@ class PartitionLog:
         try:
             leo = self.log_end_offset
             fds: list[int] = []
+            taken: list[tuple[LogSegment, tuple[bool, bool, bool]]] = []
             for segment in self._segments:
-                if segment.dirty or segment.offset_index.dirty or segment.time_index.dirty:
-                    fds += segment.dup_fds()
-                    segment.dirty = segment.offset_index.dirty = segment.time_index.dirty = False
+                segment_fds, flags = segment.take_dirty()
+                if segment_fds:
+                    fds += segment_fds
+                    taken.append((segment, flags))
             epochs = self.epochs.path if self.epochs.dirty else None
             self.epochs.dirty = False
             sync_dir = self._dir_dirty or epochs is not None
@@ -491,8 +495,10 @@ class PartitionLog:
             try:
                 await asyncio.to_thread(_sync_files, self.directory, fds, sync_dir, epochs, rp)
             except OSError as exc:
-                for segment in self._segments:
-                    segment.dirty = True
+                # Everything handed to this fsync still needs one: the next flush retries it.
+                for segment, flags in taken:
+                    segment.restore_dirty(flags)
+                self.epochs.dirty = self.epochs.dirty or epochs is not None
                 self._dir_dirty = True
                 raise KafkaStorageError(f"flush of {self.directory} failed: {exc}") from exc
             if rp is not None:

@@ -325,6 +325,22 @@ class LogSegment:
                 fds.append(index.dup_fd())
         return fds
 
+    def take_dirty(self) -> tuple[list[int], tuple[bool, bool, bool]]:
+        """``dup_fds`` for a flush, clearing the dirty flags; also returns the flags for ``restore_dirty``."""
+        flags = (self.dirty, self.offset_index.dirty, self.time_index.dirty)
+        if not any(flags):
+            return [], flags
+        fds = self.dup_fds()
+        self.dirty = self.offset_index.dirty = self.time_index.dirty = False
+        return fds, flags
+
+    def restore_dirty(self, flags: tuple[bool, bool, bool]) -> None:
+        """The fsync of what ``take_dirty`` handed out failed: those files still need one."""
+        data, offsets, times = flags
+        self.dirty = self.dirty or data
+        self.offset_index.dirty = self.offset_index.dirty or offsets
+        self.time_index.dirty = self.time_index.dirty or times
+
     def close(self) -> None:
         self.offset_index.close()
         self.time_index.close()

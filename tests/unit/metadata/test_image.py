@@ -114,3 +114,11 @@ def test_startup_replay_in_one_delta_equals_replaying_batch_by_batch() -> None:
     assert at_once.topic_config("a") == {"segment.bytes": "99"} and at_once.topic_config("b") == {}
     assert at_once.partition("a", 2).partition_epoch == 1 and at_once.next_producer_id == 1000
     assert dict(at_once.topic_names) == {a2: "a", b: "b"}
+
+
+def test_live_brokers_leave_out_fenced_ones_in_node_order() -> None:
+    records = [{"type": r.REGISTER_BROKER, "node_id": n, "host": "127.0.0.1", "port": 9090 + n,
+                "fenced": n == 2} for n in (3, 1, 2)]
+    image = replay(MetadataImage(cluster_id="c"), records, 0)
+    assert [b.node_id for b in image.live_brokers] == [1, 3]
+    assert image.live_broker_ids == {1, 3} and set(image.brokers) == {1, 2, 3}
