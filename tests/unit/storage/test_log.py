@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
+import threading
 from pathlib import Path
 
 import pytest
 
 import rillet.storage.log as log_module
-from rillet.protocol.errors import InvalidRecord, MessageTooLarge, OffsetOutOfRange, RecordListTooLarge
+from rillet.protocol.errors import (InvalidRecord, KafkaStorageError, MessageTooLarge, OffsetOutOfRange,
+                                   RecordListTooLarge)
 from rillet.records import Compression, decode_records, parse_batches
 from rillet.storage.log import LogConfig, PartitionLog
 
@@ -407,3 +411,64 @@ def test_read_slices_match_read_under_every_bound(tmp_path: Path) -> None:
                     slices = plog.read_slices(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one)
                     got = b"".join(os.pread(fd, length, pos) for fd, pos, length in slices)
                     assert got == want, (offset, max_bytes, max_offset, min_one)
+
+
+def test_truncation_during_a_flush_does_not_leave_the_flush_waiting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    entered, release = threading.Event(), threading.Event()
+    real = log_module._sync_files
+
+    def held_once(*args: object) -> None:
+        if not entered.is_set():  # hold the first fsync so the log can change under it
+            entered.set()
+            release.wait(10)
+        real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(log_module, "_sync_files", held_once)
+
+    async def scenario() -> None:
+        plog = open_log(tmp_path / "t-0")
+        append(plog, make_batch(2))
+        append(plog, make_batch(2))
+        flushing = asyncio.ensure_future(plog.flush())  # waits for offset 4 to be on disk
+        assert await asyncio.to_thread(entered.wait, 10)
+        plog.truncate_to(2)  # a new leader's log is shorter: offsets 2..3 are gone
+        release.set()
+        await asyncio.wait_for(flushing, 10)  # done once everything that is left is synced
+        assert plog.recovery_point == plog.log_end_offset == 2
+        plog.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_flush_leaves_every_file_it_held_for_the_next_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[int, object]] = []
+    real = log_module._sync_files
+
+    def failing_once(directory: Path, fds: list[int], sync_dir: bool, epochs: Path | None,
+                     recovery_point: int | None) -> None:
+        calls.append((len(fds), epochs))
+        if len(calls) == 1:
+            for fd in fds:
+                os.close(fd)
+            raise OSError(errno.EIO, "injected fsync failure")
+        real(directory, fds, sync_dir, epochs, recovery_point)
+
+    monkeypatch.setattr(log_module, "_sync_files", failing_once)
+
+    async def scenario() -> None:
+        plog = open_log(tmp_path / "t-0", index_interval_bytes=100)
+        for _ in range(4):  # data, index entries and a leader epoch entry: four files to sync
+            append(plog, make_batch(2), epoch=3)
+        with pytest.raises(KafkaStorageError):
+            await plog.flush()
+        assert plog.recovery_point == 0
+        await plog.flush()
+        assert plog.recovery_point == plog.log_end_offset
+        plog.close()
+
+    asyncio.run(scenario())
+    (held, epochs), retried = calls
+    assert held == 3 and epochs is not None  # the .log, .index, .timeindex and the epoch file
+    assert retried == (held, epochs)
