@@ -32,6 +32,7 @@ def rss_kib(pid: int) -> tuple[int, int]:
 
 def produce(bootstrap: str, topic: str, count: int, size: int, acks: str) -> dict[str, float]:
     latencies: list[float] = []
+    errors: list[object] = []
     p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
                   "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000,
                   "compression.type": "none", "enable.idempotence": acks == "all"})
@@ -39,6 +40,9 @@ def produce(bootstrap: str, topic: str, count: int, size: int, acks: str) -> dic
     keys = [str(i).encode() for i in range(64)]
 
     def on_delivery(err: object, msg: object) -> None:
+        if err is not None:
+            errors.append(err)  # a failed message has no ack latency to report
+            return
         # librdkafka's own produce-to-ack latency of this message, in seconds.
         latencies.append(msg.latency())  # type: ignore[attr-defined]
 
@@ -52,8 +56,13 @@ def produce(bootstrap: str, topic: str, count: int, size: int, acks: str) -> dic
                 p.poll(0.01)
         if i % 1000 == 0:
             p.poll(0)
-    p.flush(120)
+    undelivered = p.flush(120)
     elapsed = time.perf_counter() - start
+    # Rates over a run where records failed or never came back would be meaningless.
+    if errors or undelivered or len(latencies) != count:
+        raise SystemExit(f"produce to {topic} (acks={acks}): {len(errors)} of {count} records "
+                         f"failed (first: {errors[:1]}), {undelivered} still undelivered "
+                         f"after 120 s; no numbers reported")
     latencies.sort()
     return {"records_s": count / elapsed, "mb_s": count * size / elapsed / 1e6,
             "p50_ms": statistics.median(latencies) * 1000,
@@ -65,14 +74,22 @@ def consume(bootstrap: str, topic: str, partitions: int, count: int, size: int) 
                   "enable.auto.commit": False, "fetch.max.bytes": 50 * 1024 * 1024})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got = 0
+    errors: list[object] = []
     start = time.perf_counter()
     deadline = start + 120
     while got < count and time.perf_counter() < deadline:
         for m in c.consume(10000, 1.0):
-            if not m.error():
+            if m.error():
+                errors.append(m.error())
+            else:
                 got += 1
     elapsed = time.perf_counter() - start
     c.close()
+    # A rate over a partial count at the deadline would hide a consumer that stalled.
+    if errors or got != count:
+        raise SystemExit(f"consume from {topic}: {got} of {count} records in "
+                         f"{elapsed:.0f} s, {len(errors)} errors (first: {errors[:1]}); "
+                         f"no numbers reported")
     return {"records_s": got / elapsed, "mb_s": got * size / elapsed / 1e6}
 
 
