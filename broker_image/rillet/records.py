@@ -191,30 +191,6 @@ def _check_counts(header: BatchHeader) -> None:
         )
 
 
-def scan_valid_prefix(
-    buf: bytes | bytearray | memoryview, start: int = 0
-) -> tuple[list[BatchHeader], int]:
-    """Walk batches from ``start`` and stop at the first torn or invalid one.
-
-    Returns the valid headers and the end position of the valid prefix
-    (``start`` if nothing valid). Used by recovery: a crash can leave any
-    prefix of a write on disk, and a torn batch fails the length or CRC check.
-    """
-    total = len(buf)
-    headers: list[BatchHeader] = []
-    pos = start
-    while total - pos >= BATCH_HEADER_SIZE:
-        header = read_header(buf, pos)
-        if header.batch_length < MIN_BATCH_LENGTH or header.magic != 2:
-            break
-        end = pos + header.size
-        if end > total or _crc_of(buf, pos, end) != header.crc:
-            break
-        headers.append(header)
-        pos = end
-    return headers, pos
-
-
 def set_offsets(buf: bytearray, header: BatchHeader, base_offset: int, leader_epoch: int) -> None:
     """Patch base_offset and partition_leader_epoch in place; the CRC does not cover them."""
     _INT64.pack_into(buf, header.position, base_offset)

@@ -101,16 +101,25 @@ def validate_topic_configs(configs: dict[str, str | None]) -> dict[str, str]:
     return out
 
 
+# DescribeConfigs config sources (Kafka's ConfigSource ids).
+DYNAMIC_TOPIC, STATIC_BROKER, DEFAULT = 1, 4, 5
+
+
 def effective(broker: BrokerConfig, overrides: Mapping[str, str], key: str) -> tuple[Any, int]:
     """(typed value, config source) of a topic config.
 
-    Config sources as DescribeConfigs reports them: 1 topic, 4 static broker, 5 default.
+    Config sources as DescribeConfigs reports them.
     """
     d = TOPIC_DEFS[key]
     if key in overrides:
-        return parse_value(d.definition, overrides[key]), 1
+        return parse_value(d.definition, overrides[key]), DYNAMIC_TOPIC
     value = d.broker_value(broker)
-    return value, 4 if d.synonym and broker.is_explicit(d.synonym) else 5
+    return value, broker_source(broker, d.synonym)
+
+
+def broker_source(broker: BrokerConfig, name: str | None) -> int:
+    """STATIC_BROKER when server.properties / --set gave ``name``, else DEFAULT."""
+    return STATIC_BROKER if name and broker.is_explicit(name) else DEFAULT
 
 
 def render(value: Any) -> str:

@@ -10,7 +10,6 @@ from typing import Any
 from ..protocol import errors
 from .registry import RequestContext, api
 
-TOPIC_DELETION_DISABLED = 73
 
 
 @api(key=20, versions=(1, 5))
@@ -20,10 +19,8 @@ async def delete_topics(ctx: RequestContext, req: Any) -> Any:
         entry: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
         try:
             if not ctx.broker.config["delete.topic.enable"]:
-                entry.update(error_code=TOPIC_DELETION_DISABLED,
-                             error_message="delete.topic.enable is false")
-            else:
-                await ctx.broker.controller.delete_topic(name)
+                raise errors.TopicDeletionDisabled("delete.topic.enable is false")
+            await ctx.broker.controller.delete_topic(name)
         except Exception as exc:
             entry.update(error_code=errors.code_of(exc, "delete topic"),
                          error_message=errors.message_of(exc))

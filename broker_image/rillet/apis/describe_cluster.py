@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..protocol import errors
 from .registry import RequestContext, api
 
-UNSUPPORTED_ENDPOINT_TYPE = 119
 
 
 @api(key=60, versions=(0, 1))
@@ -17,7 +17,7 @@ async def describe_cluster(ctx: RequestContext, req: Any) -> Any:
     broker = ctx.broker
     image = broker.image
     if getattr(req, "endpoint_type", 1) != 1:
-        return ctx.response({"throttle_time": 0, "error_code": UNSUPPORTED_ENDPOINT_TYPE,
+        return ctx.response({"throttle_time": 0, "error_code": errors.UnsupportedEndpointType.code,
                              "error_message": "only broker endpoints are served",
                              "cluster_id": broker.cluster_id, "brokers": []})
     brokers = [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}

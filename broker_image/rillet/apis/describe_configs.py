@@ -12,12 +12,11 @@ from typing import Any
 from ..config import BROKER_DEFS, BrokerConfig, ConfigDef
 from ..metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from ..protocol import errors
-from ..topic_config import TOPIC_DEFS, effective, render
+from ..topic_config import DYNAMIC_TOPIC, TOPIC_DEFS, broker_source, effective, render
 from .registry import RequestContext, api
 
 # ConfigEntry.ConfigType as the protocol numbers them.
 _TYPE_CODES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
-DYNAMIC_TOPIC, STATIC_BROKER, DEFAULT = 1, 4, 5
 
 
 def _entry(d: ConfigDef, value: Any, source: int, read_only: bool,
@@ -43,8 +42,7 @@ def topic_config_entries(broker: BrokerConfig, overrides: dict[str, str],
             if tdef.synonym:
                 synonyms.append({"name": tdef.synonym,
                                  "value": render(tdef.broker_value(broker)),
-                                 "source": STATIC_BROKER if broker.is_explicit(tdef.synonym)
-                                 else DEFAULT})
+                                 "source": broker_source(broker, tdef.synonym)})
         out.append(_entry(tdef.definition, value, source, False, synonyms))
     return out
 
@@ -54,8 +52,7 @@ def _broker_entries(broker: BrokerConfig, keys: list[str] | None) -> list[dict[s
     for name, d in sorted(BROKER_DEFS.items()):
         if keys is not None and name not in keys:
             continue
-        source = STATIC_BROKER if broker.is_explicit(name) else DEFAULT
-        out.append(_entry(d, broker[name], source, True, []))
+        out.append(_entry(d, broker[name], broker_source(broker, name), True, []))
     return out
 
 

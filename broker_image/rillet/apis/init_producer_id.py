@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..protocol import errors
 from .registry import RequestContext, api
 
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 MAX_EPOCH = 32767
 
 
@@ -20,7 +20,7 @@ MAX_EPOCH = 32767
 async def init_producer_id(ctx: RequestContext, req: Any) -> Any:
     if req.transactional_id is not None:
         return ctx.response({"throttle_time": 0,
-                             "error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                             "error_code": errors.TransactionalIdAuthorizationFailed.code,
                              "producer_id": -1, "producer_epoch": -1})
     pid = getattr(req, "producer_id", -1)
     epoch = getattr(req, "producer_epoch", -1)

@@ -89,6 +89,9 @@ UnknownProducerId = _error("UnknownProducerId", 59)
 UnknownTopicId = _error("UnknownTopicId", 100, True)
 InconsistentTopicId = _error("InconsistentTopicId", 103, True)
 OffsetNotAvailable = _error("OffsetNotAvailable", 78, True)
+TransactionalIdAuthorizationFailed = _error("TransactionalIdAuthorizationFailed", 53)
+TopicDeletionDisabled = _error("TopicDeletionDisabled", 73)
+UnsupportedEndpointType = _error("UnsupportedEndpointType", 119)
 
 
 def error_for_code(code: int) -> type[KafkaError]:

@@ -1,0 +1,38 @@
+"""What rillet refuses, it refuses with the error code Kafka clients know."""
+from __future__ import annotations
+
+import uuid
+
+from tests.harness import BrokerProcess
+
+from ..wire import Wire
+from .clients import create_topic
+
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+TOPIC_DELETION_DISABLED = 73
+UNSUPPORTED_ENDPOINT_TYPE = 119
+
+
+def test_topic_deletion_disabled_keeps_the_topic(broker_factory) -> None:
+    b: BrokerProcess = broker_factory({"delete.topic.enable": "false"})
+    topic = f"keep-{uuid.uuid4().hex[:6]}"
+    create_topic(b.bootstrap, topic, partitions=1)
+    with Wire(b.bootstrap) as w:
+        resp = w.request(20, 4, {"topic_names": [topic], "timeout_ms": 5000})
+        [result] = resp.responses
+        assert result.error_code == TOPIC_DELETION_DISABLED
+        meta = w.request(3, 12, {"topics": [{"name": topic, "topic_id": None}],
+                                 "allow_auto_topic_creation": False,
+                                 "include_topic_authorized_operations": False})
+        assert meta.topics[0].error_code == 0, "the topic must still exist"
+
+
+def test_transactions_and_controller_endpoints_are_refused(broker: BrokerProcess) -> None:
+    with Wire(broker.bootstrap) as w:
+        pid = w.request(22, 4, {"transactional_id": "tx-1", "transaction_timeout_ms": 60000,
+                                "producer_id": -1, "producer_epoch": -1})
+        assert pid.error_code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert pid.producer_id == -1
+        cluster = w.request(60, 1, {"include_cluster_authorized_operations": False,
+                                    "endpoint_type": 2})
+        assert cluster.error_code == UNSUPPORTED_ENDPOINT_TYPE and cluster.brokers == ()
