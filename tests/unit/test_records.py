@@ -19,7 +19,6 @@ from rillet.records import (
     encode_batch,
     increment_sequence,
     parse_batches,
-    scan_valid_prefix,
     set_log_append_time,
     set_offsets,
 )
@@ -238,33 +237,6 @@ def test_garbage_compressed_body_is_corrupt_on_decode() -> None:
     struct.pack_into(">h", buf, 21, Compression.ZSTD)
     with pytest.raises(CorruptMessage):
         decode_records(buf)
-
-
-# ------------------------------------------------------------- recovery scan
-
-
-def test_scan_valid_prefix_stops_at_torn_tail() -> None:
-    batches = [encode_batch(sample_records(i + 1), base_offset=i * 10) for i in range(4)]
-    whole = b"".join(batches)
-    ends = [sum(len(b) for b in batches[:i]) for i in range(5)]
-    for cut in range(len(whole) + 1):
-        headers, end = scan_valid_prefix(whole[:cut])
-        complete = max(i for i in range(5) if ends[i] <= cut)
-        assert end == ends[complete]
-        assert len(headers) == complete
-
-
-def test_scan_valid_prefix_stops_at_corruption_and_zeros() -> None:
-    a, b, c = (encode_batch(sample_records(2), base_offset=o) for o in (0, 2, 4))
-    bad = bytearray(a + b + c)
-    bad[len(a) + 70] ^= 1
-    headers, end = scan_valid_prefix(bad)
-    assert end == len(a) and len(headers) == 1
-    headers, end = scan_valid_prefix(a + bytes(4096))
-    assert end == len(a)
-    headers, end = scan_valid_prefix(a + b + c, start=len(a))
-    assert end == len(a) + len(b) + len(c) and [h.base_offset for h in headers] == [2, 4]
-    assert headers[0].position == len(a)
 
 
 # Batches captured from confluent-kafka (librdkafka 2.x) with enable.idempotence=true, three

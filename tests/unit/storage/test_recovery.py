@@ -41,7 +41,7 @@ def batch_boundaries(log_file: Path) -> list[int]:
 def cut_positions(size: int, boundaries: list[int], seed: int = 11) -> list[int]:
     """Bytes through the first batch, the tail of the last one, both sides of every boundary, random ones.
 
-    (records.scan_valid_prefix is tested at literally every byte in test_records.py;
+    (LogSegment recovery is tested at literally every byte in test_segment.py;
     this keeps the file-level version fast: each cut copies and reopens a log.)
     """
     cuts = set(range(0, min(size, boundaries[1] if len(boundaries) > 1 else size) + 1, 5))

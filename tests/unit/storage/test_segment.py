@@ -4,8 +4,8 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from rillet.records import parse_batches, set_offsets
-from rillet.storage.segment import LogSegment
+from rillet.records import Record, encode_batch, parse_batches, set_offsets
+from rillet.storage.segment import LOG_SUFFIX, LogSegment, segment_name
 
 from .helpers import make_batch
 
@@ -88,6 +88,46 @@ def test_load_refuses_an_index_whose_last_entry_misses_its_batch(tmp_path: Path)
     assert not again.load()
     assert again.recover() == 0 and again.next_offset == 20
     assert again.find_batch(relative).position == position
+
+
+def batch_at(base_offset: int, count: int) -> bytes:
+    return encode_batch([Record(i, 1000 + i, f"key-{i}".encode(), f"value-{i}-".encode() * 5)
+                         for i in range(count)], base_offset=base_offset)
+
+
+def recovered(directory: Path, data: bytes) -> tuple[LogSegment, list[int]]:
+    """A segment at base 0 holding ``data`` after recovery, and the base offsets it kept."""
+    directory.mkdir(exist_ok=True)
+    (directory / segment_name(0, LOG_SUFFIX)).write_bytes(data)
+    segment = LogSegment(directory, 0)
+    kept: list[int] = []
+    segment.recover(lambda header: kept.append(header.base_offset))
+    return segment, kept
+
+
+def test_recover_keeps_every_whole_batch_before_a_torn_tail_at_every_byte(tmp_path: Path) -> None:
+    batches = [batch_at(i * 10, i + 1) for i in range(4)]
+    whole = b"".join(batches)
+    ends = [sum(len(b) for b in batches[:i]) for i in range(5)]
+    for cut in range(len(whole) + 1):
+        segment, kept = recovered(tmp_path, whole[:cut])
+        complete = max(i for i in range(5) if ends[i] <= cut)
+        assert segment.size == ends[complete] == segment.log_path.stat().st_size, cut
+        assert kept == [i * 10 for i in range(complete)], cut
+        segment.close()
+
+
+def test_recover_stops_at_corruption_and_zeros(tmp_path: Path) -> None:
+    a, b, c = (batch_at(offset, 2) for offset in (0, 2, 4))
+    bad = bytearray(a + b + c)
+    bad[len(a) + 70] ^= 1  # a record byte of the second batch: its CRC no longer matches
+    segment, kept = recovered(tmp_path / "flipped", bytes(bad))
+    assert segment.size == len(a) and kept == [0] and segment.next_offset == 2
+    segment, kept = recovered(tmp_path / "zeros", a + bytes(4096))  # preallocated, never written
+    assert segment.size == len(a) and kept == [0]
+    segment, kept = recovered(tmp_path / "intact", a + b + c)
+    headers = list(segment.scan(len(a), verify=True))
+    assert [(h.base_offset, h.position) for h in headers] == [(2, len(a)), (4, len(a) + len(b))]
 
 
 def test_recover_stops_when_offsets_go_backwards(tmp_path: Path) -> None:
