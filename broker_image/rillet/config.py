@@ -40,6 +40,13 @@ def _minus_one_or_more(v: Any) -> bool:
     return v >= -1
 
 
+def _cleanup_policy(v: list[str]) -> bool:
+    return bool(v) and all(p in ("delete", "compact") for p in v)
+
+
+_CODECS = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
+
+
 _BROKER_DEFS = [
     ConfigDef("node.id", "int", 1, "this node's id", _nonneg, ">= 0"),
     ConfigDef("process.roles", "list", ["broker", "controller"], "KRaft roles of this node"),
@@ -58,7 +65,7 @@ _BROKER_DEFS = [
     ConfigDef("auto.create.topics.enable", "bool", True),
     ConfigDef("delete.topic.enable", "bool", True),
     ConfigDef("log.segment.bytes", "int", 1073741824, "", lambda v: v >= 14, ">= 14"),
-    ConfigDef("log.roll.ms", "long", None),
+    ConfigDef("log.roll.ms", "long", None, "", _positive, "> 0"),
     ConfigDef("log.roll.hours", "int", 168, "", _positive, "> 0"),
     ConfigDef("log.retention.ms", "long", None, "", _minus_one_or_more, ">= -1"),
     ConfigDef("log.retention.minutes", "int", None),
@@ -66,13 +73,14 @@ _BROKER_DEFS = [
     ConfigDef("log.retention.bytes", "long", -1, "", _minus_one_or_more, ">= -1"),
     ConfigDef("log.retention.check.interval.ms", "long", 300000, "", _positive, "> 0"),
     ConfigDef("log.flush.interval.messages", "long", LONG_MAX, "", _positive, "> 0"),
-    ConfigDef("log.flush.interval.ms", "long", None),
+    ConfigDef("log.flush.interval.ms", "long", None, "", _nonneg, ">= 0"),
     ConfigDef("log.flush.scheduler.interval.ms", "long", LONG_MAX),
     ConfigDef("log.index.interval.bytes", "int", 4096, "", _nonneg, ">= 0"),
     ConfigDef("log.index.size.max.bytes", "int", 10485760, "", lambda v: v >= 4, ">= 4"),
-    ConfigDef("log.cleanup.policy", "list", ["delete"]),
+    ConfigDef("log.cleanup.policy", "list", ["delete"], "", _cleanup_policy,
+              "delete, compact or both"),
     ConfigDef("log.cleaner.enable", "bool", True),
-    ConfigDef("log.cleaner.delete.retention.ms", "long", 86400000),
+    ConfigDef("log.cleaner.delete.retention.ms", "long", 86400000, "", _nonneg, ">= 0"),
     ConfigDef("log.cleaner.min.compaction.lag.ms", "long", 0),
     ConfigDef("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX),
     ConfigDef("log.cleaner.min.cleanable.ratio", "double", 0.5),
@@ -80,7 +88,8 @@ _BROKER_DEFS = [
     ConfigDef("log.message.timestamp.type", "string", "CreateTime", "",
               lambda v: v in ("CreateTime", "LogAppendTime"), "CreateTime or LogAppendTime"),
     ConfigDef("message.max.bytes", "int", 1048588, "", _nonneg, ">= 0"),
-    ConfigDef("compression.type", "string", "producer"),
+    ConfigDef("compression.type", "string", "producer", "", lambda v: v in _CODECS,
+              ", ".join(_CODECS[:-1]) + " or " + _CODECS[-1]),
     ConfigDef("unclean.leader.election.enable", "bool", False),
     ConfigDef("socket.request.max.bytes", "int", 104857600, "", _positive, "> 0"),
     ConfigDef("connections.max.idle.ms", "long", 600000),

@@ -5,10 +5,10 @@ synonym, else the Kafka default. DescribeConfigs reports which one applied.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
-from .config import BrokerConfig, ConfigDef, ConfigError, parse_value
+from .config import BROKER_DEFS, BrokerConfig, ConfigDef, ConfigError, parse_value
 from .storage.log import LogConfig
 
 
@@ -19,68 +19,34 @@ class TopicConfigDef:
     broker_value: Callable[[BrokerConfig], Any]
 
 
-def _from(key: str) -> Callable[[BrokerConfig], Any]:
-    return lambda c: c[key]
-
-
-def _cleanup_ok(v: list[str]) -> bool:
-    return bool(v) and all(p in ("delete", "compact") for p in v)
+def _topic(name: str, synonym: str,
+           broker_value: Callable[[BrokerConfig], Any] | None = None) -> TopicConfigDef:
+    """A topic config typed and checked exactly like its broker synonym."""
+    return TopicConfigDef(replace(BROKER_DEFS[synonym], name=name), synonym,
+                          broker_value or (lambda c: c[synonym]))
 
 
 _DEFS = [
-    TopicConfigDef(ConfigDef("cleanup.policy", "list", ["delete"], check=_cleanup_ok,
-                             check_doc="delete, compact or both"),
-                   "log.cleanup.policy", _from("log.cleanup.policy")),
-    TopicConfigDef(ConfigDef("retention.ms", "long", 604800000, check=lambda v: v >= -1,
-                             check_doc=">= -1"),
-                   "log.retention.ms", lambda c: c.retention_ms),
-    TopicConfigDef(ConfigDef("retention.bytes", "long", -1, check=lambda v: v >= -1,
-                             check_doc=">= -1"),
-                   "log.retention.bytes", _from("log.retention.bytes")),
-    TopicConfigDef(ConfigDef("segment.bytes", "int", 1073741824, check=lambda v: v >= 14,
-                             check_doc=">= 14"),
-                   "log.segment.bytes", _from("log.segment.bytes")),
-    TopicConfigDef(ConfigDef("segment.ms", "long", 604800000, check=lambda v: v >= 1,
-                             check_doc=">= 1"),
-                   "log.roll.ms", lambda c: c.roll_ms),
-    TopicConfigDef(ConfigDef("max.message.bytes", "int", 1048588, check=lambda v: v >= 0,
-                             check_doc=">= 0"),
-                   "message.max.bytes", _from("message.max.bytes")),
-    TopicConfigDef(ConfigDef("min.insync.replicas", "int", 1, check=lambda v: v >= 1,
-                             check_doc=">= 1"),
-                   "min.insync.replicas", _from("min.insync.replicas")),
-    TopicConfigDef(ConfigDef("message.timestamp.type", "string", "CreateTime",
-                             check=lambda v: v in ("CreateTime", "LogAppendTime"),
-                             check_doc="CreateTime or LogAppendTime"),
-                   "log.message.timestamp.type", _from("log.message.timestamp.type")),
-    TopicConfigDef(ConfigDef("flush.messages", "long", 2**63 - 1, check=lambda v: v >= 1,
-                             check_doc=">= 1"),
-                   "log.flush.interval.messages", _from("log.flush.interval.messages")),
-    TopicConfigDef(ConfigDef("flush.ms", "long", 2**63 - 1, check=lambda v: v >= 0,
-                             check_doc=">= 0"),
-                   "log.flush.interval.ms", lambda c: c.flush_ms),
-    TopicConfigDef(ConfigDef("delete.retention.ms", "long", 86400000, check=lambda v: v >= 0,
-                             check_doc=">= 0"),
-                   "log.cleaner.delete.retention.ms", _from("log.cleaner.delete.retention.ms")),
-    TopicConfigDef(ConfigDef("min.compaction.lag.ms", "long", 0),
-                   "log.cleaner.min.compaction.lag.ms", _from("log.cleaner.min.compaction.lag.ms")),
-    TopicConfigDef(ConfigDef("max.compaction.lag.ms", "long", 2**63 - 1),
-                   "log.cleaner.max.compaction.lag.ms", _from("log.cleaner.max.compaction.lag.ms")),
-    TopicConfigDef(ConfigDef("min.cleanable.dirty.ratio", "double", 0.5),
-                   "log.cleaner.min.cleanable.ratio", _from("log.cleaner.min.cleanable.ratio")),
-    TopicConfigDef(ConfigDef("compression.type", "string", "producer",
-                             check=lambda v: v in ("producer", "uncompressed", "gzip", "snappy",
-                                                   "lz4", "zstd"),
-                             check_doc="producer, uncompressed, gzip, snappy, lz4 or zstd"),
-                   "compression.type", _from("compression.type")),
-    TopicConfigDef(ConfigDef("unclean.leader.election.enable", "bool", False),
-                   "unclean.leader.election.enable", _from("unclean.leader.election.enable")),
-    TopicConfigDef(ConfigDef("index.interval.bytes", "int", 4096, check=lambda v: v >= 0,
-                             check_doc=">= 0"),
-                   "log.index.interval.bytes", _from("log.index.interval.bytes")),
-    TopicConfigDef(ConfigDef("segment.index.bytes", "int", 10485760, check=lambda v: v >= 4,
-                             check_doc=">= 4"),
-                   "log.index.size.max.bytes", _from("log.index.size.max.bytes")),
+    _topic("cleanup.policy", "log.cleanup.policy"),
+    # These synonyms have unit variants (hours/minutes): the broker resolves them.
+    _topic("retention.ms", "log.retention.ms", lambda c: c.retention_ms),
+    _topic("segment.ms", "log.roll.ms", lambda c: c.roll_ms),
+    _topic("flush.ms", "log.flush.interval.ms", lambda c: c.flush_ms),
+    _topic("retention.bytes", "log.retention.bytes"),
+    _topic("segment.bytes", "log.segment.bytes"),
+    _topic("max.message.bytes", "message.max.bytes"),
+    _topic("min.insync.replicas", "min.insync.replicas"),
+    _topic("message.timestamp.type", "log.message.timestamp.type"),
+    _topic("flush.messages", "log.flush.interval.messages"),
+    _topic("delete.retention.ms", "log.cleaner.delete.retention.ms"),
+    _topic("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms"),
+    _topic("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms"),
+    _topic("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio"),
+    _topic("compression.type", "compression.type"),
+    _topic("unclean.leader.election.enable", "unclean.leader.election.enable"),
+    _topic("index.interval.bytes", "log.index.interval.bytes"),
+    _topic("segment.index.bytes", "log.index.size.max.bytes"),
+    # No broker synonym in Kafka: a fixed default.
     TopicConfigDef(ConfigDef("file.delete.delay.ms", "long", 60000), None, lambda c: 60000),
 ]
 

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from rillet.config import BrokerConfig, ConfigError
+from rillet.config import BROKER_DEFS, BrokerConfig, ConfigError
 from rillet.topic_config import effective, log_config, validate_topic_configs
 
 
@@ -29,6 +29,9 @@ def test_properties_file_and_overrides(tmp_path: Path):
     ("num.partitions", "0", "must be > 0"),
     ("auto.create.topics.enable", "maybe", "auto.create.topics.enable"),
     ("listeners", "nonsense", "invalid listener"),
+    ("log.cleanup.policy", "shred", "delete, compact or both"),
+    ("compression.type", "brotli", "zstd"),
+    ("log.roll.ms", "0", "must be > 0"),
 ])
 def test_bad_config_names_the_key(key, value, fragment):
     with pytest.raises(ConfigError, match=fragment.replace(".", r"\.").replace("'", ".")):
@@ -60,3 +63,20 @@ def test_bad_advertised_listener_is_a_config_error_at_load():
 def test_compatibility_only_keys_are_reported():
     config = BrokerConfig.load(None, {"num.network.threads": "8", "num.partitions": "3"})
     assert config.ignored_keys() == ["num.network.threads"]
+
+
+def test_topic_configs_are_checked_like_their_broker_synonyms():
+    """One definition per setting: a value the broker refuses, the topic refuses too."""
+    from rillet.topic_config import TOPIC_DEFS
+    for name, tdef in TOPIC_DEFS.items():
+        if tdef.synonym is None:
+            continue
+        broker_def = BROKER_DEFS[tdef.synonym]
+        assert (tdef.definition.kind, tdef.definition.check) == (broker_def.kind, broker_def.check)
+    for topic_key, broker_key, bad in (("compression.type", "compression.type", "brotli"),
+                                       ("segment.ms", "log.roll.ms", "0"),
+                                       ("min.insync.replicas", "min.insync.replicas", "0")):
+        with pytest.raises(ConfigError, match=topic_key):
+            validate_topic_configs({topic_key: bad})
+        with pytest.raises(ConfigError, match=broker_key):
+            BrokerConfig.load(None, {broker_key: bad})
