@@ -11,7 +11,12 @@ import logging
 from pathlib import Path
 from typing import Iterable
 
-from .config import BrokerConfig
+from .config import BrokerConfig, Voter
+from .forwarding import ControllerForwarder
+from .lifecycle import BrokerLifecycle
+from .raft.core import RaftTiming
+from .raft.node import RaftNode
+from .raft.quorum_state import QuorumStateFile
 from .controller.controller import Controller
 from .coordinator.manager import GroupCoordinator
 from .metadata.image import TOPIC_RESOURCE, MetadataImage, PartitionInfo, TopicInfo
@@ -27,6 +32,7 @@ from .topic_config import effective, log_config
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+FENCE_CHECK_S = 0.5
 
 
 class Broker:
@@ -36,6 +42,9 @@ class Broker:
         self.cluster_id = ""
         self.logs = LogManager(config.log_dirs)
         self.controller: Controller | None = None
+        self.raft: RaftNode | None = None
+        self.lifecycle: BrokerLifecycle | None = None
+        self.forwarder = ControllerForwarder(self)
         self.coordinator = GroupCoordinator(self)
         self.cleaner = LogCleaner(self.logs, config,
                                   lambda name: dict(self.image.topic_config(name)))
@@ -46,41 +55,116 @@ class Broker:
     # -- lifecycle ---------------------------------------------------------------
 
     async def start(self) -> None:
+        """Storage, the quorum, catch-up and registration; the caller opens listeners.
+
+        `start_quorum` first (the controller listener must answer before a quorum can
+        form), then `join_cluster` (which waits for it).
+        """
+        await self.start_quorum()
+        await self.join_cluster()
+
+    async def start_quorum(self) -> None:
         self.cluster_id = ensure_formatted(self.config.log_dirs, self.node_id,
-                                           self.config["cluster.id"])
+                                           self.config["cluster.id"],
+                                           require_id=len(self.config.quorum_voters) > 1)
         meta_dir = self.config["metadata.log.dir"]
         # A folder the LogManager does not scan, so the metadata log is never
         # mistaken for a user partition.
         metadata_root = Path(meta_dir) if meta_dir else self.config.log_dirs[0] / "__metadata"
-        self.controller = Controller(
-            MetadataLog.open(metadata_root), self.cluster_id, self.node_id,
-            lambda: (self.config["num.partitions"], self.config["default.replication.factor"]))
-        self.controller.load()
+        metadata_log = MetadataLog.open(metadata_root)
+        self.controller = Controller(self.cluster_id, self.node_id, self.config)
+        self.raft = RaftNode(self.node_id, self._voters(), self.cluster_id, metadata_log,
+                             QuorumStateFile(metadata_root), self._raft_timing(),
+                             on_commit=self.controller.apply_committed)
+        self.controller.attach(self.raft)
         self.logs.load_logs(self.log_config_for)
+        self.controller.on_change(self._on_metadata_change)
+        await self.raft.start()
+
+    async def join_cluster(self) -> None:
+        """Catch up with the committed metadata, register, and wait to be unfenced."""
+        assert self.raft is not None
+        await self.raft.wait_for(self._caught_up, float("inf"))
         self._delete_stray_logs(self.image)
         self._reconcile_logs(self.image.topics.values())
-        self.controller.on_change(self._on_metadata_change)
-        advertised = self.config.advertised_listeners[0]
-        await self.controller.register_broker(self.node_id, advertised.host, advertised.port,
-                                              self.config["broker.rack"])
+        self.lifecycle = BrokerLifecycle(self, self.config)
+        await self.lifecycle.start()
+        await self.lifecycle.wait_unfenced()
         await self.coordinator.start()
         if self.config["log.cleaner.enable"]:
             self._tasks.append(asyncio.create_task(self.cleaner.run(self._stop)))
         self._tasks.append(asyncio.create_task(self.logs.run(
             self._stop,
             retention_check_interval_ms=self.config["log.retention.check.interval.ms"])))
+        self._tasks.append(asyncio.create_task(self._fence_loop()))
+
+    def _caught_up(self) -> bool:
+        """A leader is known and we applied what it had committed when we learned of it."""
+        raft = self.raft
+        assert raft is not None
+        if raft.is_leader:
+            return raft.is_active
+        return raft.leader_id is not None and raft.applied_offset >= raft.core.high_watermark \
+            and raft.core.high_watermark > 0
+
+    def _voters(self) -> dict[int, Voter]:
+        voters = self.config.quorum_voters
+        if not voters:
+            # Single node: its own one-voter quorum, no peers to reach.
+            return {self.node_id: Voter(self.node_id, "127.0.0.1", 0)}
+        return voters
+
+    def _raft_timing(self) -> RaftTiming:
+        c = self.config
+        return RaftTiming(election_timeout_ms=c["controller.quorum.election.timeout.ms"],
+                          fetch_timeout_ms=c["controller.quorum.fetch.timeout.ms"],
+                          request_timeout_ms=c["controller.quorum.request.timeout.ms"],
+                          max_fetch=c["replica.fetch.max.bytes"])
+
+    async def _fence_loop(self) -> None:
+        assert self.controller is not None
+        while not self._stop.is_set():
+            try:
+                await self.controller.fence_expired_brokers()
+            except errors.KafkaError as exc:
+                log.debug("fencing check skipped: %s", exc)
+            except Exception:
+                log.exception("fencing check failed")
+            try:
+                await asyncio.wait_for(self._stop.wait(), FENCE_CHECK_S)
+            except asyncio.TimeoutError:
+                pass
+
+    async def controlled_shutdown(self) -> None:
+        """Ask the controller to move our leaderships away before we stop serving."""
+        if self.lifecycle is not None:
+            await self.lifecycle.controlled_shutdown()
 
     async def stop(self) -> None:
         self._stop.set()
+        if self.lifecycle is not None:
+            await self.lifecycle.stop()
         await self.coordinator.stop()
         for task in self._tasks:
             try:
                 await asyncio.wait_for(task, 10)
             except (asyncio.TimeoutError, asyncio.CancelledError):
                 task.cancel()
+        await self.forwarder.close()
+        if self.raft is not None:
+            await self.raft.stop()
+            self.raft.log.close()
         await self.logs.close()
 
     # -- metadata ----------------------------------------------------------------
+
+    def controller_id_for_clients(self) -> int:
+        """The active controller when it is a live broker (admin clients send it
+        controller requests), else this node, which relays them."""
+        active = self.controller.active_controller_id if self.controller else None
+        if active is not None and active in self.image.live_broker_ids:
+            return active
+        return self.node_id
 
     @property
     def image(self) -> MetadataImage:

@@ -8,7 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .config import BrokerConfig, ConfigError
+from .config import BrokerConfig, ConfigError, Listener
 
 log = logging.getLogger("rillet")
 
@@ -30,21 +30,44 @@ async def serve(config: BrokerConfig) -> None:
 
     load_all()
     broker = Broker(config)
-    await broker.start()
-    listener = config.listeners[0]
-    server = KafkaServer(broker, listener.host, listener.port,
-                         max_request_bytes=config["socket.request.max.bytes"],
-                         idle_timeout_s=config["connections.max.idle.ms"] / 1000)
-    await server.start()
+
+    def server_for(listener: Listener, role: str) -> KafkaServer:
+        return KafkaServer(broker, listener.host, listener.port,
+                           max_request_bytes=config["socket.request.max.bytes"],
+                           idle_timeout_s=config["connections.max.idle.ms"] / 1000,
+                           listener=role)
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    log.info("rillet node %d serving cluster %s on %s:%d", config.node_id, broker.cluster_id,
-             listener.host, server.port)
-    await stop.wait()
-    log.info("shutting down")
-    await server.stop()
+    # The quorum must answer on the controller listener before this node can catch up
+    # and register; clients are served only once the controller has unfenced us.
+    await broker.start_quorum()
+    servers = []
+    controller_listener = config.controller_listener
+    if controller_listener is not None and config.quorum_voters:
+        servers.append(server_for(controller_listener, "controller"))
+        await servers[-1].start()
+    joined = asyncio.ensure_future(broker.join_cluster())
+    await asyncio.wait([joined, asyncio.ensure_future(stop.wait())],
+                       return_when=asyncio.FIRST_COMPLETED)
+    if joined.done():
+        joined.result()
+        listener = config.broker_listeners[0]
+        client_server = server_for(listener, "broker")
+        await client_server.start()
+        servers.append(client_server)
+        log.info("rillet node %d serving cluster %s on %s:%d", config.node_id,
+                 broker.cluster_id, listener.host, client_server.port)
+        await stop.wait()
+        log.info("shutting down")
+        await broker.controlled_shutdown()
+    else:
+        joined.cancel()
+        log.info("shutting down before joining the cluster")
+    for server in reversed(servers):
+        await server.stop()
     await broker.stop()
     log.info("stopped")
 

@@ -53,9 +53,9 @@ _BROKER_DEFS = [
     ConfigDef("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "host:port to listen on"),
     ConfigDef("advertised.listeners", "list", None, "what clients are told to connect to"),
     ConfigDef("controller.quorum.voters", "list", [], "id@host:port of the controller voters"),
-    ConfigDef("controller.listener.names", "list", [], "listener names of the controller", effect=False),
-    ConfigDef("inter.broker.listener.name", "string", None, "", effect=False),
-    ConfigDef("listener.security.protocol.map", "list", [], "", effect=False),
+    ConfigDef("controller.listener.names", "list", [], "listener names of the controller"),
+    ConfigDef("inter.broker.listener.name", "string", None, "listener other brokers use"),
+    ConfigDef("listener.security.protocol.map", "list", [], ""),
     ConfigDef("broker.rack", "string", None, "rack (zone) of this broker"),
     ConfigDef("log.dirs", "list", None, "data directories"),
     ConfigDef("log.dir", "string", "./rillet-data", "data directory when log.dirs is unset"),
@@ -116,6 +116,13 @@ _BROKER_DEFS = [
     ConfigDef("socket.receive.buffer.bytes", "int", 102400, effect=False),
     ConfigDef("metadata.log.dir", "string", None),
     ConfigDef("cluster.id", "string", None, "cluster id used when formatting new storage"),
+    ConfigDef("controller.quorum.election.timeout.ms", "int", 1000, "", _positive, "> 0"),
+    ConfigDef("controller.quorum.fetch.timeout.ms", "int", 2000, "", _positive, "> 0"),
+    ConfigDef("controller.quorum.request.timeout.ms", "int", 2000, "", _positive, "> 0"),
+    ConfigDef("broker.session.timeout.ms", "int", 9000, "", _positive, "> 0"),
+    ConfigDef("broker.heartbeat.interval.ms", "int", 2000, "", _positive, "> 0"),
+    ConfigDef("metadata.log.max.record.bytes.between.snapshots", "long", 20971520, "",
+              _positive, "> 0"),
 ]
 
 BROKER_DEFS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}
@@ -174,6 +181,32 @@ class Listener:
     port: int
 
 
+@dataclass(frozen=True)
+class Voter:
+    node_id: int
+    host: str
+    port: int
+
+
+def parse_voters(specs: list[str]) -> dict[int, Voter]:
+    """controller.quorum.voters: `id@host:port,...`; refuses duplicates and garbage."""
+    voters: dict[int, Voter] = {}
+    for spec in specs:
+        try:
+            ident, address = spec.split("@", 1)
+            host, port = address.rsplit(":", 1)
+            voter = Voter(int(ident), host.strip("[]"), int(port))
+        except ValueError:
+            raise ConfigError(f"invalid entry {spec!r} in controller.quorum.voters: "
+                              "expected id@host:port") from None
+        if voter.node_id < 0 or not 0 < voter.port < 65536 or not voter.host:
+            raise ConfigError(f"invalid entry {spec!r} in controller.quorum.voters")
+        if voter.node_id in voters:
+            raise ConfigError(f"controller.quorum.voters names node {voter.node_id} twice")
+        voters[voter.node_id] = voter
+    return voters
+
+
 def parse_listener(spec: str) -> Listener:
     try:
         name, rest = spec.split("://", 1)
@@ -214,6 +247,43 @@ class BrokerConfig:
         if not self.listeners:
             raise ConfigError("config listeners must name at least one listener")
         self.advertised_listeners  # parsed now, so a bad one is a config error at load
+        self._check_roles()
+
+    def _check_roles(self) -> None:
+        roles = set(self["process.roles"])
+        if not roles or roles - {"broker", "controller"}:
+            raise ConfigError(f"process.roles must be broker, controller or both, got "
+                              f"{','.join(self['process.roles'])!r}")
+        voters = self.quorum_voters
+        names = set(self["controller.listener.names"])
+        if not voters:
+            if roles != {"broker", "controller"}:
+                raise ConfigError("process.roles other than broker,controller needs "
+                                  "controller.quorum.voters")
+            return
+        if not names:
+            raise ConfigError("controller.quorum.voters is set but controller.listener.names "
+                              "is empty: name the listener the quorum uses")
+        if not self.broker_listeners and "broker" in roles:
+            raise ConfigError("listeners has no listener for clients: every listener is "
+                              "named in controller.listener.names")
+        if "controller" not in roles:
+            if self.node_id in voters:
+                raise ConfigError(f"controller.quorum.voters names node {self.node_id}, "
+                                  "but process.roles has no controller")
+            return
+        me = voters.get(self.node_id)
+        if me is None:
+            raise ConfigError(f"controller.quorum.voters does not name this node "
+                              f"(node.id {self.node_id}) although it is a controller")
+        own = self.controller_listener
+        if own is None:
+            raise ConfigError(f"listeners has no listener named in controller.listener.names "
+                              f"({','.join(sorted(names))})")
+        if own.port != me.port:
+            raise ConfigError(f"controller.quorum.voters gives node {self.node_id} the address "
+                              f"{me.host}:{me.port}, but its {own.name} listener is "
+                              f"{own.host}:{own.port}")
 
     def ignored_keys(self) -> list[str]:
         """Keys set explicitly that rillet accepts for server.properties compatibility only."""
@@ -238,8 +308,33 @@ class BrokerConfig:
 
     @property
     def advertised_listeners(self) -> list[Listener]:
+        """Where clients reach this broker (its controller listener is never advertised)."""
         specs = self["advertised.listeners"] or self["listeners"]
-        return [parse_listener(s) for s in specs]
+        names = set(self["controller.listener.names"])
+        return [l for l in map(parse_listener, specs) if l.name not in names]
+
+    @property
+    def broker_listeners(self) -> list[Listener]:
+        names = set(self["controller.listener.names"])
+        return [l for l in self.listeners if l.name not in names]
+
+    @property
+    def controller_listener(self) -> Listener | None:
+        names = self["controller.listener.names"]
+        return next((l for l in self.listeners if l.name in names), None)
+
+    @property
+    def quorum_voters(self) -> dict[int, Voter]:
+        """The Raft voters; a node without quorum config is its own one-voter quorum."""
+        return parse_voters(self["controller.quorum.voters"])
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self["process.roles"]
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self["process.roles"]
 
     @property
     def log_dirs(self) -> list[Path]:

@@ -13,20 +13,22 @@ from .protocol.errors import UnsupportedVersion
 log = logging.getLogger(__name__)
 
 
-def api_versions_table() -> list[dict[str, int]]:
+def api_versions_table(listener: str = "broker") -> list[dict[str, int]]:
     return [{"api_key": s.key, "min_version": s.min_version, "max_version": s.max_version}
-            for s in sorted(REGISTRY.values(), key=lambda s: s.key)]
+            for s in sorted(REGISTRY.values(), key=lambda s: s.key) if s.served_on(listener)]
 
 
-def _unsupported_api_versions(correlation_id: int) -> bytes:
+def _unsupported_api_versions(correlation_id: int, listener: str) -> bytes:
     """ApiVersions at a version we do not know: a v0 body with error 35 and our ranges,
     so the client retries with a version we support."""
     body = build(response_schema(API_VERSIONS_KEY, 0),
-                 {"error_code": UnsupportedVersion.code, "api_keys": api_versions_table()})
+                 {"error_code": UnsupportedVersion.code,
+                  "api_keys": api_versions_table(listener)})
     return encode_response(API_VERSIONS_KEY, correlation_id, body)
 
 
-async def dispatch(broker: Any, frame: bytes, peer: str, connection_id: int) -> bytes | None:
+async def dispatch(broker: Any, frame: bytes, peer: str, connection_id: int,
+                   listener: str = "broker") -> bytes | None:
     """Handle one request frame (without its size prefix).
 
     Returns the response frame, or None when the request gets no response
@@ -36,13 +38,21 @@ async def dispatch(broker: Any, frame: bytes, peer: str, connection_id: int) -> 
     spec = REGISTRY.get(header.api_key)
     if spec is None:
         raise FramingError(f"unknown api key {header.api_key}")
+    if not spec.served_on(listener):
+        raise FramingError(f"api {spec.name} ({spec.key}) is served on the controller "
+                           "listener only")
     if not spec.supports(header.api_version):
         if header.api_key == API_VERSIONS_KEY:
-            return _unsupported_api_versions(header.correlation_id)
+            return _unsupported_api_versions(header.correlation_id, listener)
         raise FramingError(f"unsupported version {header.api_version} of api "
                            f"{spec.name} ({spec.key}); supported "
                            f"{spec.min_version}-{spec.max_version}")
-    ctx = RequestContext(broker, header, peer, connection_id)
+    forwarder = getattr(broker, "forwarder", None)
+    if spec.forward and forwarder is not None:
+        relayed = await forwarder.relay(frame)
+        if relayed is not None:
+            return relayed
+    ctx = RequestContext(broker, header, peer, connection_id, listener)
     if header.api_version < spec.decodable_from:
         assert spec.raw_handler is not None
         return spec.raw_handler(ctx, frame)

@@ -22,8 +22,9 @@ _SIZE = struct.Struct(">i")
 
 class KafkaServer:
     def __init__(self, broker: Any, host: str, port: int, *, max_request_bytes: int,
-                 idle_timeout_s: float) -> None:
+                 idle_timeout_s: float, listener: str = "broker") -> None:
         self.broker = broker
+        self.listener = listener
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
@@ -38,7 +39,7 @@ class KafkaServer:
             self._on_connect, self.host, self.port, reuse_address=True, limit=1 << 20)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
-        log.info("listening on %s:%d", self.host, self.port)
+        log.info("listening on %s:%d (%s)", self.host, self.port, self.listener)
 
     async def _on_connect(self, reader: asyncio.StreamReader,
                           writer: asyncio.StreamWriter) -> None:
@@ -73,7 +74,7 @@ class KafkaServer:
                 assert task is not None
                 self._busy.add(task)
                 try:
-                    response = await dispatch(self.broker, frame, peer, conn_id)
+                    response = await dispatch(self.broker, frame, peer, conn_id, self.listener)
                     if response is not None:
                         writer.write(response)
                         await writer.drain()

@@ -16,8 +16,13 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-def ensure_formatted(log_dirs: list[Path], node_id: int, cluster_id: str | None) -> str:
-    """The cluster id of these dirs; formats unformatted dirs; refuses mismatches."""
+def ensure_formatted(log_dirs: list[Path], node_id: int, cluster_id: str | None,
+                     require_id: bool = False) -> str:
+    """The cluster id of these dirs; formats unformatted dirs; refuses mismatches.
+
+    require_id: a node of a multi-node quorum never invents an id, or each node
+    would format itself into a cluster of its own.
+    """
     found: dict[Path, dict[str, str]] = {}
     for d in log_dirs:
         meta = d / META_FILE
@@ -34,6 +39,10 @@ def ensure_formatted(log_dirs: list[Path], node_id: int, cluster_id: str | None)
     existing = next(iter(ids), None) if ids else None
     if existing and cluster_id and existing != cluster_id:
         raise ConfigError(f"log dirs hold cluster {existing}, config cluster.id is {cluster_id}")
+    if require_id and not existing and not cluster_id:
+        raise ConfigError("cluster.id must be set to format the storage of a node of a "
+                          "multi-node quorum (the same id on every node; e.g. "
+                          f"{new_cluster_id()})")
     chosen = existing or cluster_id or new_cluster_id()
     for d in log_dirs:
         if d in found:

@@ -36,17 +36,29 @@ def _api_versions_frame(version: int) -> bytes:
 
 
 def test_api_versions_answers_from_the_registry():
-    out = asyncio.run(dispatch(None, _api_versions_frame(3), "test", 1))
-    corr, resp = decode_response(18, 3, out[4:])
-    assert corr == 7 and resp.error_code == 0
-    advertised = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-    assert advertised == {s.key: (s.min_version, s.max_version) for s in REGISTRY.values()}
+    """Clients see the broker APIs; the controller listener adds the quorum RPCs."""
+    for listener in ("broker", "controller"):
+        out = asyncio.run(dispatch(None, _api_versions_frame(3), "test", 1, listener))
+        corr, resp = decode_response(18, 3, out[4:])
+        assert corr == 7 and resp.error_code == 0
+        advertised = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        assert advertised == {s.key: (s.min_version, s.max_version) for s in REGISTRY.values()
+                              if listener == "controller" or s.scope == "broker"}
+    assert 52 in advertised and 3 in advertised
+
+
+def test_quorum_rpcs_are_refused_on_the_client_listener():
+    vote = build(request_schema(52, 0), {"cluster_id": "c", "topics": []})
+    frame = encode_request(52, 0, 1, "c", vote)[4:]
+    with pytest.raises(FramingError, match="controller listener only"):
+        asyncio.run(dispatch(None, frame, "test", 1, "broker"))
 
 
 def test_api_versions_unknown_version_gets_v0_error_with_ranges():
     out = asyncio.run(dispatch(None, _api_versions_frame(9), "test", 1))
     corr, resp = decode_response(18, 0, out[4:])
-    assert corr == 7 and resp.error_code == 35 and len(resp.api_keys) == len(REGISTRY)
+    broker_apis = [s for s in REGISTRY.values() if s.scope == "broker"]
+    assert corr == 7 and resp.error_code == 35 and len(resp.api_keys) == len(broker_apis)
 
 
 @pytest.mark.parametrize("frame", [b"", b"\x00\x01", b"\x7f\x7f\x00\x00\x00\x00\x00\x01",

@@ -34,7 +34,7 @@ async def alter_resource(ctx: RequestContext, res: Any, changes_for: ChangesFor,
     return entry
 
 
-@api(key=33, versions=(0, 2))
+@api(key=33, versions=(0, 2), forward=True)
 async def alter_configs(ctx: RequestContext, req: Any) -> Any:
     out = []
     for res in req.resources:

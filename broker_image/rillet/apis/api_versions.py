@@ -16,5 +16,5 @@ from .registry import RequestContext, api
 
 @api(key=18, versions=(0, 3))
 async def api_versions(ctx: RequestContext, req: Any) -> Any:
-    return ctx.response({"error_code": 0, "api_keys": api_versions_table(),
+    return ctx.response({"error_code": 0, "api_keys": api_versions_table(ctx.listener),
                          "throttle_time": 0})

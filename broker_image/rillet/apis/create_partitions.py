@@ -7,7 +7,7 @@ from ..protocol import errors
 from .registry import RequestContext, api
 
 
-@api(key=37, versions=(0, 3))
+@api(key=37, versions=(0, 3), forward=True)
 async def create_partitions(ctx: RequestContext, req: Any) -> Any:
     out = []
     for t in req.topics:

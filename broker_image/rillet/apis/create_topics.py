@@ -25,7 +25,7 @@ def _spec(t: Any) -> TopicSpec:
     )
 
 
-@api(key=19, versions=(2, 7))
+@api(key=19, versions=(2, 7), forward=True)
 async def create_topics(ctx: RequestContext, req: Any) -> Any:
     results = await ctx.broker.controller.create_topics(
         [_spec(t) for t in req.topics], validate_only=req.validate_only)

@@ -12,7 +12,7 @@ from .registry import RequestContext, api
 
 
 
-@api(key=20, versions=(1, 5))
+@api(key=20, versions=(1, 5), forward=True)
 async def delete_topics(ctx: RequestContext, req: Any) -> Any:
     out = []
     for name in req.topic_names:

@@ -23,5 +23,5 @@ async def describe_cluster(ctx: RequestContext, req: Any) -> Any:
     brokers = [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
                for b in image.live_brokers]
     return ctx.response({"throttle_time": 0, "error_code": 0, "error_message": None,
-                         "cluster_id": broker.cluster_id, "controller_id": broker.node_id,
+                         "cluster_id": broker.cluster_id, "controller_id": broker.controller_id_for_clients(),
                          "brokers": brokers})

@@ -5,7 +5,9 @@ one whole batch is returned even above max_bytes / partition_max_bytes
 (KIP-74), but only for the first partition with data. Reads stop at the
 high watermark. Fetch sessions are declined (session_id 0 in every
 response), which clients handle by sending full fetch requests.
-Gaps: follower fetches (replication), aborted transactions (no txns).
+On the controller listener, a Fetch of __cluster_metadata-0 is a follower of
+the metadata quorum pulling the Raft log (see apis/quorum_rpc.py).
+Gaps: partition follower fetches (replication), aborted transactions (no txns).
 v4: isolation level, last stable offset. v5: log start offset. v7: sessions.
 v9: current leader epoch. v11: rack id. v12: flexible, diverging epoch.
 """
@@ -15,6 +17,8 @@ import time
 from typing import Any
 
 from ..protocol import errors
+from ..raft import rpc
+from . import quorum_rpc
 from .registry import RequestContext, api
 
 
@@ -63,6 +67,8 @@ def _read_all(ctx: RequestContext, req: Any) -> tuple[list[dict[str, Any]], int,
 
 @api(key=1, versions=(4, 12))
 async def fetch(ctx: RequestContext, req: Any) -> Any:
+    if ctx.listener == "controller" and rpc.is_quorum_fetch(req):
+        return await quorum_rpc.answer(ctx, rpc.FETCH, req)
     if req.replica_id >= 0:
         raise errors.InvalidRequest("follower fetch is not supported yet")
     isolation = getattr(req, "isolation_level", 0)

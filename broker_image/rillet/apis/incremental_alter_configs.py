@@ -41,7 +41,7 @@ def _changes(broker_config: BrokerConfig, overrides: Mapping[str, str],
     return changes
 
 
-@api(key=44, versions=(0, 1))
+@api(key=44, versions=(0, 1), forward=True)
 async def incremental_alter_configs(ctx: RequestContext, req: Any) -> Any:
     out = []
     for res in req.resources:

@@ -16,7 +16,7 @@ from .registry import RequestContext, api
 MAX_EPOCH = 32767
 
 
-@api(key=22, versions=(0, 4))
+@api(key=22, versions=(0, 4), forward=True)
 async def init_producer_id(ctx: RequestContext, req: Any) -> Any:
     if req.transactional_id is not None:
         return ctx.response({"throttle_time": 0,

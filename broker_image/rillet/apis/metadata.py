@@ -102,7 +102,7 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
         "throttle_time": 0,
         "brokers": brokers,
         "cluster_id": broker.cluster_id,
-        "controller_id": broker.node_id,
+        "controller_id": broker.controller_id_for_clients(),
         "topics": topics,
         "cluster_authorized_operations": -2147483648,
     })

@@ -24,6 +24,7 @@ class RequestContext:
     header: RequestHeader
     peer: str
     connection_id: int
+    listener: str = "broker"   # "controller" on the CONTROLLER listener
 
     @property
     def version(self) -> int:
@@ -49,16 +50,25 @@ class ApiSpec:
     handler: Handler
     decodable_from: int
     raw_handler: RawHandler | None = None
+    # "controller": quorum and broker-lifecycle RPCs, served on the controller
+    # listener only (and advertised only there), as Kafka splits them.
+    scope: str = "broker"
+    # Decided by the active controller: another node relays the request to it.
+    forward: bool = False
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
+
+    def served_on(self, listener: str) -> bool:
+        return self.scope == "broker" or listener == "controller"
 
 
 REGISTRY: dict[int, ApiSpec] = {}
 
 
 def api(key: int, versions: tuple[int, int], *, decodable_from: int | None = None,
-        raw_handler: RawHandler | None = None) -> Callable[[Handler], Handler]:
+        raw_handler: RawHandler | None = None, scope: str = "broker",
+        forward: bool = False) -> Callable[[Handler], Handler]:
     low, high = versions
     if low > high or low < 0:
         raise ValueError(f"api {key}: bad version range {versions}")
@@ -70,8 +80,10 @@ def api(key: int, versions: tuple[int, int], *, decodable_from: int | None = Non
         if key in REGISTRY:
             raise ValueError(f"api {key} registered twice "
                              f"({REGISTRY[key].handler.__module__}, {handler.__module__})")
+        if scope not in ("broker", "controller"):
+            raise ValueError(f"api {key}: unknown scope {scope!r}")
         REGISTRY[key] = ApiSpec(key, handler.__module__.rsplit(".", 1)[-1], low, high,
-                                handler, first, raw_handler)
+                                handler, first, raw_handler, scope, forward)
         return handler
 
     return register

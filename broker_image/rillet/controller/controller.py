@@ -8,18 +8,20 @@ so two decisions never race on the same image.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
+import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, AsyncIterator, Callable, Mapping
 
 from ..config import ConfigError
 from ..metadata import records as mrec
-from ..metadata.image import TOPIC_RESOURCE, MetadataImage, replay, replay_batches
-from ..metadata.log import MetadataLog
+from ..metadata.image import TOPIC_RESOURCE, MetadataImage, replay
 from ..protocol import errors
 from ..topic_config import validate_topic_configs
+from . import election
 from .placement import BrokerSlot, PlacementError, assign
 
 log = logging.getLogger(__name__)
@@ -28,7 +30,19 @@ PRODUCER_ID_BLOCK = 1000
 # Like KRaft's limit on records per user operation: one request may not add more partitions,
 # so a mistyped (or hostile) count cannot stall the controller.
 MAX_NEW_PARTITIONS = 10000
+# How long a decision waits for this node to become the active controller (a fresh
+# election) before answering NOT_CONTROLLER.
+ACTIVE_WAIT_S = 5.0
+CREATE_TOPICS = 19
 _LEGAL_TOPIC_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+@dataclass(frozen=True)
+class BrokerState:
+    """A heartbeat's answer (Kafka's BrokerHeartbeatResponse fields)."""
+    caught_up: bool
+    fenced: bool
+    should_shut_down: bool
 
 
 @dataclass
@@ -70,47 +84,150 @@ def _check_new_partitions(count: int) -> None:
 
 
 class Controller:
-    """Owns the metadata log and the current image; the broker reads `image`."""
+    """Decides on the active controller; on every node, replays what the quorum committed.
 
-    def __init__(self, metadata_log: MetadataLog, cluster_id: str, node_id: int,
-                 defaults: Callable[[], tuple[int, int]]) -> None:
-        self._log = metadata_log
+    Owns the metadata image (replaced whole on each committed batch) and, on the
+    active controller, the in-memory broker heartbeat table. Decisions run under
+    one lock and only while this node is the active controller (Raft leader with
+    its log applied); the records they produce change the image only once
+    committed and replayed, on the leader exactly as on every follower.
+    """
+
+    def __init__(self, cluster_id: str, node_id: int, config: Any) -> None:
         self._node_id = node_id
-        self._defaults = defaults  # (num.partitions, default.replication.factor)
+        self._config = config
         self._lock = asyncio.Lock()
         self.image = MetadataImage(cluster_id=cluster_id)
         self._listeners: list[Callable[[MetadataImage, MetadataImage], None]] = []
         self._pid_next = 0
         self._pid_end = 0
-        self.leader_epoch = 0
+        self.raft: Any = None   # the RaftNode, attached once both exist
+        self._heartbeats: dict[int, float] = {}
+        self._active_since: float | None = None
 
-    def load(self) -> None:
-        """Rebuild the image by replaying the whole metadata log (startup)."""
-        self.image = replay_batches(self.image, self._log.replay_batches())
+    def _defaults(self) -> tuple[int, int]:
+        return self._config["num.partitions"], self._config["default.replication.factor"]
+
+    def attach(self, raft: Any) -> None:
+        self.raft = raft
 
     def on_change(self, listener: Callable[[MetadataImage, MetadataImage], None]) -> None:
         self._listeners.append(listener)
 
+    def load_image(self, image: MetadataImage) -> None:
+        """Start from a snapshot's image (before any committed batch is applied)."""
+        self.image = image
+
+    def apply_committed(self, last_offset: int, records: list[dict[str, Any]]) -> None:
+        """Replay one committed batch (every node, in log order)."""
+        old, self.image = self.image, replay(self.image, records, last_offset)
+        for listener in self._listeners:
+            listener(old, self.image)
+
+    @property
+    def is_active(self) -> bool:
+        return self.raft is not None and self.raft.is_active
+
+    @property
+    def active_controller_id(self) -> int | None:
+        return None if self.raft is None else self.raft.leader_id
+
+    @contextlib.asynccontextmanager
+    async def _exclusive(self) -> AsyncIterator[None]:
+        """The decision lock, held only while this node is the active controller."""
+        if not await self.raft.wait_for(lambda: self.raft.is_active, ACTIVE_WAIT_S):
+            raise errors.NotController(
+                f"node {self._node_id} is not the active controller "
+                f"(leader: {self.raft.leader_id})")
+        async with self._lock:
+            if not self.raft.is_active:
+                raise errors.NotController(f"node {self._node_id} lost the quorum leadership")
+            if self._pid_epoch != self.raft.epoch:
+                # A new term: producer-id blocks handed out by an earlier leader are unknown.
+                self._pid_next = self._pid_end = 0
+                self._pid_epoch = self.raft.epoch
+            yield
+
+    _pid_epoch = -1
+
     async def _commit(self, records: list[dict[str, Any]]) -> MetadataImage:
         if not records:
             return self.image
-        offset = await self._log.append(records, self.leader_epoch)
-        old, self.image = self.image, replay(self.image, records, offset)
-        for listener in self._listeners:
-            listener(old, self.image)
+        await self.raft.propose(records)
         return self.image
 
     # -- brokers ---------------------------------------------------------------
 
     async def register_broker(self, node_id: int, host: str, port: int,
-                              rack: str | None) -> None:
-        async with self._lock:
+                              rack: str | None, incarnation: str) -> int:
+        """Registers (or re-registers) a broker, fenced until it has caught up; its epoch."""
+        async with self._exclusive():
             known = self.image.brokers.get(node_id)
-            if known and (known.host, known.port, known.rack) == (host, port, rack):
-                return
+            if known and (known.host, known.port, known.rack, known.incarnation) == \
+                    (host, port, rack, incarnation):
+                self._heartbeats[node_id] = time.monotonic()
+                return known.epoch
             epoch = (known.epoch + 1) if known else 0
             await self._commit([{"type": mrec.REGISTER_BROKER, "node_id": node_id,
-                                 "host": host, "port": port, "rack": rack, "epoch": epoch}])
+                                 "host": host, "port": port, "rack": rack, "epoch": epoch,
+                                 "incarnation": incarnation, "fenced": True}])
+            self._heartbeats[node_id] = time.monotonic()
+            return epoch
+
+    async def broker_heartbeat(self, node_id: int, broker_epoch: int, metadata_offset: int,
+                               want_shutdown: bool) -> BrokerState:
+        async with self._exclusive():
+            known = self.image.brokers.get(node_id)
+            if known is None:
+                raise errors.BrokerIdNotRegistered(f"broker {node_id} is not registered")
+            if known.epoch != broker_epoch:
+                raise errors.StaleBrokerEpoch(
+                    f"broker {node_id} epoch {broker_epoch} is not the registered "
+                    f"{known.epoch}")
+            self._heartbeats[node_id] = time.monotonic()
+            caught_up = metadata_offset >= known.registered_offset
+            if want_shutdown:
+                if not known.fenced:
+                    await self._fence(node_id, "controlled shutdown")
+                return BrokerState(caught_up, True, True)
+            if known.fenced and caught_up:
+                await self._commit([{"type": mrec.UNFENCE_BROKER, "node_id": node_id}])
+                await self._commit(election.on_broker_returning(self.image, node_id))
+                log.info("broker %d unfenced", node_id)
+            fenced = self.image.brokers[node_id].fenced
+            return BrokerState(caught_up, fenced, False)
+
+    async def fence_expired_brokers(self) -> None:
+        """Active controller, periodically: fence brokers whose heartbeats stopped."""
+        if not self.is_active:
+            self._active_since = None
+            return
+        now = time.monotonic()
+        if self._active_since is None:
+            # A new active controller has heard nobody yet: everyone gets a full session.
+            self._active_since = now
+            self._heartbeats = {b: now for b in self.image.brokers}
+        timeout = self._config["broker.session.timeout.ms"] / 1000
+        for broker in list(self.image.live_brokers):
+            last = self._heartbeats.get(broker.node_id, self._active_since)
+            if now - last > timeout:
+                async with self._exclusive():
+                    if not self.image.brokers[broker.node_id].fenced:
+                        await self._fence(broker.node_id,
+                                          f"no heartbeat for {now - last:.1f}s")
+
+    async def _fence(self, node_id: int, why: str) -> None:
+        """Under the lock: fence `node_id` and move its leaderships to the ISR."""
+        await self._commit([{"type": mrec.FENCE_BROKER, "node_id": node_id}])
+        unclean = self._unclean_allowed
+        await self._commit(election.on_broker_leaving(self.image, node_id, unclean))
+        log.info("broker %d fenced (%s)", node_id, why)
+
+    def _unclean_allowed(self, topic: str) -> bool:
+        value = self.image.topic_config(topic).get("unclean.leader.election.enable")
+        if value is None:
+            return bool(self._config["unclean.leader.election.enable"])
+        return value.strip().lower() == "true"
 
     def _slots(self) -> list[BrokerSlot]:
         return [BrokerSlot(b.node_id, b.rack) for b in self.image.live_brokers]
@@ -182,7 +299,11 @@ class Controller:
 
     async def create_topics(self, specs: list[TopicSpec], validate_only: bool = False
                             ) -> list[TopicResult]:
-        async with self._lock:
+        if self.raft is not None and not self.raft.is_leader:
+            # Internal callers (auto-creation, the group coordinator) on a node that is not
+            # the controller ask the one that is, as a client would.
+            return await self._create_topics_remotely(specs, validate_only)
+        async with self._exclusive():
             results: list[TopicResult] = []
             records: list[dict[str, Any]] = []
             taken: set[str] = set()
@@ -202,8 +323,39 @@ class Controller:
                 await self._commit(records)
             return results
 
+    async def _create_topics_remotely(self, specs: list[TopicSpec], validate_only: bool
+                                      ) -> list[TopicResult]:
+        raft = self.raft
+        if not await raft.wait_for(lambda: raft.leader_id is not None, ACTIVE_WAIT_S) \
+                or raft.is_leader:
+            return await self.create_topics(specs, validate_only) if raft.is_leader else \
+                [TopicResult(s.name, error=errors.NotController("no active controller"))
+                 for s in specs]
+        body = {"timeout": 30000, "validate_only": validate_only, "topics": [
+            {"name": s.name, "num_partitions": s.num_partitions,
+             "replication_factor": s.replication_factor,
+             "assignments": [{"partition_index": p, "broker_ids": b}
+                             for p, b in sorted(s.assignments.items())],
+             "configs": [{"name": k, "value": v} for k, v in s.configs.items()]}
+            for s in specs]}
+        try:
+            resp = await raft.connection(raft.leader_id, "admin").request(CREATE_TOPICS, 7, body)
+        except Exception as exc:
+            return [TopicResult(s.name, error=errors.NotController(
+                f"controller unreachable: {exc}")) for s in specs]
+        results = []
+        for t in resp.topics:
+            code = int(t.error_code)
+            error = errors.error_for_code(code)(t.error_message or "") if code else None
+            results.append(TopicResult(t.name, t.topic_id, error, t.num_partitions,
+                                       t.replication_factor))
+        created = {r.name for r in results if r.error is None}
+        # Callers go on to use the topic here: wait (bounded) until this node has replayed it.
+        await raft.wait_for(lambda: created <= set(self.image.topics), ACTIVE_WAIT_S)
+        return results
+
     async def delete_topic(self, name: str) -> None:
-        async with self._lock:
+        async with self._exclusive():
             topic = self.image.topics.get(name)
             if topic is None:
                 raise errors.UnknownTopicOrPartition(f"topic {name!r} does not exist")
@@ -212,7 +364,7 @@ class Controller:
     async def create_partitions(self, name: str, count: int,
                                 assignments: list[list[int]] | None,
                                 validate_only: bool) -> None:
-        async with self._lock:
+        async with self._exclusive():
             topic = self.image.topics.get(name)
             if topic is None:
                 raise errors.UnknownTopicOrPartition(f"topic {name!r} does not exist")
@@ -257,7 +409,7 @@ class Controller:
         The changes are computed under the lock from the overrides they apply to, so
         two APPENDs to one list config never lose each other. replace_all: AlterConfigs.
         """
-        async with self._lock:
+        async with self._exclusive():
             if name not in self.image.topics:
                 raise errors.UnknownTopicOrPartition(f"topic {name!r} does not exist")
             changes = changes_for(self.image.topic_config(name))
@@ -282,7 +434,7 @@ class Controller:
     # -- producer ids ----------------------------------------------------------
 
     async def next_producer_id(self) -> int:
-        async with self._lock:
+        async with self._exclusive():
             if self._pid_next >= self._pid_end:
                 start = self.image.next_producer_id
                 await self._commit([{"type": mrec.PRODUCER_IDS,

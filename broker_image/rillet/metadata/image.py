@@ -26,6 +26,8 @@ class BrokerInfo:
     rack: str | None
     epoch: int = 0
     fenced: bool = False
+    incarnation: str | None = None
+    registered_offset: int = 0   # metadata offset a broker must have applied to be unfenced
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,7 @@ class _Delta:
 
     def __init__(self, image: MetadataImage) -> None:
         self.image = image
+        self.batch_end = image.offset + 1   # offset after the batch being applied
         self.brokers: dict[int, BrokerInfo] | None = None
         self.added: dict[uuid.UUID, str] = {}  # topics this batch creates
         self.removed: dict[uuid.UUID, str] = {}  # topics of the image this batch removes
@@ -129,7 +132,8 @@ class _Delta:
                 self.brokers = dict(self.image.brokers)
             self.brokers[rec["node_id"]] = BrokerInfo(
                 rec["node_id"], rec["host"], rec["port"], rec.get("rack"),
-                rec.get("epoch", 0), rec.get("fenced", False))
+                rec.get("epoch", 0), rec.get("fenced", False), rec.get("incarnation"),
+                self.batch_end)
         elif kind == r.TOPIC:
             self.added[uuid.UUID(rec["topic_id"])] = rec["name"]
             self.changed_parts[rec["name"]] = {}
@@ -162,6 +166,12 @@ class _Delta:
                 entry.pop(rec["key"], None)
             else:
                 entry[rec["key"]] = rec["value"]
+        elif kind in (r.FENCE_BROKER, r.UNFENCE_BROKER):
+            if self.brokers is None:
+                self.brokers = dict(self.image.brokers)
+            known = self.brokers.get(rec["node_id"])
+            if known is not None:
+                self.brokers[rec["node_id"]] = replace(known, fenced=kind == r.FENCE_BROKER)
         elif kind == r.PRODUCER_IDS:
             self.next_producer_id = max(self.next_producer_id, rec["next_producer_id"])
 
@@ -204,6 +214,7 @@ class _Delta:
 
 def replay(image: MetadataImage, records: Iterable[dict[str, Any]], offset: int) -> MetadataImage:
     delta = _Delta(image)
+    delta.batch_end = offset + 1
     for rec in records:
         delta.apply(rec)
     return delta.freeze(offset)
@@ -219,6 +230,7 @@ def replay_batches(image: MetadataImage,
     delta = _Delta(image)
     offset = image.offset
     for offset, records in batches:
+        delta.batch_end = offset + 1
         for rec in records:
             delta.apply(rec)
     return delta.freeze(offset)

@@ -16,9 +16,14 @@ PARTITION_CHANGE = "partition_change"
 REMOVE_TOPIC = "remove_topic"
 CONFIG = "config"
 PRODUCER_IDS = "producer_ids"
+# Raft's own entry at the start of every leader's epoch (KRaft's LeaderChangeMessage);
+# the image ignores it.
+LEADER_CHANGE = "leader_change"
+FENCE_BROKER = "fence_broker"
+UNFENCE_BROKER = "unfence_broker"
 
 RECORD_TYPES = {REGISTER_BROKER, TOPIC, PARTITION, PARTITION_CHANGE, REMOVE_TOPIC, CONFIG,
-                PRODUCER_IDS}
+                PRODUCER_IDS, LEADER_CHANGE, FENCE_BROKER, UNFENCE_BROKER}
 
 
 def encode(record: dict[str, Any]) -> tuple[bytes, bytes]:

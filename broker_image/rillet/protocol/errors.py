@@ -92,6 +92,10 @@ OffsetNotAvailable = _error("OffsetNotAvailable", 78, True)
 TransactionalIdAuthorizationFailed = _error("TransactionalIdAuthorizationFailed", 53)
 TopicDeletionDisabled = _error("TopicDeletionDisabled", 73)
 UnsupportedEndpointType = _error("UnsupportedEndpointType", 119)
+InconsistentClusterId = _error("InconsistentClusterId", 104)
+BrokerIdNotRegistered = _error("BrokerIdNotRegistered", 102)
+StaleBrokerEpoch = _error("StaleBrokerEpoch", 77)
+DuplicateBrokerRegistration = _error("DuplicateBrokerRegistration", 101)
 
 
 def error_for_code(code: int) -> type[KafkaError]:

@@ -113,7 +113,9 @@ class RaftCore:
         if leader is not None:
             self._role = FollowerState(leader, now_ms + self._election_timeout())
         elif self.is_voter:
-            self._role = UnattachedState(now_ms + self._election_timeout())
+            # A quorum of one need not wait for anyone: it elects itself at once.
+            alone = self.voters == {node_id}
+            self._role = UnattachedState(now_ms if alone else now_ms + self._election_timeout())
         else:
             self._role = FollowerState(None, now_ms + timing.fetch_timeout_ms)
         snap = log.snapshot()
@@ -146,6 +148,11 @@ class RaftCore:
     @property
     def majority(self) -> int:
         return len(self.voters) // 2 + 1
+
+    @property
+    def epoch_start_offset(self) -> int:
+        """Leader only: offset of its leader-change entry; -1 otherwise."""
+        return self._role.epoch_start_offset if isinstance(self._role, LeaderState) else -1
 
     def quorum_state(self) -> m.QuorumStateData:
         return m.QuorumStateData(self.epoch, self.voted_for, self.leader_id)

@@ -671,6 +671,10 @@ class PartitionLog:
             deleted += self._delete_oldest(over_size)
         return deleted
 
+    def delete_segments_before(self, offset: int) -> int:
+        """Delete whole segments that end at or below ``offset`` (a snapshot covers them)."""
+        return self._delete_oldest(lambda _segment, upper: upper <= offset)
+
     def _delete_oldest(self, predicate: Callable[[LogSegment, int], bool]) -> int:
         """Delete oldest segments while ``predicate`` holds and all their data is below the HW."""
         doomed: list[LogSegment] = []

@@ -1,0 +1,32 @@
+"""BrokerRegistration (key 62), v0: a broker registers with the active controller.
+
+Served on the controller listener only. The broker comes back fenced with its
+broker epoch; its heartbeats unfence it once it has caught up. Only the first
+listener is recorded (rillet advertises one client listener per broker).
+v1+ add previous broker epoch and log dirs (KIP-858), not used here.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..protocol import errors
+from .registry import RequestContext, api
+
+
+@api(key=62, versions=(0, 0), scope="controller")
+async def broker_registration(ctx: RequestContext, req: Any) -> Any:
+    broker = ctx.broker
+    try:
+        if req.cluster_id != broker.cluster_id:
+            raise errors.InconsistentClusterId(
+                f"broker {req.broker_id} belongs to cluster {req.cluster_id}, "
+                f"not {broker.cluster_id}")
+        if not req.listeners:
+            raise errors.InvalidRequest("a registration needs at least one listener")
+        listener = req.listeners[0]
+        epoch = await broker.controller.register_broker(
+            req.broker_id, listener.host, listener.port, req.rack, str(req.incarnation_id))
+        return ctx.response({"throttle_time": 0, "error_code": 0, "broker_epoch": epoch})
+    except Exception as exc:
+        return ctx.response({"throttle_time": 0, "broker_epoch": -1,
+                             "error_code": errors.code_of(exc, "broker registration")})

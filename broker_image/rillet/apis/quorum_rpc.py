@@ -1,0 +1,25 @@
+"""The shared path of the quorum RPCs (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch of
+__cluster_metadata): check the cluster id, hand the message to the Raft node, encode
+its answer. A request from another cluster is refused with INCONSISTENT_CLUSTER_ID and
+logged, never acted on."""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..raft import rpc
+from .registry import RequestContext
+
+log = logging.getLogger(__name__)
+
+
+async def answer(ctx: RequestContext, api_key: int, req: Any) -> Any:
+    broker = ctx.broker
+    cluster_id, sender, message = rpc.decode_request(api_key, req)
+    if cluster_id is not None and cluster_id != broker.cluster_id:
+        log.warning("refused %s from node %d at %s: cluster id %s is not ours (%s)",
+                    type(message).__name__, sender, ctx.peer, cluster_id, broker.cluster_id)
+        return ctx.response(rpc.encode_response(api_key, None, rpc.INCONSISTENT_CLUSTER_ID))
+    max_wait = int(req.max_wait.total_seconds() * 1000) if api_key == rpc.FETCH else 0
+    response = await broker.raft.handle(sender, message, max_wait)
+    return ctx.response(rpc.encode_response(api_key, response))

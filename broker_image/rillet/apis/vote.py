@@ -1,0 +1,17 @@
+"""Vote (key 52), v0: a candidate asks for this voter's vote in a new epoch.
+
+Served on the controller listener only (KRaft's quorum RPC). Later versions add
+directory ids and voter endpoints (KIP-853 dynamic quorums), which rillet's
+static voter set does not need.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from . import quorum_rpc
+from .registry import RequestContext, api
+
+
+@api(key=52, versions=(0, 0), scope="controller")
+async def vote(ctx: RequestContext, req: Any) -> Any:
+    return await quorum_rpc.answer(ctx, 52, req)

@@ -1,0 +1,63 @@
+"""Leader election when brokers come and go: pure functions from an image to records.
+
+A fenced (or shutting down) broker leaves the ISR of every partition where
+others remain, and hands leadership to the next in-sync replica that is
+alive, with a new leader epoch so clients and followers notice. A partition
+whose every in-sync replica is gone keeps its ISR and gets no leader (-1)
+until one of them returns, unless unclean election is allowed, which takes
+any live replica (and may lose acknowledged writes, as in Kafka).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..metadata import records as mrec
+from ..metadata.image import MetadataImage, PartitionInfo
+
+NO_LEADER = -1
+
+
+def _change(part: PartitionInfo, **fields: Any) -> dict[str, Any]:
+    rec: dict[str, Any] = {"type": mrec.PARTITION_CHANGE, "topic_id": str(part.topic_id),
+                           "partition": part.partition}
+    for key, value in fields.items():
+        rec[key] = list(value) if isinstance(value, tuple) else value
+    return rec
+
+
+def _first_live(candidates: tuple[int, ...], live: frozenset[int]) -> int:
+    return next((b for b in candidates if b in live), NO_LEADER)
+
+
+def on_broker_leaving(image: MetadataImage, node_id: int,
+                      unclean: Callable[[str], bool]) -> list[dict[str, Any]]:
+    """Records that move every leadership and ISR slot off `node_id`."""
+    live = image.live_broker_ids - {node_id}
+    out = []
+    for topic in image.topics.values():
+        for part in topic.partitions.values():
+            if node_id not in part.isr and part.leader != node_id:
+                continue
+            isr = tuple(b for b in part.isr if b != node_id) or part.isr
+            leader = part.leader
+            if leader == node_id or leader == NO_LEADER:
+                leader = _first_live(isr, live)
+                if leader == NO_LEADER and unclean(topic.name):
+                    leader = _first_live(part.replicas, live)
+                    if leader != NO_LEADER:
+                        isr = (leader,)
+            if (leader, isr) == (part.leader, part.isr):
+                continue
+            epoch = part.leader_epoch + 1 if leader != part.leader else part.leader_epoch
+            out.append(_change(part, leader=leader, isr=isr, leader_epoch=epoch))
+    return out
+
+
+def on_broker_returning(image: MetadataImage, node_id: int) -> list[dict[str, Any]]:
+    """Records that give leaderless partitions back to `node_id` if it is in their ISR."""
+    out = []
+    for topic in image.topics.values():
+        for part in topic.partitions.values():
+            if part.leader == NO_LEADER and node_id in part.isr:
+                out.append(_change(part, leader=node_id, leader_epoch=part.leader_epoch + 1))
+    return out

@@ -1,0 +1,148 @@
+"""The broker's side of its lifecycle: registration, heartbeats, controlled shutdown.
+
+A broker registers with the active controller (BrokerRegistration), fenced,
+then heartbeats (BrokerHeartbeat) with the metadata offset it has applied;
+the controller unfences it once that covers its registration, and fences it
+again when heartbeats stop for broker.session.timeout.ms. On SIGTERM the
+broker heartbeats with want_shut_down, and the controller moves its
+leaderships away before answering should_shut_down.
+
+When this node is itself the active controller, the calls go straight to it;
+otherwise to the quorum leader's controller listener, over Kafka's RPCs.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from .client.connection import KafkaClientError, raise_for
+from .config import BrokerConfig
+from .controller.controller import BrokerState
+from .protocol import errors
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger(__name__)
+
+BROKER_REGISTRATION, BROKER_HEARTBEAT = 62, 63
+RETRY_S = 0.2
+PLAINTEXT = 0
+
+
+class BrokerLifecycle:
+    def __init__(self, broker: "Broker", config: BrokerConfig) -> None:
+        self.broker = broker
+        self.config = config
+        self.incarnation = uuid.uuid4()
+        self.broker_epoch = -1
+        self.fenced = True
+        self._unfenced = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._shutting_down = False
+
+    async def start(self) -> None:
+        await self._register()
+        self._task = asyncio.create_task(self._heartbeat_loop())
+
+    async def wait_unfenced(self) -> None:
+        await self._unfenced.wait()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    async def controlled_shutdown(self, timeout: float = 30.0) -> None:
+        """Heartbeat with want_shut_down until the controller lets us go (bounded)."""
+        self._shutting_down = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline:
+            try:
+                state = await self._heartbeat(want_shutdown=True)
+                if state.should_shut_down:
+                    log.info("controlled shutdown: leaderships moved")
+                    return
+            except (errors.KafkaError, KafkaClientError, OSError) as exc:
+                log.info("controlled shutdown: %s; retrying", exc)
+            await asyncio.sleep(RETRY_S)
+        log.warning("controlled shutdown did not complete within %.0fs; stopping anyway",
+                    timeout)
+
+    # -- the two calls ---------------------------------------------------------------------
+
+    async def _register(self) -> None:
+        while True:
+            try:
+                self.broker_epoch = await self._call_register()
+                log.info("registered with the controller (broker epoch %d)", self.broker_epoch)
+                return
+            except (errors.KafkaError, KafkaClientError, OSError) as exc:
+                log.debug("registration not accepted yet: %s", exc)
+            await asyncio.sleep(RETRY_S)
+
+    async def _heartbeat_loop(self) -> None:
+        interval = self.config["broker.heartbeat.interval.ms"] / 1000
+        while True:
+            try:
+                state = await self._heartbeat(want_shutdown=False)
+                if self.fenced and not state.fenced:
+                    log.info("unfenced: serving as broker %d", self.broker.node_id)
+                self.fenced = state.fenced
+                if not state.fenced:
+                    self._unfenced.set()
+            except (errors.StaleBrokerEpoch, errors.BrokerIdNotRegistered) as exc:
+                log.info("re-registering: %s", exc)
+                await self._register()
+                continue
+            except (errors.KafkaError, KafkaClientError, OSError) as exc:
+                log.debug("heartbeat failed: %s", exc)
+            # Fast until unfenced (start-up waits on it), then at the configured pace.
+            await asyncio.sleep(interval if self._unfenced.is_set() else RETRY_S)
+
+    async def _call_register(self) -> int:
+        advertised = self.config.advertised_listeners[0]
+        controller = self.broker.controller
+        assert controller is not None
+        if controller.is_active:
+            return await controller.register_broker(
+                self.broker.node_id, advertised.host, advertised.port,
+                self.config["broker.rack"], str(self.incarnation))
+        body = {"broker_id": self.broker.node_id, "cluster_id": self.broker.cluster_id,
+                "incarnation_id": self.incarnation,
+                "listeners": [{"name": advertised.name, "host": advertised.host,
+                               "port": advertised.port, "security_protocol": PLAINTEXT}],
+                "features": [], "rack": self.config["broker.rack"]}
+        response = await self._remote(BROKER_REGISTRATION, body)
+        raise_for(response.error_code, "broker registration")
+        return int(response.broker_epoch)
+
+    async def _heartbeat(self, want_shutdown: bool) -> BrokerState:
+        controller = self.broker.controller
+        raft = self.broker.raft
+        assert controller is not None and raft is not None
+        offset = raft.applied_offset
+        if controller.is_active:
+            return await controller.broker_heartbeat(self.broker.node_id, self.broker_epoch,
+                                                     offset, want_shutdown)
+        body = {"broker_id": self.broker.node_id, "broker_epoch": self.broker_epoch,
+                "current_metadata_offset": offset, "want_fence": False,
+                "want_shut_down": want_shutdown}
+        response = await self._remote(BROKER_HEARTBEAT, body)
+        raise_for(response.error_code, "broker heartbeat")
+        return BrokerState(bool(response.is_caught_up), bool(response.is_fenced),
+                           bool(response.should_shut_down))
+
+    async def _remote(self, api_key: int, body: dict[str, Any]) -> Any:
+        raft = self.broker.raft
+        assert raft is not None
+        leader = raft.leader_id
+        if leader is None or leader not in raft.voters:
+            raise errors.NotController("no active controller known yet")
+        return await raft.connection(leader, "lifecycle").request(api_key, 0, body)

@@ -1,0 +1,328 @@
+"""The Raft I/O shell: turns the pure core's effects into fsyncs and quorum RPCs.
+
+One asyncio lock serialises every call into the core together with the
+effects it returns, so a Persist (quorum-state fsync) always completes before
+the response or request that follows it leaves, and no two steps interleave.
+Sends, log flushes and snapshot loads run as tasks that report back through
+`step`. Committed batches are handed, in order and once, to `on_commit`
+(the controller replays them into the metadata image).
+
+A follower's Fetch is long-polled here, not in the core: an answer with
+nothing new waits (up to the request's max wait) for the log, the high
+watermark or the epoch to move, so followers learn of commits at once.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, TypeVar
+
+from ..client.connection import BrokerConnection, KafkaClientError
+from ..config import Voter
+from ..metadata.log import MetadataLog
+from ..protocol import errors
+from . import messages as m
+from . import rpc
+from .core import NotLeader, RaftCore, RaftTiming, ReplicaProgress
+from .quorum_state import QuorumStateFile
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+TICK_S = 0.05
+FETCH_MAX_WAIT_MS = 500
+RETRY_BACKOFF_S = 0.05
+
+
+def now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+@dataclass
+class _Proposal:
+    last_offset: int
+    epoch: int
+    done: asyncio.Future[int]
+
+
+@dataclass(frozen=True)
+class QuorumInfo:
+    """What DescribeQuorum reports (the leader's view of every replica)."""
+    leader_id: int | None
+    epoch: int
+    high_watermark: int
+    log_end_offset: int
+    voters: tuple[int, ...]
+    progress: dict[int, ReplicaProgress]
+
+
+class RaftNode:
+    """Owns the core, the quorum-state file and the metadata log's replication."""
+
+    def __init__(self, node_id: int, voters: dict[int, Voter], cluster_id: str,
+                 metadata_log: MetadataLog, state_file: QuorumStateFile, timing: RaftTiming,
+                 on_commit: Callable[[int, list[dict[str, Any]]], None],
+                 load_snapshot: Callable[[int, int, int], Awaitable[bool]] | None = None
+                 ) -> None:
+        self.node_id = node_id
+        self.voters = voters
+        self.cluster_id = cluster_id
+        self.log = metadata_log
+        self._state_file = state_file
+        self._timing = timing
+        self._on_commit = on_commit
+        self._load_snapshot_fn = load_snapshot
+        self._lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._connections: dict[tuple[int, str], BrokerConnection] = {}
+        self._proposals: list[_Proposal] = []
+        self._changed = asyncio.Event()
+        self._last_seen: tuple[Any, ...] = ()
+        self.applied_offset = metadata_log.start_offset
+        self.core: RaftCore | None = None
+        self._stopping = False
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        state = self._state_file.read()
+        self.core = RaftCore(self.node_id, frozenset(self.voters), self.log, state, now_ms(),
+                             random.Random(), self._timing)
+        self.applied_offset = max(self.applied_offset, self.core.high_watermark)
+        self._spawn(self._tick_loop())
+        await self.step(m.Tick())
+
+    async def stop(self) -> None:
+        """Hand leadership over (EndQuorumEpoch) if we lead, then stop every task."""
+        if self.core is not None and self.core.is_leader:
+            async with self._lock:
+                effects = self.core.resign(now_ms())
+                sends = [self._send(e.to, e.message) for e in effects if isinstance(e, m.Send)]
+                await self._run([e for e in effects if not isinstance(e, m.Send)])
+            if sends:
+                await asyncio.wait([asyncio.ensure_future(s) for s in sends], timeout=1)
+        self._stopping = True
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=2)
+        for conn in self._connections.values():
+            await conn.close()
+        self._fail_proposals(errors.NotController("this node is shutting down"))
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None and not self._stopping:
+            log.error("raft task failed", exc_info=task.exception())
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            await self.step(m.Tick())
+
+    # -- queries ------------------------------------------------------------------------
+
+    @property
+    def _c(self) -> RaftCore:
+        assert self.core is not None, "raft node not started"
+        return self.core
+
+    @property
+    def leader_id(self) -> int | None:
+        return self._c.leader_id
+
+    @property
+    def epoch(self) -> int:
+        return self._c.epoch
+
+    @property
+    def is_leader(self) -> bool:
+        return self.core is not None and self.core.is_leader
+
+    @property
+    def is_active(self) -> bool:
+        """Leader with everything before its epoch applied: its image is current."""
+        c = self.core
+        return c is not None and c.is_leader and self.applied_offset > c.epoch_start_offset
+
+    def quorum_info(self) -> QuorumInfo:
+        c = self._c
+        return QuorumInfo(c.leader_id, c.epoch, c.high_watermark, self.log.end_offset,
+                          tuple(sorted(self.voters)), c.replica_progress())
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """True once predicate() holds (re-checked on every state change), False at timeout."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            event = self._changed
+            try:
+                await asyncio.wait_for(event.wait(), min(remaining, 0.5))
+            except asyncio.TimeoutError:
+                pass
+        return True
+
+    # -- stepping the core ----------------------------------------------------------------
+
+    async def step(self, message: Any, sender: int | None = None) -> None:
+        async with self._lock:
+            await self._run(self._c.step(message, now_ms(), sender))
+            self._after_step()
+
+    async def handle(self, sender: int, request: m.Request, max_wait_ms: int = 0) -> m.Response:
+        """Answer a quorum request from `sender` (a Fetch may be long-polled)."""
+        response = await self._handle_once(sender, request)
+        if isinstance(request, m.FetchRequest) and max_wait_ms > 0 \
+                and self._nothing_new(request, response):
+            seen = (self._c.epoch, self._c.high_watermark, self.log.end_offset)
+            await self.wait_for(
+                lambda: (self._c.epoch, self._c.high_watermark, self.log.end_offset) != seen,
+                max_wait_ms / 1000)
+            response = await self._handle_once(sender, request)
+        return response
+
+    async def _handle_once(self, sender: int, request: m.Request) -> m.Response:
+        async with self._lock:
+            response, effects = self._c.handle_request(sender, request, now_ms())
+            await self._run(effects)
+            self._after_step()
+            return response
+
+    @staticmethod
+    def _nothing_new(request: m.FetchRequest, response: m.Response) -> bool:
+        assert isinstance(response, m.FetchResponse)
+        return (response.error == m.NONE and not response.records
+                and response.diverging_end_offset < 0 and response.snapshot_end_offset < 0)
+
+    async def propose(self, records: list[dict[str, Any]], timeout: float = 30.0) -> int:
+        """Append one batch as leader; returns its last offset once committed and applied."""
+        async with self._lock:
+            try:
+                last, effects = self._c.propose(records, now_ms())
+            except NotLeader as exc:
+                raise errors.NotController(str(exc)) from None
+            done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+            self._proposals.append(_Proposal(last, self._c.epoch, done))
+            await self._run(effects)
+            self._after_step()
+        try:
+            return await asyncio.wait_for(asyncio.shield(done), timeout)
+        except asyncio.TimeoutError:
+            raise errors.RequestTimedOut(
+                f"metadata change not committed within {timeout:.0f}s (no quorum?)") from None
+
+    async def _run(self, effects: list[m.Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, m.Persist):
+                await asyncio.to_thread(self._state_file.write, effect.state)
+            elif isinstance(effect, m.Send):
+                self._spawn(self._send(effect.to, effect.message))
+            elif isinstance(effect, m.Flush):
+                self._spawn(self._flush())
+            elif isinstance(effect, m.LoadSnapshot):
+                self._spawn(self._load_snapshot(effect))
+
+    def _after_step(self) -> None:
+        c = self._c
+        hw = c.high_watermark
+        self.log.set_high_watermark(hw)
+        if hw > self.applied_offset:
+            for last, records in self.log.committed_batches(self.applied_offset, hw):
+                self._on_commit(last, records)
+                self.applied_offset = last + 1
+            self.applied_offset = max(self.applied_offset, hw)
+        self._settle_proposals()
+        seen = (c.epoch, c.leader_id, hw, self.log.end_offset, c.role)
+        if seen != self._last_seen:
+            if self._last_seen and seen[:2] != self._last_seen[:2]:
+                log.info("quorum epoch %d, leader %s (this node %d is %s)", c.epoch,
+                         c.leader_id, self.node_id, c.role)
+            self._last_seen = seen
+            self._changed.set()
+            self._changed = asyncio.Event()
+
+    def _settle_proposals(self) -> None:
+        c = self._c
+        keep = []
+        for p in self._proposals:
+            if p.done.done():
+                continue
+            if p.last_offset < self.applied_offset and p.epoch == c.epoch and c.is_leader:
+                p.done.set_result(p.last_offset)
+            elif p.epoch != c.epoch or not c.is_leader:
+                p.done.set_exception(errors.NotController(
+                    f"leadership moved (epoch {c.epoch}) before the change was committed"))
+            else:
+                keep.append(p)
+        self._proposals = keep
+
+    def _fail_proposals(self, exc: Exception) -> None:
+        for p in self._proposals:
+            if not p.done.done():
+                p.done.set_exception(exc)
+        self._proposals = []
+
+    # -- effects that run on their own ----------------------------------------------------
+
+    async def _flush(self) -> None:
+        end = await self.log.flush()
+        await self.step(m.Flushed(end))
+
+    async def _load_snapshot(self, effect: m.LoadSnapshot) -> None:
+        ok = False
+        if self._load_snapshot_fn is not None:
+            try:
+                ok = await self._load_snapshot_fn(effect.leader_id, effect.end_offset,
+                                                  effect.epoch)
+            except Exception:
+                log.exception("loading snapshot %d-%d from node %d failed", effect.end_offset,
+                              effect.epoch, effect.leader_id)
+        if ok:
+            self.applied_offset = max(self.applied_offset, effect.end_offset)
+            await self.step(m.SnapshotLoaded(effect.end_offset, effect.epoch))
+        else:
+            await asyncio.sleep(RETRY_BACKOFF_S * 10)
+            await self.step(m.SnapshotLoaded(-1, -1))
+
+    def connection(self, to: int, kind: str = "control") -> BrokerConnection:
+        key = (to, kind)
+        conn = self._connections.get(key)
+        if conn is None:
+            voter = self.voters[to]
+            timeout = self._timing.request_timeout_ms / 1000
+            if kind == "fetch":
+                timeout += FETCH_MAX_WAIT_MS / 1000
+            conn = BrokerConnection(voter.host, voter.port, client_id=f"raft-{self.node_id}",
+                                    timeout=timeout)
+            self._connections[key] = conn
+        return conn
+
+    async def _send(self, to: int, message: m.Request) -> None:
+        kind = "fetch" if isinstance(message, m.FetchRequest) else "control"
+        api_key, body = rpc.encode_request(message, self.cluster_id, FETCH_MAX_WAIT_MS,
+                                           self._timing.max_fetch)
+        try:
+            raw = await self.connection(to, kind).request(api_key, rpc.VERSIONS[api_key], body)
+            response = rpc.decode_response(message, raw)
+        except (KafkaClientError, OSError, asyncio.TimeoutError) as exc:
+            log.debug("quorum request to node %d failed: %s", to, exc)
+            response = -1
+        if isinstance(response, int):
+            if response == rpc.INCONSISTENT_CLUSTER_ID:
+                log.error("node %d refused our quorum request: it belongs to another "
+                          "cluster (ours is %s)", to, self.cluster_id)
+            # Do not hammer a node that is down: the core retries as soon as it is told.
+            await asyncio.sleep(RETRY_BACKOFF_S)
+            await self.step(m.RequestFailed(to, message))
+            return
+        await self.step(response, sender=to)

@@ -1,0 +1,41 @@
+"""The `quorum-state` file: epoch, voted-for and leader, fsynced before they are acted on."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from ..config import ConfigError
+from .messages import QuorumStateData
+
+QUORUM_STATE_FILE = "quorum-state"
+
+
+class QuorumStateFile:
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / QUORUM_STATE_FILE
+
+    def read(self) -> QuorumStateData:
+        try:
+            data = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return QuorumStateData()
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot read {self.path}: {exc}") from None
+        return QuorumStateData(int(data["epoch"]), data.get("voted_for"), data.get("leader_id"))
+
+    def write(self, state: QuorumStateData) -> None:
+        """Blocking (fsync): run it in a worker thread."""
+        tmp = self.path.with_suffix(".tmp")
+        body = json.dumps({"epoch": state.epoch, "voted_for": state.voted_for,
+                           "leader_id": state.leader_id})
+        with open(tmp, "w") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
