@@ -48,6 +48,10 @@ class KafkaServer:
         self._connections.add(task)
         try:
             await self._serve(reader, writer)
+        except asyncio.CancelledError:
+            # Shutdown cancels idle connections: end quietly, or asyncio's stream callback
+            # logs the cancellation as an error.
+            pass
         finally:
             self._connections.discard(task)
 

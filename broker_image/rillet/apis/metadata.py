@@ -102,7 +102,9 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
         "throttle_time": 0,
         "brokers": brokers,
         "cluster_id": broker.cluster_id,
-        "controller_id": broker.controller_id_for_clients(),
+        # As KRaft brokers do: the node asked, which relays controller requests. A client
+        # routing by it never chases a controller that died a moment ago.
+        "controller_id": broker.node_id,
         "topics": topics,
         "cluster_authorized_operations": -2147483648,
     })

@@ -17,6 +17,7 @@ from .connection import BrokerConnection, raise_for
 
 METADATA, LIST_OFFSETS, FIND_COORDINATOR, OFFSET_FETCH = 3, 2, 10, 9
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, CREATE_TOPICS = 15, 16, 42, 19
+DESCRIBE_QUORUM, DESCRIBE_CLUSTER = 55, 60
 LATEST, EARLIEST = -1, -2
 
 
@@ -71,6 +72,22 @@ def parse_assignment(data: bytes) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class QuorumDescription:
+    """The metadata quorum as its leader reports it (DescribeQuorum)."""
+    leader_id: int
+    epoch: int
+    high_watermark: int
+    voters: dict[int, int]   # node id -> log end offset
+
+
+@dataclass(frozen=True)
+class ClusterDescription:
+    cluster_id: str
+    controller_id: int
+    brokers: dict[int, tuple[str, int, str | None]]   # node id -> host, port, rack
+
+
 @dataclass
 class _Cluster:
     brokers: dict[int, tuple[str, int]] = field(default_factory=dict)
@@ -114,6 +131,22 @@ class AdminClient:
         raise last
 
     # -- cluster --------------------------------------------------------------------
+
+    async def describe_quorum(self) -> QuorumDescription:
+        resp = await self._any(DESCRIBE_QUORUM, 1, {"topics": [
+            {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]})
+        raise_for(resp.error_code, "describe quorum")
+        p = resp.topics[0].partitions[0]
+        raise_for(p.error_code, "describe quorum")
+        return QuorumDescription(p.leader_id, p.leader_epoch, p.high_watermark,
+                                 {v.replica_id: v.log_end_offset for v in p.current_voters})
+
+    async def describe_cluster(self) -> ClusterDescription:
+        resp = await self._any(DESCRIBE_CLUSTER, 0, {"include_cluster_authorized_operations":
+                                                     False})
+        raise_for(resp.error_code, "describe cluster")
+        return ClusterDescription(resp.cluster_id, resp.controller_id,
+                                  {b.broker_id: (b.host, b.port, b.rack) for b in resp.brokers})
 
     async def _cluster(self, topics: list[str] | None = None) -> _Cluster:
         body = {"topics": None if topics is None else [{"name": t} for t in topics],

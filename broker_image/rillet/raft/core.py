@@ -282,8 +282,14 @@ class RaftCore:
         if epoch > self.epoch:
             self.voted_for = None
         self.epoch = epoch
-        self._role = FollowerState(leader_id, now_ms + self.timing.fetch_timeout_ms)
+        self._role = FollowerState(leader_id, self._fetch_deadline(now_ms))
         self._persist()
+
+    def _fetch_deadline(self, now_ms: int) -> int:
+        """When a silent leader is given up on. The jitter keeps followers that lost it at
+        the same moment from all standing at once and splitting the vote."""
+        jitter = self.rng.randrange(max(1, self.timing.election_timeout_ms // 4))
+        return now_ms + self.timing.fetch_timeout_ms + jitter
 
     def _become_candidate(self, now_ms: int) -> None:
         self.epoch += 1
@@ -496,7 +502,7 @@ class RaftCore:
             return
         if resp.error != m.NONE or resp.fetch_offset != self.log.end_offset:
             return   # an error we already acted on, or the answer to an older fetch
-        role.fetch_deadline_ms = now_ms + self.timing.fetch_timeout_ms
+        role.fetch_deadline_ms = self._fetch_deadline(now_ms)
         if resp.snapshot_end_offset >= 0:
             role.loading_snapshot = True
             self._out.append(m.LoadSnapshot(sender, resp.snapshot_end_offset,
