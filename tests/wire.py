@@ -7,6 +7,7 @@ from typing import Any
 
 from rillet.protocol.build import build
 from rillet.protocol.codec import decode_response, encode_request, request_schema
+from tests.tcp_proxy import recv_exact
 
 
 class Wire:
@@ -28,17 +29,8 @@ class Wire:
         self.sock.sendall(data)
 
     def recv_frame(self) -> bytes:
-        size = struct.unpack(">i", self._recv_exact(4))[0]
-        return self._recv_exact(size)
-
-    def _recv_exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("connection closed by broker")
-            buf += chunk
-        return bytes(buf)
+        size = struct.unpack(">i", recv_exact(self.sock, 4))[0]
+        return recv_exact(self.sock, size)
 
     def request(self, api_key: int, version: int, body: dict[str, Any] | Any,
                 expect_response: bool = True) -> Any:

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
+from tests.cluster import LocalCluster
 from tests.harness import BrokerProcess
 
 
@@ -37,3 +38,21 @@ def fuzz_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProc
     yield b
     assert b.alive(), "broker died during fuzzing:\n" + b.log()
     b.stop()
+
+
+@pytest.fixture
+def cluster_factory(tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
+    """Start LocalClusters (tests/cluster.py); every one is closed at the end, even when
+    the test or a start failed midway."""
+    made: list[LocalCluster] = []
+
+    def make(nodes: int = 3, start: bool = True, **kwargs: Any) -> LocalCluster:
+        cluster = LocalCluster(tmp_path / f"cluster-{len(made)}", nodes=nodes, **kwargs)
+        made.append(cluster)
+        return cluster.start() if start else cluster
+
+    try:
+        yield make
+    finally:
+        for cluster in made:
+            cluster.close()

@@ -11,7 +11,7 @@ import struct
 import threading
 from dataclasses import dataclass, field
 
-from tests.harness import free_port
+from tests.tcp_proxy import ProxyServer, recv_exact, shut
 
 # How long the request side waits for the broker to answer a request whose
 # response is to be lost, before cutting the connection anyway.
@@ -37,25 +37,17 @@ class _Link:
     swallowed: threading.Event = field(default_factory=threading.Event)
 
 
-class DroppingProxy:
+class DroppingProxy(ProxyServer):
     def __init__(self, target_host: str, target_port: int, drop_every: int,
                  api_key: int = 0, max_drops: int = 5, port: int | None = None) -> None:
-        self.target = (target_host, target_port)
-        self.port = port or free_port()
         self.drop_every = drop_every
         self.api_key = api_key
         self.max_drops = max_drops
         self.seen = 0
         self._chosen = 0
         self.lost: list[LostResponse] = []
-        self._lock = threading.Lock()
-        self._listener = socket.create_server(("127.0.0.1", self.port))
-        self._stop = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        self._links: list[_Link] = []
+        super().__init__(target_host, target_port, port)
 
     @property
     def dropped(self) -> int:
@@ -63,19 +55,28 @@ class DroppingProxy:
         with self._lock:
             return len(self.lost)
 
-    def close(self) -> None:
-        self._stop.set()
-        self._listener.close()
+    def _on_close(self) -> None:
+        with self._lock:
+            links = list(self._links)
+        for link in links:
+            link.swallowed.set()  # a request pump waiting for its swallowed answer stops now
 
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            link = _Link(client, socket.create_connection(self.target))
-            threading.Thread(target=self._pump_requests, args=(link,), daemon=True).start()
-            threading.Thread(target=self._pump_responses, args=(link,), daemon=True).start()
+    def _serve(self, client: socket.socket) -> None:
+        upstream = self._connect_upstream()
+        if upstream is None or not self._track(upstream):
+            shut(client)
+            return
+        upstream.settimeout(None)
+        link = _Link(client, upstream)
+        with self._lock:
+            self._links.append(link)
+        try:
+            self._spawn(self._pump_responses, link, name=f"dropping-responses-{self.port}")
+            self._pump_requests(link)
+        finally:
+            with self._lock:
+                self._links.remove(link)
+            self._untrack(upstream)
 
     def _should_drop(self, frame: bytes) -> bool:
         if len(frame) < 8 or struct.unpack_from(">h", frame)[0] != self.api_key:
@@ -90,8 +91,8 @@ class DroppingProxy:
     def _pump_requests(self, link: _Link) -> None:
         try:
             while True:
-                head = _recv_exact(link.client, 4)
-                frame = _recv_exact(link.client, struct.unpack(">i", head)[0])
+                head = recv_exact(link.client, 4)
+                frame = recv_exact(link.client, struct.unpack(">i", head)[0])
                 if self._should_drop(frame):
                     link.mute_version, link.mute_correlation = struct.unpack_from(">hi", frame, 2)
                     link.upstream.sendall(head + frame)
@@ -102,13 +103,13 @@ class DroppingProxy:
                 link.upstream.sendall(head + frame)
         except OSError:
             pass
-        _close(link.client, link.upstream)
+        shut(link.client, link.upstream)
 
     def _pump_responses(self, link: _Link) -> None:
         try:
             while True:
-                head = _recv_exact(link.upstream, 4)
-                frame = _recv_exact(link.upstream, struct.unpack(">i", head)[0])
+                head = recv_exact(link.upstream, 4)
+                frame = recv_exact(link.upstream, struct.unpack(">i", head)[0])
                 if link.mute_correlation is None:
                     link.client.sendall(head + frame)
                 elif struct.unpack_from(">i", frame)[0] == link.mute_correlation:
@@ -119,22 +120,4 @@ class DroppingProxy:
                 # Any other response while muted is dropped too: the client retries it.
         except OSError:
             pass
-        _close(link.client, link.upstream)
-
-
-def _close(*socks: socket.socket) -> None:
-    for s in socks:
-        try:
-            s.close()
-        except OSError:
-            pass
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise OSError("closed")
-        buf += chunk
-    return bytes(buf)
+        shut(link.client, link.upstream)

@@ -1,0 +1,305 @@
+"""Bounded chaos against a LocalCluster: random faults, one at a time, each undone in turn.
+
+    events = run_chaos(cluster, ChaosPlan(cycles=10, seconds=60, seed=7),
+                       workload=produce_until, check=verify)
+
+Each cycle picks one fault with a seeded random generator, holds it for a while, undoes it,
+and lets the cluster settle:
+- kill:    kill -9 a node, then start it again (waits until it is ready)
+- stop:    SIGTERM a node, then start it again
+- pause:   SIGSTOP a node, then SIGCONT
+- cut:     cut the link between two nodes (refuse or blackhole), then heal it
+- isolate: cut every link of one node, then heal them
+The run ends after `cycles` cycles or `seconds` seconds, whichever comes first (a fault being
+held is cut short at the deadline; restarting a node may add its start-up time), and always
+ends with every link healed and every node running and ready, even when a fault or the
+workload fails. Only an interrupt (Ctrl-C, or SIGTERM to the script) skips that: it reached
+the nodes too, and the caller's close() kills what is left.
+
+Hooks, so a test can run a workload and a checker beside the faults:
+- workload(stop): runs in a thread from the first fault on; `stop` is set once everything
+  is restored; it must return soon after. An exception in it ends the chaos early and is
+  raised by run_chaos.
+- on_event(event): called with every action as it happens (after the fault is in place).
+- check(): called once at the end, with the cluster restored and the workload finished.
+
+As a script (a throwaway cluster in a temp dir, or --data DIR, closed at the end):
+    python -m tests.chaos --cycles 10 --seconds 60 --seed 7 [--nodes 3] [--faults kill,cut]
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import signal
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol, Sequence
+
+from tests.tcp_proxy import LinkMode
+
+log = logging.getLogger("chaos")
+
+FAULTS = ("kill", "stop", "pause", "cut", "isolate")
+LINK_FAULTS = ("cut", "isolate")
+CUT_MODES = (LinkMode.REFUSE.value, LinkMode.BLACKHOLE.value)
+WORKLOAD_JOIN = 30.0
+
+
+class FaultTarget(Protocol):
+    """What chaos needs of a cluster: LocalCluster, or a fake in unit tests."""
+    proxied: bool
+
+    @property
+    def node_ids(self) -> list[int]: ...
+    def kill_node(self, node_id: int) -> None: ...
+    def stop_node(self, node_id: int) -> int | None: ...
+    def start_node(self, node_id: int) -> object: ...
+    def pause_node(self, node_id: int) -> None: ...
+    def resume_node(self, node_id: int) -> None: ...
+    def cut(self, a: int, b: int, mode: str) -> None: ...
+    def heal(self, a: int, b: int) -> None: ...
+    def isolate(self, node_id: int, mode: str) -> None: ...
+    def heal_all(self) -> None: ...
+    def restore_all(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class ChaosPlan:
+    cycles: int
+    seconds: float
+    seed: int
+    faults: tuple[str, ...] = FAULTS
+    hold: tuple[float, float] = (0.5, 2.0)     # how long a fault stays, seconds (min, max)
+    settle: tuple[float, float] = (0.2, 1.0)   # quiet time after undoing it
+
+    def __post_init__(self) -> None:
+        unknown = set(self.faults) - set(FAULTS)
+        if unknown or not self.faults:
+            raise ValueError(f"faults must be a non-empty subset of {FAULTS}, got {self.faults}")
+        if self.cycles < 0 or self.seconds < 0:
+            raise ValueError("cycles and seconds must be >= 0")
+        for low, high in (self.hold, self.settle):
+            if not 0 <= low <= high:
+                raise ValueError(f"a duration range must be 0 <= min <= max, got {(low, high)}")
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    nodes: tuple[int, ...]
+    mode: str | None = None   # for cut and isolate
+
+    def __str__(self) -> str:
+        nodes = "<->".join(map(str, self.nodes))
+        return f"{self.kind} {nodes}" + (f" ({self.mode})" if self.mode else "")
+
+
+@dataclass(frozen=True)
+class ChaosEvent:
+    cycle: int          # -1 for the final restore
+    action: str         # inject, undo, restore
+    fault: Fault | None
+    at: float           # seconds since the run started
+
+    def __str__(self) -> str:
+        what = f"{self.action} {self.fault}" if self.fault else self.action
+        return f"t={self.at:6.2f}s cycle {self.cycle}: {what}"
+
+
+def pick_fault(rng: random.Random, node_ids: Sequence[int], faults: Sequence[str],
+               proxied: bool) -> Fault:
+    """One random fault among those this cluster allows (link faults need proxies and two
+    nodes)."""
+    allowed = [f for f in faults if f not in LINK_FAULTS or (proxied and len(node_ids) > 1)]
+    if not allowed:
+        raise ValueError(f"none of {list(faults)} applies to this cluster")
+    kind = rng.choice(allowed)
+    if kind == "cut":
+        a, b = rng.sample(list(node_ids), 2)
+        return Fault(kind, (a, b), rng.choice(CUT_MODES))
+    node = rng.choice(list(node_ids))
+    return Fault(kind, (node,), rng.choice(CUT_MODES) if kind == "isolate" else None)
+
+
+def inject(cluster: FaultTarget, fault: Fault) -> None:
+    node = fault.nodes[0]
+    if fault.kind == "kill":
+        cluster.kill_node(node)
+    elif fault.kind == "stop":
+        cluster.stop_node(node)
+    elif fault.kind == "pause":
+        cluster.pause_node(node)
+    elif fault.kind == "cut":
+        cluster.cut(node, fault.nodes[1], fault.mode or CUT_MODES[0])
+    elif fault.kind == "isolate":
+        cluster.isolate(node, fault.mode or CUT_MODES[0])
+
+
+def undo(cluster: FaultTarget, fault: Fault) -> None:
+    node = fault.nodes[0]
+    if fault.kind in ("kill", "stop"):
+        cluster.start_node(node)
+    elif fault.kind == "pause":
+        cluster.resume_node(node)
+    elif fault.kind == "cut":
+        cluster.heal(node, fault.nodes[1])
+    elif fault.kind == "isolate":
+        cluster.heal_all()
+
+
+@dataclass
+class _Workload:
+    """The workload thread and what it raised."""
+    run: Callable[[threading.Event], None]
+    stop: threading.Event
+    failed: threading.Event
+    error: BaseException | None = None
+    thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._main, name="chaos-workload", daemon=True)
+        self.thread.start()
+
+    def _main(self) -> None:
+        try:
+            self.run(self.stop)
+        except BaseException as exc:
+            self.error = exc
+            self.failed.set()
+
+    def finish(self, timeout: float) -> None:
+        self.stop.set()
+        if self.thread is None:
+            return
+        self.thread.join(timeout)
+        if self.thread.is_alive():
+            raise RuntimeError(f"chaos workload still running {timeout}s after it was stopped")
+        if self.error is not None:
+            raise self.error
+
+
+@dataclass
+class _Run:
+    """One chaos run in progress: its clock, its events, and what may end it early."""
+    plan: ChaosPlan
+    on_event: Callable[[ChaosEvent], None] | None
+    started: float = field(default_factory=time.monotonic)
+    events: list[ChaosEvent] = field(default_factory=list)
+    abort: threading.Event = field(default_factory=threading.Event)
+
+    def remaining(self) -> float:
+        return self.plan.seconds - (time.monotonic() - self.started)
+
+    def over(self) -> bool:
+        return self.remaining() <= 0 or self.abort.is_set()
+
+    def wait(self, span: tuple[float, float], rng: random.Random) -> None:
+        """Let a fault (or the quiet after it) last a random while, never past the deadline;
+        a failing workload cuts it short."""
+        self.abort.wait(max(0.0, min(rng.uniform(*span), self.remaining())))
+
+    def record(self, cycle: int, action: str, fault: Fault | None) -> None:
+        event = ChaosEvent(cycle, action, fault, round(time.monotonic() - self.started, 3))
+        self.events.append(event)
+        log.info("chaos %s", event)
+        if self.on_event is not None:
+            self.on_event(event)
+
+
+def run_chaos(cluster: FaultTarget, plan: ChaosPlan, *,
+              workload: Callable[[threading.Event], None] | None = None,
+              on_event: Callable[[ChaosEvent], None] | None = None,
+              check: Callable[[], None] | None = None,
+              workload_join: float = WORKLOAD_JOIN) -> list[ChaosEvent]:
+    """Run `plan` against `cluster`; the events, in order. See the module docstring."""
+    rng = random.Random(plan.seed)
+    run = _Run(plan, on_event)
+    worker = _Workload(workload, threading.Event(), run.abort) if workload else None
+    log.info("chaos: seed %d, at most %d cycles in %.1fs, faults %s", plan.seed, plan.cycles,
+             plan.seconds, ",".join(plan.faults))
+    try:
+        if worker is not None:
+            worker.start()
+        _cycles(cluster, run, rng)
+    except KeyboardInterrupt:
+        # Ctrl-C (or SIGTERM to the script) reached the nodes too, as they share our process
+        # group: there is nothing to restore, and the caller closes the cluster.
+        if worker is not None:
+            worker.stop.set()
+        raise
+    except BaseException:
+        _restore(cluster, run, worker, workload_join)
+        raise
+    _restore(cluster, run, worker, workload_join)
+    if check is not None:
+        check()
+    return run.events
+
+
+def _cycles(cluster: FaultTarget, run: _Run, rng: random.Random) -> None:
+    """Inject, hold, undo, settle; a failure midway leaves the undoing to _restore."""
+    for cycle in range(run.plan.cycles):
+        if run.over():
+            return
+        fault = pick_fault(rng, cluster.node_ids, run.plan.faults, cluster.proxied)
+        inject(cluster, fault)
+        run.record(cycle, "inject", fault)
+        run.wait(run.plan.hold, rng)
+        undo(cluster, fault)
+        run.record(cycle, "undo", fault)
+        run.wait(run.plan.settle, rng)
+
+
+def _restore(cluster: FaultTarget, run: _Run, worker: _Workload | None,
+             workload_join: float) -> None:
+    """Every link healed, every node running; then the workload stopped."""
+    try:
+        cluster.restore_all()
+        run.record(-1, "restore", None)
+    finally:
+        if worker is not None:
+            worker.finish(workload_join)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from tests.cluster import LocalCluster
+    parser = argparse.ArgumentParser(prog="python -m tests.chaos",
+                                     description="Bounded random faults against a local cluster.")
+    parser.add_argument("--cycles", type=int, default=10)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--seed", type=int, default=None, help="default: a random one, printed")
+    parser.add_argument("--nodes", type=int, default=3)
+    parser.add_argument("--faults", default=",".join(FAULTS),
+                        help=f"comma-separated subset of {','.join(FAULTS)}")
+    parser.add_argument("--data", type=Path, default=None,
+                        help="where the nodes keep data and logs (default: a new temp dir)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    seed = random.SystemRandom().randrange(2**31) if args.seed is None else args.seed
+    plan = ChaosPlan(args.cycles, args.seconds, seed, tuple(args.faults.split(",")))
+    # SIGTERM (e.g. from timeout(1)) unwinds like Ctrl-C, so the nodes are killed, not orphaned.
+    signal.signal(signal.SIGTERM, _interrupt)
+    data = args.data or Path(tempfile.mkdtemp(prefix="rillet-chaos-"))
+    log.info("chaos: %d nodes, data and logs in %s", args.nodes, data)
+    try:
+        with LocalCluster(data, nodes=args.nodes) as cluster:
+            cluster.start()
+            events = run_chaos(cluster, plan)
+    except KeyboardInterrupt as exc:
+        log.info("chaos: interrupted (%s); every node killed, every proxy closed", exc)
+        return 130
+    log.info("chaos: done, %d actions, seed %d, every node restored", len(events), seed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

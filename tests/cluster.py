@@ -1,0 +1,244 @@
+"""A multi-node rillet cluster of real processes for tests, with faults on demand.
+
+    cluster = LocalCluster(tmp_path, nodes=3)
+    try:
+        cluster.start()
+        cluster.cut(1, 2, mode="blackhole")   # or kill_node, pause_node, isolate, ...
+        ...
+    finally:
+        cluster.close()                       # bounded; kills every node, ends every proxy
+
+Each node is a BrokerProcess (tests/harness.py) started with the settings rillet's own
+`rillet cluster` renders (rillet/local_cluster.py), on free ports, data in
+<tmp_path>/node-<i>/ and output in <tmp_path>/node-<i>.broker.log.
+
+Links (proxied=True): for every ordered pair a -> b where b is a voter, a LinkProxy
+(tests/tcp_proxy.py) forwards to b's CONTROLLER listener, and node a's
+controller.quorum.voters names that proxy as b's address (its own entry stays its own
+listener). cut(a, b) stops both a -> b and b -> a; "refuse" resets connections at once,
+"blackhole" holds every byte until heal(), so the peer times out.
+
+Limits:
+- Only controller traffic is proxied: the quorum (Vote, BeginQuorumEpoch, metadata Fetch) and
+  what brokers send the controller (registration, heartbeats, AlterPartition). Partition
+  data between brokers goes to the advertised PLAINTEXT addresses from cluster metadata,
+  which are the same for every node, so a cut does not stop a follower fetching from a
+  leader. Cutting that too needs per-node addresses (127.0.0.2/3/4 with
+  advertised.listeners) and a proxy or packet filter per node: a later issue.
+- Clients reach nodes directly: a cut never touches a client connection. Use pause_node,
+  kill_node or stop_node to take a node away from clients.
+- Node ports come from free_ports(): free when chosen, bound by the node a moment later,
+  the same small race every BrokerProcess test has.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from rillet.local_cluster import (NodeSpec, bootstrap_servers, cluster_settings,
+                                  plan_nodes_on)
+from rillet.storage_format import new_cluster_id
+from tests.harness import BrokerProcess, answering, free_ports
+from tests.tcp_proxy import LinkMode, LinkProxy
+
+START_TIMEOUT = 60.0
+
+
+@dataclass
+class ClusterNode:
+    """One node: where it listens (spec) and its process."""
+    spec: NodeSpec
+    process: BrokerProcess
+
+
+class LocalCluster:
+    """N real `rillet serve` processes and the proxies of the links between them.
+
+    Not thread-safe: one test thread drives it (chaos included); proxies run their own
+    threads internally and end in close()."""
+
+    def __init__(self, tmp_path: Path, nodes: int = 3, proxied: bool = True,
+                 extra_config: Mapping[str, Any] | None = None,
+                 racks: Sequence[str] | None = None, voter_count: int | None = None,
+                 ready: Callable[[BrokerProcess], bool] = answering,
+                 cluster_id: str | None = None) -> None:
+        self.root = Path(tmp_path)
+        self.cluster_id = cluster_id or new_cluster_id()
+        self.proxied = proxied
+        ports = free_ports(2 * nodes)
+        specs = plan_nodes_on(list(zip(ports[::2], ports[1::2])), self.root, racks,
+                              voter_count=voter_count)
+        self._links: dict[tuple[int, int], LinkProxy] = {}
+        try:
+            if proxied:
+                self._links = _link_proxies(specs, self._links)
+            settings = cluster_settings(specs, self.cluster_id,
+                                        self._peer_address if proxied else None, extra_config)
+        except BaseException:
+            self._close_links([])
+            raise
+        self._nodes = {s.node_id: ClusterNode(s, BrokerProcess(
+            s.log_dir, port=s.client_port, node_id=s.node_id, config=settings[s.node_id],
+            ready=ready)) for s in specs}
+
+    # -- what the cluster is ----------------------------------------------------------
+
+    @property
+    def node_ids(self) -> list[int]:
+        return sorted(self._nodes)
+
+    @property
+    def specs(self) -> list[NodeSpec]:
+        return [self._nodes[i].spec for i in self.node_ids]
+
+    @property
+    def bootstrap(self) -> str:
+        """Every node's client address, comma-separated."""
+        return bootstrap_servers(self.specs)
+
+    def node(self, node_id: int) -> BrokerProcess:
+        return self._node(node_id).process
+
+    def link(self, a: int, b: int) -> LinkProxy:
+        """The proxy node a uses to reach voter b."""
+        if (a, b) not in self._links:
+            raise KeyError(f"no link {a} -> {b} (proxied={self.proxied}; links lead to voters)")
+        return self._links[(a, b)]
+
+    def links(self) -> dict[tuple[int, int], LinkProxy]:
+        return dict(self._links)
+
+    def logs(self, tail: int = 4000) -> str:
+        """The end of every node's log, for an assertion message."""
+        return "\n".join(f"--- node {i} ---\n{self.node(i).log()[-tail:]}" for i in self.node_ids)
+
+    # -- processes ----------------------------------------------------------------------
+
+    def start(self, timeout: float = START_TIMEOUT) -> "LocalCluster":
+        """Start every node, then wait for all: a node may only be ready once a quorum is."""
+        for node_id in self.node_ids:
+            self.node(node_id).start(wait=False)
+        self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float = START_TIMEOUT,
+                   node_ids: Iterable[int] | None = None) -> None:
+        deadline = time.monotonic() + timeout
+        for node_id in self.node_ids if node_ids is None else node_ids:
+            self.node(node_id).wait_ready(max(0.1, deadline - time.monotonic()))
+
+    def start_node(self, node_id: int, timeout: float = START_TIMEOUT,
+                   wait: bool = True) -> BrokerProcess:
+        return self.node(node_id).start(timeout, wait)
+
+    def stop_node(self, node_id: int, timeout: float = 20.0) -> int | None:
+        """SIGTERM, then SIGKILL after `timeout`; the exit code."""
+        return self.node(node_id).stop(timeout)
+
+    def kill_node(self, node_id: int) -> None:
+        self.node(node_id).kill()
+
+    def pause_node(self, node_id: int) -> None:
+        self.node(node_id).pause()
+
+    def resume_node(self, node_id: int) -> None:
+        self.node(node_id).resume()
+
+    # -- links --------------------------------------------------------------------------
+
+    def cut(self, a: int, b: int, mode: str | LinkMode = LinkMode.REFUSE) -> None:
+        """Cut the link between a and b, both ways."""
+        for proxy in self._pair(a, b):
+            proxy.cut(mode)
+
+    def heal(self, a: int, b: int) -> None:
+        for proxy in self._pair(a, b):
+            proxy.heal()
+
+    def isolate(self, node_id: int, mode: str | LinkMode = LinkMode.REFUSE) -> None:
+        """Cut every link of one node."""
+        self._node(node_id)
+        for (a, b), proxy in self._links.items():
+            if node_id in (a, b):
+                proxy.cut(mode)
+
+    def heal_all(self) -> None:
+        for proxy in self._links.values():
+            proxy.heal()
+
+    def cut_links(self) -> list[tuple[int, int]]:
+        """The directed links cut right now."""
+        return sorted(k for k, p in self._links.items() if p.mode is not LinkMode.OPEN)
+
+    # -- back to normal, and the end -------------------------------------------------------
+
+    def restore_all(self, timeout: float = START_TIMEOUT) -> None:
+        """Heal every link, resume every paused node, start every stopped one; then wait until
+        all are ready."""
+        self.heal_all()
+        for node_id in self.node_ids:
+            process = self.node(node_id)
+            if process.paused:
+                process.resume()
+            if not process.alive():
+                process.start(wait=False)
+        self.wait_ready(timeout)
+
+    def close(self) -> None:
+        """Kill every node and end every proxy. Bounded; safe to call twice; raises after
+        cleaning up everything it could when something would not end."""
+        errors: list[str] = []
+        for node_id in self.node_ids:
+            try:
+                self.node(node_id).kill()
+            except Exception as exc:  # one stuck node must not leave the others running
+                errors.append(f"node {node_id}: {exc!r}")
+        self._close_links(errors)
+        if errors:
+            raise RuntimeError("LocalCluster.close: " + "; ".join(errors))
+
+    def __enter__(self) -> "LocalCluster":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- inside -------------------------------------------------------------------------
+
+    def _node(self, node_id: int) -> ClusterNode:
+        if node_id not in self._nodes:
+            raise KeyError(f"no node {node_id}; nodes are {self.node_ids}")
+        return self._nodes[node_id]
+
+    def _peer_address(self, a: int, b: int) -> str:
+        return self._links[(a, b)].bootstrap
+
+    def _pair(self, a: int, b: int) -> list[LinkProxy]:
+        if not self.proxied:
+            raise RuntimeError("links can only be cut in a proxied cluster")
+        self._node(a), self._node(b)
+        pair = [self._links[k] for k in ((a, b), (b, a)) if k in self._links]
+        if not pair:
+            raise ValueError(f"nodes {a} and {b} share no controller link (neither is a voter)")
+        return pair
+
+    def _close_links(self, errors: list[str]) -> None:
+        for key, proxy in self._links.items():
+            try:
+                proxy.close()
+            except Exception as exc:
+                errors.append(f"link {key}: {exc!r}")
+
+
+def _link_proxies(specs: Sequence[NodeSpec],
+                  made: dict[tuple[int, int], LinkProxy]) -> dict[tuple[int, int], LinkProxy]:
+    """One proxy per directed link to a voter; filled into `made` as it goes, so the caller
+    can close the ones already running when a later one fails."""
+    for a in specs:
+        for b in specs:
+            if a.node_id != b.node_id and b.voter:
+                made[(a.node_id, b.node_id)] = LinkProxy(
+                    b.host, b.controller_port, name=f"{a.node_id}->{b.node_id}")
+    return made
