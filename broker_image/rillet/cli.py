@@ -80,7 +80,16 @@ def main(argv: list[str] | None = None) -> int:
     p_serve.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                          help="override one config (repeatable)")
     p_serve.add_argument("--log-level", default="INFO")
-    args = parser.parse_args(argv)
+    p_cluster = sub.add_parser("cluster", add_help=False,
+                               help="run a local N-node cluster (rillet cluster --help)")
+    p_cluster.add_argument("cluster_args", nargs=argparse.REMAINDER)
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "cluster":
+        args.cluster_args = rest + args.cluster_args
+        from .local_cluster import main as cluster_main
+        return cluster_main(args.cluster_args)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

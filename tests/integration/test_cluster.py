@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
@@ -20,8 +19,9 @@ from confluent_kafka.admin import NewTopic
 
 from rillet.client.admin import AdminClient
 from tests.cluster import LocalCluster
-from tests.harness import RILLET, free_port
-from tests.integration.java_tools import run_tool
+from rillet.local_cluster import serve_command
+from tests.harness import free_port
+from tests.integration.java_tools import KafkaTools, kafka_jars  # noqa: F401 (fixture)
 from tests.polling import read_until, wait_until
 
 RACKS = ["zone-a", "zone-b", "zone-c"]
@@ -69,7 +69,7 @@ def _create_topic(bootstrap: str, name: str, partitions: int, rf: int,
                   assignment: list[list[int]] | None = None) -> None:
     admin = KafkaAdmin({"bootstrap.servers": bootstrap})
     topic = NewTopic(name, partitions, rf) if assignment is None else \
-        NewTopic(name, replica_assignment=assignment)
+        NewTopic(name, len(assignment), replica_assignment=assignment)
     for future in admin.create_topics([topic], request_timeout=15).values():
         future.result()
 
@@ -160,6 +160,10 @@ def test_clients_produce_and_consume_through_any_node(cluster: LocalCluster) -> 
     finally:
         consumer.close()
     assert sorted(got) == sorted(sent)
+
+
+def run_tool(tool: str, *args: str) -> Any:
+    return KafkaTools("").run(tool, *args)
 
 
 def test_kafka_tools_see_a_kafka_cluster(cluster: LocalCluster, kafka_jars: Path) -> None:
@@ -269,9 +273,7 @@ def test_controller_leaving_hands_over_quickly(tmp_path: Path) -> None:
 
 
 def _serve(tmp_path: Path, **settings: Any) -> subprocess.CompletedProcess[str]:
-    cmd = RILLET + ["serve", "--set", f"log.dirs={tmp_path / 'data'}"]
-    for key, value in settings.items():
-        cmd += ["--set", f"{key}={value}"]
+    cmd = serve_command({"log.dirs": str(tmp_path / "data"), **settings})
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
 
 
@@ -316,11 +318,11 @@ def test_a_node_of_another_cluster_is_refused(cluster: LocalCluster, tmp_path: P
     voters = ",".join(f"{s.node_id}@{s.controller_address}" for s in cluster.specs)
     client = free_port()
     foreign = str(uuid.UUID(int=1)).replace("-", "")[:22]
-    proc = subprocess.Popen(RILLET + ["serve"] + [a for k, v in {
+    proc = subprocess.Popen(serve_command({
         "node.id": 9, "process.roles": "broker", "log.dirs": str(tmp_path / "foreign"),
         "listeners": f"PLAINTEXT://127.0.0.1:{client}", "controller.listener.names":
-        "CONTROLLER", "controller.quorum.voters": voters, "cluster.id": foreign}.items()
-        for a in ("--set", f"{k}={v}")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        "CONTROLLER", "controller.quorum.voters": voters, "cluster.id": foreign}),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_until(lambda: any(f"cluster id {foreign} is not ours" in cluster.node(i).log()
                                for i in cluster.node_ids), WAIT_S, "the refusal in a log")
@@ -328,4 +330,3 @@ def test_a_node_of_another_cluster_is_refused(cluster: LocalCluster, tmp_path: P
     finally:
         proc.kill()
         proc.wait(10)
-    assert sys.executable  # the node ran under this interpreter (RILLET)
