@@ -21,6 +21,8 @@ from .controller.controller import Controller
 from .coordinator.manager import GroupCoordinator
 from .metadata.image import TOPIC_RESOURCE, MetadataImage, PartitionInfo, TopicInfo
 from .metadata.log import MetadataLog
+from .metadata.snapshot import SnapshotStore
+from .metadata.snapshotter import Snapshotter
 from .protocol import errors
 from .storage.cleaner import LogCleaner
 from .records import BatchHeader
@@ -45,6 +47,7 @@ class Broker:
         self.raft: RaftNode | None = None
         self.lifecycle: BrokerLifecycle | None = None
         self.forwarder = ControllerForwarder(self)
+        self.snapshotter: Snapshotter | None = None
         self.coordinator = GroupCoordinator(self)
         self.cleaner = LogCleaner(self.logs, config,
                                   lambda name: dict(self.image.topic_config(name)))
@@ -73,9 +76,16 @@ class Broker:
         metadata_root = Path(meta_dir) if meta_dir else self.config.log_dirs[0] / "__metadata"
         metadata_log = MetadataLog.open(metadata_root)
         self.controller = Controller(self.cluster_id, self.node_id, self.config)
+        self.snapshots = SnapshotStore(metadata_root / "snapshots")
+        snapshotter = self.snapshotter = Snapshotter(
+            self.snapshots, metadata_log, self.controller, self.cluster_id,
+            self.config["metadata.log.max.record.bytes.between.snapshots"])
+        snapshotter.restore()
         self.raft = RaftNode(self.node_id, self._voters(), self.cluster_id, metadata_log,
                              QuorumStateFile(metadata_root), self._raft_timing(),
-                             on_commit=self.controller.apply_committed)
+                             on_commit=snapshotter.on_commit,
+                             load_snapshot=snapshotter.fetch_from)
+        snapshotter.raft = self.raft
         self.controller.attach(self.raft)
         self.logs.load_logs(self.log_config_for)
         self.controller.on_change(self._on_metadata_change)
@@ -151,6 +161,8 @@ class Broker:
             except (asyncio.TimeoutError, asyncio.CancelledError):
                 task.cancel()
         await self.forwarder.close()
+        if self.snapshotter is not None:
+            await self.snapshotter.stop()
         if self.raft is not None:
             await self.raft.stop()
             self.raft.log.close()

@@ -235,7 +235,9 @@ def test_a_fenced_broker_loses_its_leaderships_and_gets_them_back(tmp_path: Path
         for p in led:
             leader, _, isr = after[p]
             assert leader in others and victim not in isr, after
-        assert _partitions(bootstrap, "single")[0][0] == -1
+        # Its only replica is gone: no leader until it returns (no unclean election).
+        wait_until(lambda: _partitions(bootstrap, "single").get(0, (0,))[0] == -1, WAIT_S,
+                   "the single-replica partition to lose its leader")
         cluster.start_node(victim)
         wait_until(lambda: _partitions(bootstrap, "single").get(0, (-1,))[0] == victim,
                    WAIT_S, "the single-replica partition to get its leader back")
@@ -251,9 +253,34 @@ def test_controlled_shutdown_moves_leaderships_before_stopping(tmp_path: Path) -
         wait_until(lambda: len(_partitions(bootstrap, "moving")) == 3, WAIT_S, "topic")
         assert any(leader == victim for leader, _, _ in _partitions(bootstrap, "moving").values())
         assert cluster.stop_node(victim) == 0
-        after = _partitions(bootstrap, "moving")
+        # Well within the session timeout: only the controlled shutdown can have done it
+        # (each node applies the change in its own time, hence the bounded wait).
+        after = read_until(lambda: _partitions(bootstrap, "moving"),
+                           lambda ps: all(leader not in (victim, -1)
+                                          for leader, _, _ in ps.values()), WAIT_S)
         assert all(leader not in (victim, -1) for leader, _, _ in after.values()), after
-        assert victim not in _metadata(bootstrap).brokers
+        assert "fenced (controlled shutdown)" in cluster.node(controller).log()
+
+
+def test_a_node_away_past_a_snapshot_catches_up_from_it(tmp_path: Path) -> None:
+    """The leader snapshots its image and drops the log the snapshot covers; a node that
+    was down meanwhile cannot fetch that log and loads the snapshot instead."""
+    small = {"metadata.log.max.record.bytes.between.snapshots": 4096}
+    with _fresh(tmp_path, **small).start() as cluster:
+        leader = _leader(cluster)
+        away = next(i for i in cluster.node_ids if i != leader)
+        cluster.kill_node(away)
+        others = ",".join(_address(cluster, i) for i in cluster.node_ids if i != away)
+        names = [f"while-away-{i}" for i in range(40)]
+        for name in names:
+            _create_topic(others, name, 1, 1)
+        snapshots = cluster.specs[leader - 1].log_dir / "__metadata" / "snapshots"
+        wait_until(lambda: any(snapshots.glob("*.checkpoint")), WAIT_S, "a snapshot")
+        cluster.start_node(away)
+        address = _address(cluster, away)
+        wait_until(lambda: set(names) <= set(_metadata(address).topics), WAIT_S,
+                   f"node {away} to know every topic")
+        assert "installed the leader's metadata snapshot" in cluster.node(away).log()
 
 
 def test_controller_leaving_hands_over_quickly(tmp_path: Path) -> None:

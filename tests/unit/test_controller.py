@@ -21,7 +21,8 @@ async def _controller(root: Path) -> Controller:
     config = BrokerConfig.load(None, {"num.partitions": "1", "default.replication.factor": "1"})
     ctrl = Controller("cluster", 1, config)
     raft = RaftNode(1, {1: Voter(1, "127.0.0.1", 0)}, "cluster", MetadataLog.open(root),
-                    QuorumStateFile(root), RaftTiming(), ctrl.apply_committed)
+                    QuorumStateFile(root), RaftTiming(),
+                    lambda last, records, _size: ctrl.apply_committed(last, records))
     ctrl.attach(raft)
     await raft.start()
     assert await raft.wait_for(lambda: raft.is_active, 5)

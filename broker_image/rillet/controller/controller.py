@@ -118,6 +118,12 @@ class Controller:
         """Start from a snapshot's image (before any committed batch is applied)."""
         self.image = image
 
+    def install_image(self, image: MetadataImage) -> None:
+        """Replace the image with a snapshot fetched from the leader (a follower far behind)."""
+        old, self.image = self.image, image
+        for listener in self._listeners:
+            listener(old, self.image)
+
     def apply_committed(self, last_offset: int, records: list[dict[str, Any]]) -> None:
         """Replay one committed batch (every node, in log order)."""
         old, self.image = self.image, replay(self.image, records, last_offset)

@@ -97,8 +97,8 @@ class MetadataLog:
         self._log.high_watermark = offset
 
     def committed_batches(self, start: int, end: int
-                          ) -> Iterator[tuple[int, list[dict[str, Any]]]]:
-        """(last offset, records) of every batch in [start, end), oldest first."""
+                          ) -> Iterator[tuple[int, list[dict[str, Any]], int]]:
+        """(last offset, records, size in bytes) of every batch in [start, end), oldest first."""
         offset = max(start, self.start_offset)
         while offset < end:
             data = self._log.read(offset, 1 << 20, max_offset=end)
@@ -111,7 +111,8 @@ class MetadataLog:
                     continue
                 batch = data[header.position:header.position + header.size]
                 _, records = decode_records(batch)
-                yield header.last_offset, [mrec.decode(rec.value or b"") for rec in records]
+                yield (header.last_offset, [mrec.decode(rec.value or b"") for rec in records],
+                       header.size)
                 offset = header.last_offset + 1
 
     def reset_to_snapshot(self, end_offset: int, epoch: int) -> None:
@@ -120,9 +121,25 @@ class MetadataLog:
         self.snapshot_id = (end_offset, epoch)
 
     def delete_before(self, offset: int, epoch: int) -> None:
-        """A snapshot covers everything below `offset`: drop whole segments under it."""
+        """A snapshot covers everything below `offset`: drop whole segments under it.
+
+        The active segment is rolled first when the snapshot reaches into it, so a
+        metadata log with little traffic still shrinks."""
         self.snapshot_id = (offset, epoch)
+        if self._log.segments[-1].base_offset < offset <= self._log.log_end_offset:
+            self._log.roll()
         self._log.delete_segments_before(offset)
+
+    def epoch_at(self, offset: int) -> int:
+        """Leader epoch of the entry at `offset` (-1 if unknown)."""
+        epoch = -1
+        for e, start in self._log.epochs.entries:
+            if start > offset:
+                break
+            epoch = e
+        if epoch < 0 and self.snapshot_id is not None and offset < self.snapshot_id[0]:
+            return self.snapshot_id[1]
+        return epoch
 
     def close(self) -> None:
         self._log.close()

@@ -64,7 +64,7 @@ class RaftNode:
 
     def __init__(self, node_id: int, voters: dict[int, Voter], cluster_id: str,
                  metadata_log: MetadataLog, state_file: QuorumStateFile, timing: RaftTiming,
-                 on_commit: Callable[[int, list[dict[str, Any]]], None],
+                 on_commit: Callable[[int, list[dict[str, Any]], int], None],
                  load_snapshot: Callable[[int, int, int], Awaitable[bool]] | None = None
                  ) -> None:
         self.node_id = node_id
@@ -81,7 +81,8 @@ class RaftNode:
         self._proposals: list[_Proposal] = []
         self._changed = asyncio.Event()
         self._last_seen: tuple[Any, ...] = ()
-        self.applied_offset = metadata_log.start_offset
+        snapshot = metadata_log.snapshot()
+        self.applied_offset = max(metadata_log.start_offset, snapshot[0] if snapshot else 0)
         self.core: RaftCore | None = None
         self._stopping = False
 
@@ -237,8 +238,8 @@ class RaftNode:
         hw = c.high_watermark
         self.log.set_high_watermark(hw)
         if hw > self.applied_offset:
-            for last, records in self.log.committed_batches(self.applied_offset, hw):
-                self._on_commit(last, records)
+            for last, records, size in self.log.committed_batches(self.applied_offset, hw):
+                self._on_commit(last, records, size)
                 self.applied_offset = last + 1
             self.applied_offset = max(self.applied_offset, hw)
         self._settle_proposals()
