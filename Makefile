@@ -5,7 +5,8 @@ BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: venv run test unit integration e2e bench bench-compare cluster-up cluster-down clean
+.PHONY: venv run test unit integration e2e bench bench-compare cluster-up cluster-down clean \
+	sim chaos bench-cluster
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +44,19 @@ cluster-down:
 
 bench: venv
 	$(BIN)/python bench/produce_consume.py
+
+# Long runs of what the suite runs briefly: the Raft simulation (20x the seeds) and the
+# quorum chaos test (60 fault cycles, up to 10 minutes).
+sim: venv
+	RILLET_SIM_SCALE=20 $(BIN)/python -m pytest -q tests/unit/raft/test_sim.py
+
+chaos: venv
+	RILLET_CHAOS_CYCLES=60 RILLET_CHAOS_SECONDS=600 $(BIN)/python -m pytest -q -s \
+		tests/integration/test_quorum_chaos.py
+
+# Start-up and controller failover times of a local three-node cluster (20 kill -9 rounds).
+bench-cluster: venv
+	$(BIN)/python bench/cluster_failover.py --runs 20
 
 # rillet beside Apache Kafka 4.3.1 (Maven Central jars), same Java perf tools, one table (~5 min/round).
 BENCH_ARGS ?=

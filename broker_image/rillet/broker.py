@@ -100,6 +100,10 @@ class Broker:
         self.lifecycle = BrokerLifecycle(self, self.config)
         await self.lifecycle.start()
         await self.lifecycle.wait_unfenced()
+        # Serve once our own image says so too, or our first Metadata answers would
+        # leave this broker out.
+        await self.raft.wait_for(lambda: self.node_id in self.image.live_broker_ids,
+                                 float("inf"))
         await self.coordinator.start()
         if self.config["log.cleaner.enable"]:
             self._tasks.append(asyncio.create_task(self.cleaner.run(self._stop)))

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 BROKER_REGISTRATION, BROKER_HEARTBEAT = 62, 63
 RETRY_S = 0.2
+NO_CONTROLLER_GIVE_UP_S = 3.0
 PLAINTEXT = 0
 
 
@@ -63,7 +64,13 @@ class BrokerLifecycle:
         self._shutting_down = True
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        raft = self.broker.raft
         while loop.time() < deadline:
+            # With no quorum (the whole cluster stopping) nobody can take our leaderships.
+            if raft is not None and not await raft.wait_for(
+                    lambda: raft.leader_id is not None, NO_CONTROLLER_GIVE_UP_S):
+                log.warning("controlled shutdown skipped: no active controller")
+                return
             try:
                 state = await self._heartbeat(want_shutdown=True)
                 if state.should_shut_down:

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import base64
-import os
 import uuid
 from pathlib import Path
 
 from .config import ConfigError, read_properties
+from .storage.durable_file import write_durably
 
 META_FILE = "meta.properties"
 
@@ -48,9 +48,6 @@ def ensure_formatted(log_dirs: list[Path], node_id: int, cluster_id: str | None,
         if d in found:
             continue
         d.mkdir(parents=True, exist_ok=True)
-        tmp = d / (META_FILE + ".tmp")
-        tmp.write_text(f"version=1\ncluster.id={chosen}\nnode.id={node_id}\n")
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, d / META_FILE)
+        write_durably(d / META_FILE, f"version=1\ncluster.id={chosen}\nnode.id={node_id}\n"
+                      .encode())
     return chosen

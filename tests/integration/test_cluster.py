@@ -191,6 +191,21 @@ def test_kafka_tools_see_a_kafka_cluster(cluster: LocalCluster, kafka_jars: Path
     assert cluster_id.stdout.strip() == f"Cluster ID: {cluster.cluster_id}"
 
 
+def test_a_broker_only_node_observes_the_quorum(tmp_path: Path) -> None:
+    """A fourth node (process.roles=broker) is no voter: it follows the metadata log as an
+    observer, registers, and serves partitions like any broker."""
+    with LocalCluster(tmp_path, nodes=4, racks=RACKS + ["zone-a"],
+                      extra_config=FAST_FENCING).start() as cluster:
+        assert "process.roles=broker" in " ".join(cluster.node(4).command())
+        quorum = read_until(lambda: _quorum(cluster.bootstrap),
+                            lambda q: q is not None and 4 in q.observers, WAIT_S)
+        assert sorted(quorum.voters) == [1, 2, 3] and 4 in quorum.observers, quorum
+        _create_topic(_address(cluster, 4), "four", 4, 1)
+        parts = read_until(lambda: _partitions(_address(cluster, 4), "four"),
+                           lambda p: len(p) == 4, WAIT_S)
+        assert sorted(leader for leader, _, _ in parts.values()) == [1, 2, 3, 4]
+
+
 # -- failures, each on a cluster of its own ----------------------------------------------------
 
 

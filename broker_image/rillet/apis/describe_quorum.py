@@ -36,13 +36,14 @@ async def describe_quorum(ctx: RequestContext, req: Any) -> Any:
     to_wall = time.time() * 1000 - now_ms()
     voters = [_replica(ctx.broker.node_id, info.log_end_offset, int(time.time() * 1000),
                        int(time.time() * 1000))]
-    for node_id in info.voters:
-        if node_id == ctx.broker.node_id:
-            continue
-        p = info.progress.get(node_id)
+    def follower(node_id: int, p: Any) -> dict[str, Any]:
         seen = int(p.last_fetch_ms + to_wall) if p and p.last_fetch_ms >= 0 else -1
         caught = seen if p and p.end_offset >= info.high_watermark else -1
-        voters.append(_replica(node_id, p.end_offset if p else -1, seen, caught))
+        return _replica(node_id, p.end_offset if p else -1, seen, caught)
+
+    voters += [follower(n, info.progress.get(n)) for n in info.voters
+               if n != ctx.broker.node_id]
+    observers = [follower(n, p) for n, p in sorted(info.observers.items())]
     nodes = [{"node_id": v.node_id, "listeners": [{"name": "CONTROLLER", "host": v.host,
                                                    "port": v.port}]}
              for v in raft.voters.values()]
@@ -51,4 +52,4 @@ async def describe_quorum(ctx: RequestContext, req: Any) -> Any:
             "partition_index": 0, "error_code": 0, "error_message": None,
             "leader_id": info.leader_id, "leader_epoch": info.epoch,
             "high_watermark": info.high_watermark, "current_voters": voters,
-            "observers": []}]}]})
+            "observers": observers}]}]})

@@ -79,6 +79,7 @@ class QuorumDescription:
     epoch: int
     high_watermark: int
     voters: dict[int, int]   # node id -> log end offset
+    observers: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,8 @@ class AdminClient:
         p = resp.topics[0].partitions[0]
         raise_for(p.error_code, "describe quorum")
         return QuorumDescription(p.leader_id, p.leader_epoch, p.high_watermark,
-                                 {v.replica_id: v.log_end_offset for v in p.current_voters})
+                                 {v.replica_id: v.log_end_offset for v in p.current_voters},
+                                 {o.replica_id: o.log_end_offset for o in p.observers})
 
     async def describe_cluster(self) -> ClusterDescription:
         resp = await self._any(DESCRIBE_CLUSTER, 0, {"include_cluster_authorized_operations":

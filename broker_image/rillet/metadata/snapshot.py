@@ -12,12 +12,12 @@ Blocking file I/O: callers on the event loop run these in a worker thread.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import crc32c
 
+from ..storage.durable_file import write_durably
 from . import records as r
 from .image import MetadataImage
 
@@ -141,15 +141,5 @@ class SnapshotStore:
 
     def _write_atomically(self, end_offset: int, epoch: int, data: bytes) -> Path:
         final = self.path(end_offset, epoch)
-        tmp = final.with_name(final.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
-        fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_durably(final, data)
         return final

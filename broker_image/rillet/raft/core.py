@@ -66,6 +66,8 @@ class LeaderState:
     epoch_start_offset: int
     started_ms: int
     progress: dict[int, ReplicaProgress] = field(default_factory=dict)
+    # Observers (broker-only nodes) fetch too; they never count toward a majority.
+    observers: dict[int, ReplicaProgress] = field(default_factory=dict)
 
 
 @dataclass
@@ -158,9 +160,15 @@ class RaftCore:
         return m.QuorumStateData(self.epoch, self.voted_for, self.leader_id)
 
     def replica_progress(self) -> dict[int, ReplicaProgress]:
-        """Leader only: what each replica has flushed and when it last fetched."""
+        """Leader only: what each voter has flushed and when it last fetched."""
         if isinstance(self._role, LeaderState):
             return dict(self._role.progress)
+        return {}
+
+    def observer_progress(self) -> dict[int, ReplicaProgress]:
+        """Leader only: the same for observers seen this epoch."""
+        if isinstance(self._role, LeaderState):
+            return dict(self._role.observers)
         return {}
 
     # -- inputs --------------------------------------------------------------------
@@ -414,6 +422,8 @@ class RaftCore:
             progress.last_fetch_ms = now_ms
             progress.acknowledged = True
             self._advance_high_watermark(role)
+        elif req.replica_id >= 0:
+            role.observers[req.replica_id] = ReplicaProgress(req.fetch_offset, now_ms)
         records = self.log.read(req.fetch_offset, self.timing.max_fetch)
         return m.FetchResponse(self.epoch, self.node_id, req.fetch_offset,
                                self.high_watermark, records,

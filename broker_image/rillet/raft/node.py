@@ -57,6 +57,7 @@ class QuorumInfo:
     log_end_offset: int
     voters: tuple[int, ...]
     progress: dict[int, ReplicaProgress]
+    observers: dict[int, ReplicaProgress]
 
 
 class RaftNode:
@@ -157,7 +158,8 @@ class RaftNode:
     def quorum_info(self) -> QuorumInfo:
         c = self._c
         return QuorumInfo(c.leader_id, c.epoch, c.high_watermark, self.log.end_offset,
-                          tuple(sorted(self.voters)), c.replica_progress())
+                          tuple(sorted(self.voters)), c.replica_progress(),
+                          c.observer_progress())
 
     async def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
         """True once predicate() holds (re-checked on every state change), False at timeout."""

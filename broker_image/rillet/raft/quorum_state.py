@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from ..config import ConfigError
+from ..storage.durable_file import write_durably
 from .messages import QuorumStateData
 
 QUORUM_STATE_FILE = "quorum-state"
@@ -26,16 +26,5 @@ class QuorumStateFile:
 
     def write(self, state: QuorumStateData) -> None:
         """Blocking (fsync): run it in a worker thread."""
-        tmp = self.path.with_suffix(".tmp")
-        body = json.dumps({"epoch": state.epoch, "voted_for": state.voted_for,
-                           "leader_id": state.leader_id})
-        with open(tmp, "w") as f:
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_durably(self.path, json.dumps({"epoch": state.epoch, "voted_for": state.voted_for,
+                                             "leader_id": state.leader_id}).encode())
