@@ -166,6 +166,30 @@ def run_tool(tool: str, *args: str) -> Any:
     return KafkaTools("").run(tool, *args)
 
 
+def test_producer_ids_are_unique_across_nodes(cluster: LocalCluster) -> None:
+    """InitProducerId through every node: ids come from blocks the controller records, so
+    idempotent producers on different brokers never share one."""
+    from rillet.client.connection import BrokerConnection
+
+    async def ids(address: str) -> list[int]:
+        host, port = address.rsplit(":", 1)
+        conn = BrokerConnection(host, int(port), timeout=30)
+        try:
+            out = []
+            for _ in range(3):
+                resp = await conn.request(22, 4, {"transactional_id": None,
+                                                  "transaction_timeout": 60000,
+                                                  "producer_id": -1, "producer_epoch": -1})
+                assert int(resp.error_code) == 0
+                out.append(resp.producer_id)
+            return out
+        finally:
+            await conn.close()
+
+    seen = [pid for node_id in cluster.node_ids for pid in _run(ids(_address(cluster, node_id)))]
+    assert len(set(seen)) == len(seen) == 9, seen
+
+
 def test_kafka_tools_see_a_kafka_cluster(cluster: LocalCluster, kafka_jars: Path) -> None:
     leader = _leader(cluster)
     status = run_tool("kafka-metadata-quorum", "--bootstrap-server", _address(cluster, 1),
