@@ -21,7 +21,7 @@ from .storage.cleaner import LogCleaner
 from .records import BatchHeader
 from .storage.log import AppendInfo, LogConfig, PartitionLog
 from .storage.manager import LogManager
-from .storage_format import ensure_formatted
+from .storage_format import DirLocks, ensure_formatted
 from .topic_config import effective, log_config
 
 log = logging.getLogger(__name__)
@@ -42,16 +42,16 @@ class Broker:
         self._waiters: dict[TopicPartition, list[asyncio.Future[None]]] = {}
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._dir_locks: DirLocks | None = None
 
     # -- lifecycle ---------------------------------------------------------------
 
     async def start(self) -> None:
+        metadata_root = self.metadata_dir()
+        # Before anything is written: a second broker on these dirs would corrupt them.
+        self._dir_locks = DirLocks.acquire([*self.config.log_dirs, metadata_root])
         self.cluster_id = ensure_formatted(self.config.log_dirs, self.node_id,
                                            self.config["cluster.id"])
-        meta_dir = self.config["metadata.log.dir"]
-        # A folder the LogManager does not scan, so the metadata log is never
-        # mistaken for a user partition.
-        metadata_root = Path(meta_dir) if meta_dir else self.config.log_dirs[0] / "__metadata"
         self.controller = Controller(
             MetadataLog.open(metadata_root), self.cluster_id, self.node_id,
             lambda: (self.config["num.partitions"], self.config["default.replication.factor"]))
@@ -60,7 +60,7 @@ class Broker:
         self._delete_stray_logs(self.image)
         self._reconcile_logs(self.image.topics.values())
         self.controller.on_change(self._on_metadata_change)
-        advertised = self.config.advertised_listeners[0]
+        advertised = self.config.advertised_listener
         await self.controller.register_broker(self.node_id, advertised.host, advertised.port,
                                               self.config["broker.rack"])
         await self.coordinator.start()
@@ -79,6 +79,14 @@ class Broker:
             except (asyncio.TimeoutError, asyncio.CancelledError):
                 task.cancel()
         await self.logs.close()
+        if self._dir_locks is not None:
+            self._dir_locks.release()
+
+    def metadata_dir(self) -> Path:
+        meta_dir = self.config["metadata.log.dir"]
+        # A folder the LogManager does not scan, so the metadata log is never
+        # mistaken for a user partition.
+        return Path(meta_dir) if meta_dir else self.config.log_dirs[0] / "__metadata"
 
     # -- metadata ----------------------------------------------------------------
 
