@@ -72,7 +72,9 @@ _BROKER_DEFS = [
               effect=False),
     ConfigDef("controller.listener.names", "list", [], "listener names of the controller"),
     ConfigDef("inter.broker.listener.name", "string", None, "", effect=False),
-    ConfigDef("listener.security.protocol.map", "list", [], "listener name:security protocol"),
+    ConfigDef("listener.security.protocol.map", "list",
+              ["SASL_SSL:SASL_SSL", "PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT"],
+              "listener name:security protocol"),
     ConfigDef("broker.rack", "string", None, "rack (zone) of this broker"),
     ConfigDef("log.dirs", "list", None, "data directories"),
     ConfigDef("log.dir", "string", "./rillet-data", "data directory when log.dirs is unset"),
@@ -223,14 +225,9 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 def security_protocol_map(config: "BrokerConfig") -> dict[str, str]:
     """Listener name (upper case, as Kafka normalises it) -> security protocol.
 
-    Kafka's rules: an explicit listener.security.protocol.map is the whole map; without
-    one each protocol names itself, and (KRaft) the controller listeners are PLAINTEXT.
+    Kafka's rules: an explicit listener.security.protocol.map is the whole map; the default
+    one maps each protocol to itself and (KRaft) the controller listeners to PLAINTEXT.
     """
-    if not config.is_explicit("listener.security.protocol.map"):
-        mapping = {p: p for p in SECURITY_PROTOCOLS}
-        for name in config["controller.listener.names"]:
-            mapping.setdefault(name.upper(), "PLAINTEXT")
-        return mapping
     mapping = {}
     for entry in config["listener.security.protocol.map"]:
         name, sep, protocol = entry.partition(":")
@@ -239,6 +236,9 @@ def security_protocol_map(config: "BrokerConfig") -> dict[str, str]:
                               f"with PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}, "
                               f"got {entry!r}")
         mapping[name.strip().upper()] = protocol.strip().upper()
+    if not config.is_explicit("listener.security.protocol.map"):
+        for name in config["controller.listener.names"]:
+            mapping.setdefault(name.upper(), "PLAINTEXT")
     return mapping
 
 
