@@ -108,31 +108,43 @@ def test_listeners_rillet_cannot_secure_are_refused(tmp_path: Path, settings: li
     assert not (tmp_path / "data").exists(), "refused, yet it wrote to the log dir"
 
 
-def test_cluster_style_listeners_serve_plaintext_and_say_what_has_no_effect_yet(
-        tmp_path: Path) -> None:
+def _cluster_style(tmp_path: Path, **extra: str) -> BrokerProcess:
+    """PLAINTEXT for clients, CONTROLLER for the quorum, as the cluster configuration has it."""
     controller_port = free_port()
     b = BrokerProcess(tmp_path / "data", config={
-        "process.roles": "broker",
-        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
         "controller.listener.names": "CONTROLLER",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-        "inter.broker.listener.name": "PLAINTEXT"})
+        **extra})
     b.config["listeners"] = (f"PLAINTEXT://127.0.0.1:{b.port},"
                              f"CONTROLLER://127.0.0.1:{controller_port}")
-    b.start()
+    return b
+
+
+def test_cluster_style_listeners_serve_clients_on_plaintext(tmp_path: Path) -> None:
+    b = _cluster_style(tmp_path).start()
     try:
         with Wire(b.bootstrap) as w:
             resp = w.request(3, 12, {"topics": [], "allow_auto_topic_creation": False,
                                      "include_topic_authorized_operations": False})
             assert [(n.node_id, n.port) for n in resp.brokers] == [(1, b.port)]
-        log = b.log()
-        for key in ("process.roles=broker", "controller.quorum.voters=1@127.0.0.1:",
-                    "inter.broker.listener.name=PLAINTEXT"):
-            assert f"config {key}" in log and "has no effect in rillet yet" in log, log
-        assert f"listener CONTROLLER://127.0.0.1:{controller_port} is accepted but not " \
-               "served" in log
     finally:
-        b.stop()
+        assert b.stop() == 0
+
+
+def test_keys_and_listeners_without_effect_yet_are_logged_at_start(tmp_path: Path) -> None:
+    """Until the cluster work gives them meaning (then their effect flags flip)."""
+    b = _cluster_style(tmp_path, **{"process.roles": "broker",
+                                    "controller.quorum.voters": "1@127.0.0.1:1",
+                                    "inter.broker.listener.name": "PLAINTEXT"}).start()
+    try:
+        log = b.log()
+        for key in ("process.roles=broker", "controller.quorum.voters=1@127.0.0.1:1",
+                    "inter.broker.listener.name=PLAINTEXT"):
+            assert f"config {key} is accepted but has no effect in rillet yet" in log, log
+        controller = b.config["listeners"].split(",")[1]
+        assert f"listener {controller} is accepted but not served" in log, log
+    finally:
+        assert b.stop() == 0
 
 
 def test_a_taken_port_is_one_line_naming_listener_and_address(tmp_path: Path) -> None:
