@@ -1,4 +1,5 @@
-"""`rillet groups` (or `python -m rillet.client.groups_cli`): list consumer groups, describe one with its lag.
+"""`rillet groups` (or `python -m rillet.client.groups_cli`): list consumer groups, describe
+one with its lag.
 
 Output follows kafka-consumer-groups --describe: one row per partition with
 the committed offset, log end offset, lag ("-" when nothing is committed)
@@ -42,7 +43,8 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None, prog: str = "rillet-groups") -> int:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog=prog, description="List consumer groups; describe "
+                                     "one with its lag.")
     parser.add_argument("--bootstrap-server", required=True)
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--list", action="store_true", help="list groups")
