@@ -2,24 +2,40 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
-STAMP   = $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
+HASH    = $(shell sha256sum pyproject.toml | cut -c1-12)
+RUNTIME = $(VENV)/.runtime-$(HASH)
+STAMP   = $(VENV)/.installed-$(HASH)
 PYTEST_ARGS ?=
+PORT   ?= 9092
+DATA   ?= ./rillet-data
 
-.PHONY: venv run test unit integration e2e bench bench-compare cluster-up cluster-down clean \
-	sim chaos bench-cluster
+.PHONY: venv venv-run run test unit integration e2e bench bench-compare cluster-up cluster-down \
+	clean sim chaos bench-cluster
 
-$(STAMP): pyproject.toml
+# pip shows its progress: a cold install of the test extras downloads ~600 MB.
+$(BIN)/pip:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install --upgrade pip
+
+# The broker's own dependencies only: what `make run` needs.
+$(RUNTIME): pyproject.toml | $(BIN)/pip
+	$(BIN)/pip install -e .
+	rm -f $(VENV)/.runtime-*
+	touch $@
+
+# Everything, test extras included (clients, Spark: pyspark alone is ~470 MB).
+$(STAMP): $(RUNTIME)
+	$(BIN)/pip install -e '.[test]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 
+venv-run: $(RUNTIME)
+
 venv: $(STAMP)
 
-# Single-node broker on 127.0.0.1:9092, data in ./rillet-data.
-run: venv
-	$(BIN)/rillet serve --set log.dirs=./rillet-data
+# Single-node broker on 127.0.0.1:$(PORT), data in $(DATA): make run PORT=9093 DATA=./d
+run: venv-run
+	$(BIN)/rillet serve --set listeners=PLAINTEXT://127.0.0.1:$(PORT) --set log.dirs=$(DATA)
 
 # The whole suite: unit, integration (real brokers, real clients) and e2e.
 test: venv

@@ -177,7 +177,7 @@ def runtime_rillet() -> Path:
         for stale in cache.glob("bench-runtime-venv-*"):  # earlier pyproject versions
             shutil.rmtree(stale, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "-e", str(REPO)],
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-e", str(REPO)],
                        check=True, timeout=900)
         (venv / ".complete").touch()
     return venv / "bin" / "rillet"

@@ -44,6 +44,11 @@ class Wire:
         assert corr == self.correlation
         return resp
 
+    def request_frame(self, api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
+        """Send a hand-built request (header and body, no size prefix); (correlation, body)."""
+        self.send_raw(struct.pack(">i", len(frame)) + frame)
+        return decode_response(api_key, version, self.recv_frame())
+
     def is_closed(self, timeout: float = 5.0) -> bool:
         """True when the broker has closed this connection."""
         self.sock.settimeout(timeout)
@@ -53,3 +58,46 @@ class Wire:
             return True
         except socket.timeout:
             return False
+
+
+# --- hand-built flexible frames (KIP-482 tagged fields) -----------------------------------
+
+
+def uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def tags(fields: dict[int, bytes] | None = None) -> bytes:
+    """A tagged-field section: count, then tag, size and bytes of each, by tag."""
+    fields = fields or {}
+    return uvarint(len(fields)) + b"".join(
+        uvarint(tag) + uvarint(len(value)) + value for tag, value in sorted(fields.items()))
+
+
+def compact_string(text: str | None) -> bytes:
+    if text is None:
+        return uvarint(0)
+    raw = text.encode()
+    return uvarint(len(raw) + 1) + raw
+
+
+def compact_bytes(raw: bytes) -> bytes:
+    return uvarint(len(raw) + 1) + raw
+
+
+def compact_array(items: list[bytes]) -> bytes:
+    return uvarint(len(items) + 1) + b"".join(items)
+
+
+def request_header_v2(api_key: int, version: int, correlation_id: int,
+                      header_tags: dict[int, bytes] | None = None,
+                      client_id: str = "wire-test") -> bytes:
+    """Request header v2; client_id stays a legacy int16 string, as in Kafka."""
+    raw = client_id.encode()
+    return (struct.pack(">hhih", api_key, version, correlation_id, len(raw)) + raw
+            + tags(header_tags))

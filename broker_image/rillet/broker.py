@@ -28,7 +28,7 @@ from .storage.cleaner import LogCleaner
 from .records import BatchHeader
 from .storage.log import AppendInfo, LogConfig, PartitionLog
 from .storage.manager import LogManager
-from .storage_format import ensure_formatted
+from .storage_format import DirLocks, ensure_formatted
 from .topic_config import effective, log_config
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,7 @@ class Broker:
         self.lifecycle: BrokerLifecycle | None = None
         self.forwarder = ControllerForwarder(self)
         self.snapshotter: Snapshotter | None = None
+        self._dir_locks: DirLocks | None = None
         self.coordinator = GroupCoordinator(self)
         self.cleaner = LogCleaner(self.logs, config,
                                   lambda name: dict(self.image.topic_config(name)))
@@ -67,13 +68,12 @@ class Broker:
         await self.join_cluster()
 
     async def start_quorum(self) -> None:
+        metadata_root = self.metadata_dir()
+        # Before anything is written: a second broker on these dirs would corrupt them.
+        self._dir_locks = DirLocks.acquire([*self.config.log_dirs, metadata_root])
         self.cluster_id = ensure_formatted(self.config.log_dirs, self.node_id,
                                            self.config["cluster.id"],
                                            require_id=len(self.config.quorum_voters) > 1)
-        meta_dir = self.config["metadata.log.dir"]
-        # A folder the LogManager does not scan, so the metadata log is never
-        # mistaken for a user partition.
-        metadata_root = Path(meta_dir) if meta_dir else self.config.log_dirs[0] / "__metadata"
         metadata_log = MetadataLog.open(metadata_root)
         self.controller = Controller(self.cluster_id, self.node_id, self.config)
         self.snapshots = SnapshotStore(metadata_root / "snapshots")
@@ -171,6 +171,14 @@ class Broker:
             await self.raft.stop()
             self.raft.log.close()
         await self.logs.close()
+        if self._dir_locks is not None:
+            self._dir_locks.release()
+
+    def metadata_dir(self) -> Path:
+        meta_dir = self.config["metadata.log.dir"]
+        # A folder the LogManager does not scan, so the metadata log is never
+        # mistaken for a user partition.
+        return Path(meta_dir) if meta_dir else self.config.log_dirs[0] / "__metadata"
 
     # -- metadata ----------------------------------------------------------------
 

@@ -1,16 +1,29 @@
-"""`rillet serve [--config server.properties] [--set key=value ...]`."""
+"""`rillet serve [--config server.properties] [--set key=value ...]`, `rillet groups ...`."""
 from __future__ import annotations
 
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any, Awaitable, Callable
 
 from .config import BrokerConfig, ConfigError, Listener
+from .startup import StartupError
 
 log = logging.getLogger("rillet")
+
+_EPILOG = """\
+Kafka's own tools (the Java client, from Maven Central jars) work against rillet:
+tools/kafka/kafka-topics, kafka-configs, kafka-console-producer, kafka-console-consumer,
+kafka-consumer-groups, kafka-get-offsets, kafka-producer-perf-test, kafka-consumer-perf-test,
+kafka-metadata-quorum, kafka-cluster.
+
+Not yet: replication of partition data between brokers, kafka-reassign-partitions,
+transactions, SSL and SASL listeners (refused at start).
+"""
 
 
 def _parse_sets(items: list[str]) -> dict[str, str]:
@@ -21,6 +34,17 @@ def _parse_sets(items: list[str]) -> dict[str, str]:
         key, value = item.split("=", 1)
         out[key.strip()] = value
     return out
+
+
+async def _on_listener(step: Callable[[], Awaitable[None]], listener: Listener) -> None:
+    """Run a bind/listen step; a taken port or bad host becomes one line naming both."""
+    try:
+        await step()
+    except OSError as exc:
+        # asyncio words a bind error its own way; the errno's text is the user's.
+        reason = os.strerror(exc.errno) if (exc.errno or 0) > 0 else (exc.strerror or exc)
+        raise StartupError(f"listener {listener.name} cannot listen on "
+                           f"{listener.host}:{listener.port}: {reason}") from None
 
 
 async def serve(config: BrokerConfig) -> None:
@@ -37,74 +61,118 @@ async def serve(config: BrokerConfig) -> None:
                            idle_timeout_s=config["connections.max.idle.ms"] / 1000,
                            listener=role)
 
+    client = config.served_listener
+    servers = [(server_for(client, "broker"), client)]
+    quorum_listener = config.controller_listener if config.quorum_voters else None
+    if quorum_listener is not None:
+        servers.insert(0, (server_for(quorum_listener, "controller"), quorum_listener))
+    # The ports first: a taken one refuses start-up before anything is loaded or written.
+    try:
+        for server, listener in servers:
+            await _on_listener(server.bind, listener)
+    except BaseException:
+        await _stop_all(servers)
+        raise
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    # The quorum must answer on the controller listener before this node can catch up
-    # and register; clients are served only once the controller has unfenced us.
-    await broker.start_quorum()
-    servers = []
-    controller_listener = config.controller_listener
-    if controller_listener is not None and config.quorum_voters:
-        servers.append(server_for(controller_listener, "controller"))
-        await servers[-1].start()
-    joined = asyncio.ensure_future(broker.join_cluster())
-    await asyncio.wait([joined, asyncio.ensure_future(stop.wait())],
-                       return_when=asyncio.FIRST_COMPLETED)
-    if joined.done():
+    try:
+        # The quorum must answer on the controller listener before this node can catch up
+        # and register; clients are served only once the controller has unfenced us.
+        await broker.start_quorum()
+        if quorum_listener is not None:
+            await _on_listener(servers[0][0].start, quorum_listener)
+        joined = asyncio.ensure_future(broker.join_cluster())
+        stopped = asyncio.ensure_future(stop.wait())
+        await asyncio.wait([joined, stopped], return_when=asyncio.FIRST_COMPLETED)
+        if not joined.done():
+            joined.cancel()
+            log.info("shutting down before joining the cluster")
+            return
         joined.result()
-        listener = config.broker_listeners[0]
-        client_server = server_for(listener, "broker")
-        await client_server.start()
-        servers.append(client_server)
+        client_server = servers[-1][0]
+        await _on_listener(client_server.start, client)
         log.info("rillet node %d serving cluster %s on %s:%d", config.node_id,
-                 broker.cluster_id, listener.host, client_server.port)
-        await stop.wait()
+                 broker.cluster_id, client.host, client_server.port)
+        await stopped
         log.info("shutting down")
         await broker.controlled_shutdown()
-    else:
-        joined.cancel()
-        log.info("shutting down before joining the cluster")
-    for server in reversed(servers):
-        await server.stop()
-    await broker.stop()
+    finally:
+        await _stop_all(servers)
+        await broker.stop()
     log.info("stopped")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rillet")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_serve = sub.add_parser("serve", help="run a broker")
-    p_serve.add_argument("--config", type=Path, help="server.properties file")
-    p_serve.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                         help="override one config (repeatable)")
-    p_serve.add_argument("--log-level", default="INFO")
-    p_cluster = sub.add_parser("cluster", add_help=False,
-                               help="run a local N-node cluster (rillet cluster --help)")
-    p_cluster.add_argument("cluster_args", nargs=argparse.REMAINDER)
-    args, rest = parser.parse_known_args(argv)
-    if args.command == "cluster":
-        args.cluster_args = rest + args.cluster_args
-        from .local_cluster import main as cluster_main
-        return cluster_main(args.cluster_args)
-    if rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+async def _stop_all(servers: list[tuple[Any, Listener]]) -> None:
+    for server, _ in reversed(servers):
+        await server.stop()
+
+
+def _log_what_has_no_effect(config: BrokerConfig) -> None:
+    for key in config.ignored_keys():
+        log.warning("config %s=%s is accepted but has no effect in rillet yet", key,
+                    ",".join(config[key]) if isinstance(config[key], list) else config[key])
+    served = {config.served_listener}
+    if config.quorum_voters and config.controller_listener is not None:
+        served.add(config.controller_listener)
+    for listener in config.listeners:
+        if listener not in served:
+            log.warning("listener %s://%s:%d is accepted but not served: rillet serves one "
+                        "client listener, %s", listener.name, listener.host, listener.port,
+                        config.served_listener.name)
+
+
+def _serve_command(args: argparse.Namespace) -> int:
     try:
         config = BrokerConfig.load(args.config, _parse_sets(args.set))
-    except (ConfigError, OSError) as exc:
+    except ConfigError as exc:
         print(f"rillet: config error: {exc}", file=sys.stderr)
         return 2
-    for key in config.ignored_keys():
-        log.warning("config %s is accepted for compatibility but has no effect in rillet", key)
+    except OSError as exc:
+        print(f"rillet: config error: cannot read {exc.filename}: {exc.strerror}",
+              file=sys.stderr)
+        return 2
+    _log_what_has_no_effect(config)
     try:
         asyncio.run(serve(config))
     except ConfigError as exc:
         print(f"rillet: config error: {exc}", file=sys.stderr)
         return 2
+    except StartupError as exc:
+        print(f"rillet: {exc}", file=sys.stderr)
+        return 2
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="rillet", description="A Kafka-API-compatible event streaming broker.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p_serve = sub.add_parser("serve", help="run a broker (Kafka's server.properties names)")
+    p_serve.add_argument("--config", type=Path, help="server.properties file")
+    p_serve.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                         help="override one config (repeatable)")
+    p_serve.add_argument("--log-level", default="INFO")
+    sub.add_parser(
+        "groups", add_help=False,
+        help="consumer groups: --list, --describe --group G with lag (rillet groups --help)")
+    sub.add_parser("cluster", add_help=False,
+                   help="run a local N-node cluster in one command (rillet cluster --help)")
+    # These commands keep their own parsers; everything after their name is passed on.
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "groups":
+        from .client import groups_cli
+        return groups_cli.main(rest, prog="rillet groups")
+    if args.command == "cluster":
+        from .local_cluster import main as cluster_main
+        return cluster_main(rest)
+    if rest:
+        p_serve.error(f"unrecognized arguments: {' '.join(rest)}")
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return _serve_command(args)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ naming the key; the CLI turns that into exit code 2.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -25,7 +26,12 @@ class ConfigDef:
     doc: str = ""
     check: Callable[[Any], bool] | None = None
     check_doc: str = ""
-    effect: bool = True  # False: accepted for server.properties compatibility, no effect
+    # False, or a predicate on the value that is False: accepted (so an existing
+    # server.properties loads) but without effect yet; logged at start.
+    effect: bool | Callable[[Any], bool] = True
+
+    def has_effect(self, value: Any) -> bool:
+        return self.effect(value) if callable(self.effect) else self.effect
 
 
 def _nonneg(v: Any) -> bool:
@@ -44,18 +50,26 @@ def _cleanup_policy(v: list[str]) -> bool:
     return bool(v) and all(p in ("delete", "compact") for p in v)
 
 
+def _roles(v: list[str]) -> bool:
+    return bool(v) and set(v) <= {"broker", "controller"}
+
+
 _CODECS = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 
 
 _BROKER_DEFS = [
     ConfigDef("node.id", "int", 1, "this node's id", _nonneg, ">= 0"),
-    ConfigDef("process.roles", "list", ["broker", "controller"], "KRaft roles of this node"),
+    ConfigDef("process.roles", "list", ["broker", "controller"], "KRaft roles of this node",
+              _roles, "broker, controller or both"),
     ConfigDef("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "host:port to listen on"),
     ConfigDef("advertised.listeners", "list", None, "what clients are told to connect to"),
     ConfigDef("controller.quorum.voters", "list", [], "id@host:port of the controller voters"),
     ConfigDef("controller.listener.names", "list", [], "listener names of the controller"),
-    ConfigDef("inter.broker.listener.name", "string", None, "listener other brokers use"),
-    ConfigDef("listener.security.protocol.map", "list", [], ""),
+    ConfigDef("inter.broker.listener.name", "string", None, "", effect=False),
+    ConfigDef("listener.security.protocol.map", "list",
+              ["SASL_SSL:SASL_SSL", "PLAINTEXT:PLAINTEXT", "SSL:SSL",
+               "SASL_PLAINTEXT:SASL_PLAINTEXT"],
+              "listener name:security protocol"),
     ConfigDef("broker.rack", "string", None, "rack (zone) of this broker"),
     ConfigDef("log.dirs", "list", None, "data directories"),
     ConfigDef("log.dir", "string", "./rillet-data", "data directory when log.dirs is unset"),
@@ -77,6 +91,7 @@ _BROKER_DEFS = [
     ConfigDef("log.flush.scheduler.interval.ms", "long", LONG_MAX),
     ConfigDef("log.index.interval.bytes", "int", 4096, "", _nonneg, ">= 0"),
     ConfigDef("log.index.size.max.bytes", "int", 10485760, "", lambda v: v >= 4, ">= 4"),
+    ConfigDef("log.segment.delete.delay.ms", "long", 60000, "", _nonneg, ">= 0", effect=False),
     ConfigDef("log.cleanup.policy", "list", ["delete"], "", _cleanup_policy,
               "delete, compact or both"),
     ConfigDef("log.cleaner.enable", "bool", True),
@@ -89,7 +104,8 @@ _BROKER_DEFS = [
               lambda v: v in ("CreateTime", "LogAppendTime"), "CreateTime or LogAppendTime"),
     ConfigDef("message.max.bytes", "int", 1048588, "", _nonneg, ">= 0"),
     ConfigDef("compression.type", "string", "producer", "", lambda v: v in _CODECS,
-              ", ".join(_CODECS[:-1]) + " or " + _CODECS[-1]),
+              ", ".join(_CODECS[:-1]) + " or " + _CODECS[-1],
+              effect=lambda v: v == "producer"),  # batches are stored as produced
     ConfigDef("unclean.leader.election.enable", "bool", False),
     ConfigDef("socket.request.max.bytes", "int", 104857600, "", _positive, "> 0"),
     ConfigDef("connections.max.idle.ms", "long", 600000),
@@ -98,7 +114,7 @@ _BROKER_DEFS = [
     ConfigDef("offsets.topic.segment.bytes", "int", 104857600, "", _positive, "> 0"),
     ConfigDef("offsets.retention.minutes", "int", 10080, "", _positive, "> 0"),
     ConfigDef("offsets.retention.check.interval.ms", "long", 600000, "", _positive, "> 0"),
-    ConfigDef("offsets.commit.timeout.ms", "int", 5000),
+    ConfigDef("offsets.commit.timeout.ms", "int", 5000, effect=False),
     ConfigDef("group.initial.rebalance.delay.ms", "int", 3000, "", _nonneg, ">= 0"),
     ConfigDef("group.min.session.timeout.ms", "int", 6000),
     ConfigDef("group.max.session.timeout.ms", "int", 1800000),
@@ -108,10 +124,10 @@ _BROKER_DEFS = [
     ConfigDef("num.network.threads", "int", 3, effect=False),
     ConfigDef("num.io.threads", "int", 8, effect=False),
     ConfigDef("num.recovery.threads.per.data.dir", "int", 1, effect=False),
-    ConfigDef("num.replica.fetchers", "int", 1),
-    ConfigDef("replica.lag.time.max.ms", "long", 30000),
-    ConfigDef("replica.fetch.max.bytes", "int", 1048576),
-    ConfigDef("replica.fetch.wait.max.ms", "int", 500),
+    ConfigDef("num.replica.fetchers", "int", 1, effect=False),
+    ConfigDef("replica.lag.time.max.ms", "long", 30000, effect=False),
+    ConfigDef("replica.fetch.max.bytes", "int", 1048576, effect=False),
+    ConfigDef("replica.fetch.wait.max.ms", "int", 500, effect=False),
     ConfigDef("socket.send.buffer.bytes", "int", 102400, effect=False),
     ConfigDef("socket.receive.buffer.bytes", "int", 102400, effect=False),
     ConfigDef("metadata.log.dir", "string", None),
@@ -129,35 +145,50 @@ BROKER_DEFS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}
 
 
 def parse_value(d: ConfigDef, raw: Any) -> Any:
-    """Typed value of `raw` for `d`; raises ConfigError naming the key."""
+    """Typed value of `raw` for `d`; raises ConfigError naming the key, in the user's terms."""
     if raw is None:
         return None
     try:
-        if d.kind in ("int", "long"):
-            value: Any = int(str(raw).strip())
-            if d.kind == "int" and not -2**31 <= value < 2**31:
-                raise ValueError("out of int32 range")
-            if not -2**63 <= value < 2**63:
-                raise ValueError("out of int64 range")
-        elif d.kind == "double":
-            value = float(str(raw).strip())
-        elif d.kind == "bool":
-            text = str(raw).strip().lower()
-            if text not in ("true", "false"):
-                raise ValueError("expected true or false")
-            value = text == "true"
-        elif d.kind == "list":
-            if isinstance(raw, list):
-                value = raw
-            else:
-                value = [p.strip() for p in str(raw).split(",") if p.strip()]
-        else:
-            value = str(raw).strip()
+        value = _typed(d, raw)
     except ValueError as exc:
-        raise ConfigError(f"invalid value {raw!r} for config {d.name}: {exc}") from None
+        raise ConfigError(f"{d.name} must be {exc}, got {raw!r}") from None
     if d.check is not None and value is not None and not d.check(value):
-        raise ConfigError(f"invalid value {raw!r} for config {d.name}: must be {d.check_doc}")
+        raise ConfigError(f"{d.name} must be {d.check_doc}, got {raw!r}")
     return value
+
+
+# The unit a number is counted in, from the key's last word (retention.ms, segment.bytes).
+_UNITS = {"ms": "milliseconds", "bytes": "bytes", "minutes": "minutes", "hours": "hours",
+          "messages": "messages"}
+_WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
+_RANGES = {"int": (-2**31, 2**31 - 1), "long": (-2**63, 2**63 - 1)}
+
+
+def _typed(d: ConfigDef, raw: Any) -> Any:
+    """`raw` as `d`'s kind; a ValueError says what was expected ("a whole number of ...")."""
+    text = str(raw).strip()
+    if d.kind in _RANGES:
+        unit = _UNITS.get(d.name.rsplit(".", 1)[-1])
+        expected = f"a whole number of {unit}" if unit else "a whole number"
+        low, high = _RANGES[d.kind]
+        if not _WHOLE_NUMBER.fullmatch(text):  # int() would take "1_000" and "٣"
+            raise ValueError(expected)
+        value = int(text)
+        if not low <= value <= high:
+            raise ValueError(f"{expected} from {low} to {high}")
+        return value
+    if d.kind == "double":
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError("a number") from None
+    if d.kind == "bool":
+        if text.lower() not in ("true", "false"):
+            raise ValueError("true or false")
+        return text.lower() == "true"
+    if d.kind == "list":
+        return raw if isinstance(raw, list) else [p.strip() for p in text.split(",") if p.strip()]
+    return text
 
 
 def read_properties(path: Path) -> dict[str, str]:
@@ -216,6 +247,43 @@ def parse_listener(spec: str) -> Listener:
         raise ConfigError(f"invalid listener {spec!r}: expected NAME://host:port") from None
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def security_protocol_map(config: "BrokerConfig") -> dict[str, str]:
+    """Listener name (upper case, as Kafka normalises it) -> security protocol.
+
+    Kafka's rules: an explicit listener.security.protocol.map is the whole map; the default
+    one maps each protocol to itself and (KRaft) the controller listeners to PLAINTEXT.
+    """
+    mapping = {}
+    for entry in config["listener.security.protocol.map"]:
+        name, sep, protocol = entry.partition(":")
+        if not sep or not name.strip() or protocol.strip().upper() not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"listener.security.protocol.map entries must be NAME:PROTOCOL "
+                              f"with PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}, "
+                              f"got {entry!r}")
+        mapping[name.strip().upper()] = protocol.strip().upper()
+    if not config.is_explicit("listener.security.protocol.map"):
+        for name in config["controller.listener.names"]:
+            mapping.setdefault(name.upper(), "PLAINTEXT")
+    return mapping
+
+
+def check_security_protocols(config: "BrokerConfig") -> None:
+    """Refuse a listener that is unmapped (as Kafka does) or not PLAINTEXT: SSL and SASL are
+    not implemented yet, and serving plaintext where they were asked for would be a lie."""
+    mapping = security_protocol_map(config)
+    for spec, listener in zip(config["listeners"], config.listeners):
+        protocol = mapping.get(listener.name.upper())
+        if protocol is None:
+            raise ConfigError(f"listener {spec} has no security protocol: "
+                              f"listener.security.protocol.map does not name {listener.name}")
+        if protocol != "PLAINTEXT":
+            raise ConfigError(f"listener {spec} uses security protocol {protocol}, which rillet "
+                              f"does not implement yet; refusing to serve it as PLAINTEXT")
+
+
 class BrokerConfig:
     """Validated broker configuration; values are typed. Immutable after load."""
 
@@ -247,13 +315,12 @@ class BrokerConfig:
         if not self.listeners:
             raise ConfigError("config listeners must name at least one listener")
         self.advertised_listeners  # parsed now, so a bad one is a config error at load
+        check_security_protocols(self)
         self._check_roles()
+        self.advertised_listener  # one broker listener, advertised, or a config error now
 
     def _check_roles(self) -> None:
         roles = set(self["process.roles"])
-        if not roles or roles - {"broker", "controller"}:
-            raise ConfigError(f"process.roles must be broker, controller or both, got "
-                              f"{','.join(self['process.roles'])!r}")
         voters = self.quorum_voters
         names = set(self["controller.listener.names"])
         if not voters:
@@ -264,9 +331,6 @@ class BrokerConfig:
         if not names:
             raise ConfigError("controller.quorum.voters is set but controller.listener.names "
                               "is empty: name the listener the quorum uses")
-        if not self.broker_listeners and "broker" in roles:
-            raise ConfigError("listeners has no listener for clients: every listener is "
-                              "named in controller.listener.names")
         if "controller" not in roles:
             if self.node_id in voters:
                 raise ConfigError(f"controller.quorum.voters names node {self.node_id}, "
@@ -286,8 +350,8 @@ class BrokerConfig:
                               f"{own.host}:{own.port}")
 
     def ignored_keys(self) -> list[str]:
-        """Keys set explicitly that rillet accepts for server.properties compatibility only."""
-        return sorted(k for k in self._explicit_keys if not BROKER_DEFS[k].effect)
+        """Keys set explicitly that rillet accepts, but whose value has no effect yet."""
+        return sorted(k for k in self._explicit_keys if not BROKER_DEFS[k].has_effect(self[k]))
 
     def __getitem__(self, key: str) -> Any:
         return self._values[key]
@@ -308,33 +372,8 @@ class BrokerConfig:
 
     @property
     def advertised_listeners(self) -> list[Listener]:
-        """Where clients reach this broker (its controller listener is never advertised)."""
         specs = self["advertised.listeners"] or self["listeners"]
-        names = set(self["controller.listener.names"])
-        return [l for l in map(parse_listener, specs) if l.name not in names]
-
-    @property
-    def broker_listeners(self) -> list[Listener]:
-        names = set(self["controller.listener.names"])
-        return [l for l in self.listeners if l.name not in names]
-
-    @property
-    def controller_listener(self) -> Listener | None:
-        names = self["controller.listener.names"]
-        return next((l for l in self.listeners if l.name in names), None)
-
-    @property
-    def quorum_voters(self) -> dict[int, Voter]:
-        """The Raft voters; a node without quorum config is its own one-voter quorum."""
-        return parse_voters(self["controller.quorum.voters"])
-
-    @property
-    def is_controller(self) -> bool:
-        return "controller" in self["process.roles"]
-
-    @property
-    def is_broker(self) -> bool:
-        return "broker" in self["process.roles"]
+        return [parse_listener(s) for s in specs]
 
     @property
     def log_dirs(self) -> list[Path]:
@@ -360,3 +399,40 @@ class BrokerConfig:
         if self["log.flush.interval.ms"] is not None:
             return self["log.flush.interval.ms"]
         return self["log.flush.scheduler.interval.ms"]
+
+    @property
+    def broker_listeners(self) -> list[Listener]:
+        """The listeners clients use: every one not named in controller.listener.names."""
+        controller = {n.upper() for n in self["controller.listener.names"]}
+        return [lst for lst in self.listeners if lst.name.upper() not in controller]
+
+    @property
+    def controller_listener(self) -> Listener | None:
+        names = {n.upper() for n in self["controller.listener.names"]}
+        return next((lst for lst in self.listeners if lst.name.upper() in names), None)
+
+    @property
+    def quorum_voters(self) -> dict[int, Voter]:
+        """The Raft voters; a node without quorum config is its own one-voter quorum."""
+        return parse_voters(self["controller.quorum.voters"])
+
+    @property
+    def served_listener(self) -> Listener:
+        """The one listener served today: the first broker listener."""
+        if not self.broker_listeners:
+            raise ConfigError("listeners has no broker listener: every one is named in "
+                              "controller.listener.names")
+        return self.broker_listeners[0]
+
+    @property
+    def advertised_listener(self) -> Listener:
+        """What clients are told to connect to: the advertised listener of the served one's
+        name (without advertised.listeners, the served listener itself)."""
+        served = self.served_listener
+        if not self["advertised.listeners"]:
+            return served
+        for listener in self.advertised_listeners:
+            if listener.name.upper() == served.name.upper():
+                return listener
+        raise ConfigError(f"advertised.listeners has no {served.name} listener, the one "
+                          f"served")

@@ -114,7 +114,7 @@ class BrokerLifecycle:
             await asyncio.sleep(interval if self._unfenced.is_set() else RETRY_S)
 
     async def _call_register(self) -> int:
-        advertised = self.config.advertised_listeners[0]
+        advertised = self.config.advertised_listener
         controller = self.broker.controller
         assert controller is not None
         if controller.is_active:

@@ -34,11 +34,21 @@ class KafkaServer:
         self._busy: set[asyncio.Task[None]] = set()  # connections with a request in progress
         self._ids = itertools.count(1)
 
-    async def start(self) -> None:
+    async def bind(self) -> None:
+        """Take the address without accepting yet, so a port in use is found before the
+        broker loads anything. Raises OSError."""
         self._server = await asyncio.start_server(
-            self._on_connect, self.host, self.port, reuse_address=True, limit=1 << 20)
+            self._on_connect, self.host, self.port, reuse_address=True, limit=1 << 20,
+            start_serving=False)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
+
+    async def start(self) -> None:
+        """Accept connections (binding first if ``bind`` was not called). Raises OSError."""
+        if self._server is None:
+            await self.bind()
+        assert self._server is not None
+        await self._server.start_serving()
         log.info("listening on %s:%d (%s)", self.host, self.port, self.listener)
 
     async def _on_connect(self, reader: asyncio.StreamReader,

@@ -15,7 +15,7 @@ from .storage.log import LogConfig
 @dataclass(frozen=True)
 class TopicConfigDef:
     definition: ConfigDef
-    synonym: str | None                       # broker config key
+    synonym: str                              # broker config key
     broker_value: Callable[[BrokerConfig], Any]
 
 
@@ -46,8 +46,7 @@ _DEFS = [
     _topic("unclean.leader.election.enable", "unclean.leader.election.enable"),
     _topic("index.interval.bytes", "log.index.interval.bytes"),
     _topic("segment.index.bytes", "log.index.size.max.bytes"),
-    # No broker synonym in Kafka: a fixed default.
-    TopicConfigDef(ConfigDef("file.delete.delay.ms", "long", 60000), None, lambda c: 60000),
+    _topic("file.delete.delay.ms", "log.segment.delete.delay.ms"),
 ]
 
 TOPIC_DEFS: dict[str, TopicConfigDef] = {d.definition.name: d for d in _DEFS}

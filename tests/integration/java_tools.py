@@ -16,11 +16,11 @@ import subprocess
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
-from tests.harness import free_port
+from tests.harness import BrokerProcess, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 KAFKA_TOOLS_DIR = REPO / "tools" / "kafka"
@@ -109,6 +109,14 @@ class KafkaTools:
     def consumer_groups(self, *args: str) -> ToolResult:
         return self.run("kafka-consumer-groups", "--bootstrap-server", self.bootstrap, *args)
 
+    def configs(self, *args: str) -> ToolResult:
+        return self.run("kafka-configs", "--bootstrap-server", self.bootstrap, *args)
+
+    def topic_configs(self, topic: str, *args: str) -> dict[str, str]:
+        """kafka-configs --describe of one topic: name -> "value synonyms={...}"."""
+        return parse_configs(self.configs("--describe", "--entity-type", "topics",
+                                          "--entity-name", topic, *args).ok())
+
     def end_offsets(self, topic: str) -> dict[int, int]:
         """kafka-get-offsets (ListOffsets, latest): partition -> log end offset."""
         result = self.run("kafka-get-offsets", "--bootstrap-server", self.bootstrap,
@@ -171,6 +179,19 @@ def _field(part: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
+def parse_configs(result: ToolResult) -> dict[str, str]:
+    """kafka-configs --describe lines "  name=value sensitive=false synonyms={...}" ->
+    name -> "value synonyms={...}" (the sensitive flag dropped: rillet has no secrets)."""
+    configs = {}
+    for line in result.lines:
+        setting, sep, rest = line.strip().partition(" sensitive=")
+        if not sep:
+            continue  # the "All configs for topic T are:" heading
+        name, _, value = setting.partition("=")
+        configs[name] = f"{value} {rest.split(' ', 1)[1]}"
+    return configs
+
+
 def parse_group_offsets(result: ToolResult, group: str) -> dict[tuple[str, int], dict[str, str]]:
     """Parse `kafka-consumer-groups --describe --group G` -> (topic, partition) -> columns."""
     rows: dict[tuple[str, int], dict[str, str]] = {}
@@ -211,16 +232,21 @@ def parse_consumer_perf(result: ToolResult) -> dict[str, str]:
 class KafkaNode:
     """A real Apache Kafka KRaft single node via tools/kafka/kafka-server start/stop."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, extra: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
         self.port = free_port()
         self.controller_port = free_port()
+        self.extra = extra or {}
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> "KafkaNode":
+        if self.extra:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            (self.data_dir / "extra.properties").write_text(
+                "".join(f"{key}={value}\n" for key, value in self.extra.items()))
         subprocess.run([str(KAFKA_TOOLS_DIR / "kafka-server"), "start", str(self.data_dir),
                         str(self.port), str(self.controller_port)],
                        check=True, timeout=240, capture_output=True)
@@ -253,6 +279,28 @@ def java_target(request: pytest.FixtureRequest, kafka_jars: Path) -> str:
     if os.environ.get("RILLET_JAVA_TARGET", "rillet") == "kafka":
         return request.getfixturevalue("reference_kafka").bootstrap
     return request.getfixturevalue("broker").bootstrap
+
+
+@pytest.fixture
+def java_target_with(request: pytest.FixtureRequest, kafka_jars: Path,
+                     tmp_path: Path) -> Iterator[Callable[[dict[str, str]], KafkaTools]]:
+    """Start a broker under test with static settings (server.properties lines); its tools.
+
+    A fresh node each, rillet or (RILLET_JAVA_TARGET=kafka) Kafka, stopped at the end."""
+    stops: list[Callable[[], object]] = []
+
+    def start(settings: dict[str, str]) -> KafkaTools:
+        name = f"node{len(stops)}"
+        if os.environ.get("RILLET_JAVA_TARGET", "rillet") == "kafka":
+            node: KafkaNode | BrokerProcess = KafkaNode(tmp_path / name, settings).start()
+        else:
+            node = BrokerProcess(tmp_path / name, config=settings).start()
+        stops.append(node.stop)
+        return KafkaTools(node.bootstrap)
+
+    yield start
+    for stop in stops:
+        stop()
 
 
 @pytest.fixture

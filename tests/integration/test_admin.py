@@ -110,6 +110,19 @@ def test_describe_cluster_and_broker_configs(broker: BrokerProcess) -> None:
                                       "include_documentation": False})
         configs = {c.name: c.value for c in described.results[0].configs}
         assert configs["listeners"] == f"PLAINTEXT://127.0.0.1:{broker.port}"
+        # not set in the config, yet known: the id formatted into meta.properties
+        assert configs["cluster.id"] == resp.cluster_id
+
+
+def test_bad_topic_config_is_explained_in_the_users_terms(broker: BrokerProcess) -> None:
+    admin = _admin(broker)
+    t = _name("terms")
+    with pytest.raises(KafkaException) as err:
+        admin.create_topics([NewTopic(t, 1, 1, config={"retention.ms": "banana"})])[t] \
+            .result(10)
+    message = str(err.value)
+    assert "retention.ms must be a whole number of milliseconds, got 'banana'" in message
+    assert "invalid literal" not in message
 
 
 def test_metadata_auto_create_and_topic_ids(broker: BrokerProcess) -> None:

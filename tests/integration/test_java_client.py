@@ -16,8 +16,10 @@ import pytest
 from tests.integration.java_tools import (  # noqa: F401  (fixtures are used by name)
     KafkaTools,
     java_target,
+    java_target_with,
     kafka_jars,
     kafka_tools,
+    parse_configs,
     parse_consumed,
     parse_consumer_perf,
     parse_group_offsets,
@@ -81,6 +83,102 @@ def test_topic_config_shown_and_partitions_increased(kafka_tools: KafkaTools,
         kafka_tools.topics("--describe", "--topic", topic_name).ok(), topic_name)
     assert after.partition_count == 5
     assert [p["Partition"] for p in after.partitions] == ["0", "1", "2", "3", "4"]
+
+
+# --- kafka-configs: DescribeConfigs and IncrementalAlterConfigs ------------------------------
+
+# kafka-configs --describe --all of a topic created with retention.ms=3600000, as Kafka 4.3.1
+# answers it (value, then the synonyms: source, broker key, value), for every topic config
+# rillet has. Not compared: min.insync.replicas, which Kafka's storage format gives a
+# cluster-wide dynamic default (DYNAMIC_DEFAULT_BROKER_CONFIG) that rillet has no notion of.
+KAFKA_TOPIC_CONFIGS = {
+    "cleanup.policy": "delete synonyms={DEFAULT_CONFIG:log.cleanup.policy=delete}",
+    "compression.type": "producer synonyms={DEFAULT_CONFIG:compression.type=producer}",
+    "delete.retention.ms":
+        "86400000 synonyms={DEFAULT_CONFIG:log.cleaner.delete.retention.ms=86400000}",
+    "file.delete.delay.ms": "60000 synonyms={DEFAULT_CONFIG:log.segment.delete.delay.ms=60000}",
+    "flush.messages": "9223372036854775807 synonyms="
+                      "{DEFAULT_CONFIG:log.flush.interval.messages=9223372036854775807}",
+    "flush.ms": "9223372036854775807 synonyms={}",
+    "index.interval.bytes": "4096 synonyms={DEFAULT_CONFIG:log.index.interval.bytes=4096}",
+    "max.compaction.lag.ms": "9223372036854775807 synonyms="
+                             "{DEFAULT_CONFIG:log.cleaner.max.compaction.lag.ms="
+                             "9223372036854775807}",
+    "max.message.bytes": "1048588 synonyms={DEFAULT_CONFIG:message.max.bytes=1048588}",
+    "message.timestamp.type":
+        "CreateTime synonyms={DEFAULT_CONFIG:log.message.timestamp.type=CreateTime}",
+    "min.cleanable.dirty.ratio":
+        "0.5 synonyms={DEFAULT_CONFIG:log.cleaner.min.cleanable.ratio=0.5}",
+    "min.compaction.lag.ms": "0 synonyms={DEFAULT_CONFIG:log.cleaner.min.compaction.lag.ms=0}",
+    "retention.bytes": "-1 synonyms={DEFAULT_CONFIG:log.retention.bytes=-1}",
+    "retention.ms": "3600000 synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=3600000}",
+    "segment.bytes": "1073741824 synonyms={DEFAULT_CONFIG:log.segment.bytes=1073741824}",
+    "segment.index.bytes":
+        "10485760 synonyms={DEFAULT_CONFIG:log.index.size.max.bytes=10485760}",
+    "segment.ms": "604800000 synonyms={}",
+    "unclean.leader.election.enable":
+        "false synonyms={DEFAULT_CONFIG:unclean.leader.election.enable=false}",
+}
+
+
+def test_configs_describe_topic_as_kafka_does(kafka_tools: KafkaTools, topic_name: str) -> None:
+    kafka_tools.create_topic(topic_name, 1, "--config", "retention.ms=3600000")
+    described = kafka_tools.topic_configs(topic_name, "--all")
+    assert {k: described.get(k) for k in KAFKA_TOPIC_CONFIGS} == KAFKA_TOPIC_CONFIGS
+    # without --all: only what is set on the topic itself
+    assert kafka_tools.topic_configs(topic_name) == {
+        "retention.ms": "3600000 synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=3600000}"}
+
+
+def test_configs_alter_and_delete_a_topic_config(kafka_tools: KafkaTools,
+                                                 topic_name: str) -> None:
+    kafka_tools.create_topic(topic_name, 1)
+    entity = ("--entity-type", "topics", "--entity-name", topic_name)
+    kafka_tools.configs("--alter", *entity, "--add-config", "retention.bytes=1000000").ok()
+    assert kafka_tools.topic_configs(topic_name) == {
+        "retention.bytes": "1000000 synonyms={DYNAMIC_TOPIC_CONFIG:retention.bytes=1000000, "
+                           "DEFAULT_CONFIG:log.retention.bytes=-1}"}
+    kafka_tools.configs("--alter", *entity, "--delete-config", "retention.bytes").ok()
+    assert kafka_tools.topic_configs(topic_name) == {}
+    refused = kafka_tools.configs("--alter", *entity, "--add-config", "retention.ms=banana")
+    assert refused.returncode != 0, refused.describe()
+    assert "retention.ms" in refused.stdout + refused.stderr, refused.describe()
+
+
+# Static broker settings (server.properties) and what Kafka 4.3.1 then reports for a topic
+# without overrides: a synonym listed before the key Kafka prefers is dropped (retention.ms
+# shows none, log.retention.minutes is not log.retention.ms), one after it is kept.
+STATIC_SETTINGS = {"log.retention.minutes": "300", "log.roll.ms": "3600000",
+                   "log.flush.interval.ms": "1000", "log.segment.delete.delay.ms": "30000",
+                   "log.retention.bytes": "5000000"}
+KAFKA_TOPIC_CONFIGS_UNDER_STATIC = {
+    "retention.ms": "18000000 synonyms={}",
+    "segment.ms": "3600000 synonyms={STATIC_BROKER_CONFIG:log.roll.ms=3600000, "
+                  "DEFAULT_CONFIG:log.roll.hours=168}",
+    "flush.ms": "1000 synonyms={STATIC_BROKER_CONFIG:log.flush.interval.ms=1000, "
+                "DEFAULT_CONFIG:log.flush.scheduler.interval.ms=9223372036854775807}",
+    "retention.bytes": "5000000 synonyms={STATIC_BROKER_CONFIG:log.retention.bytes=5000000, "
+                       "DEFAULT_CONFIG:log.retention.bytes=-1}",
+    "file.delete.delay.ms": "30000 synonyms={STATIC_BROKER_CONFIG:log.segment.delete.delay.ms"
+                            "=30000, DEFAULT_CONFIG:log.segment.delete.delay.ms=60000}",
+    "segment.bytes": "1073741824 synonyms={DEFAULT_CONFIG:log.segment.bytes=1073741824}",
+}
+
+
+def test_configs_describe_synonyms_of_static_broker_settings(java_target_with,
+                                                             topic_name: str) -> None:
+    tools = java_target_with(STATIC_SETTINGS)
+    tools.create_topic(topic_name, 1)
+    described = tools.topic_configs(topic_name, "--all")
+    assert {k: described.get(k) for k in KAFKA_TOPIC_CONFIGS_UNDER_STATIC} == \
+        KAFKA_TOPIC_CONFIGS_UNDER_STATIC
+    broker = parse_configs(tools.configs("--describe", "--all", "--entity-type", "brokers",
+                                         "--entity-name", "1").ok())
+    assert broker["log.retention.minutes"] == (
+        "300 synonyms={STATIC_BROKER_CONFIG:log.retention.minutes=300, "
+        "DEFAULT_CONFIG:log.retention.hours=168}")
+    assert broker["log.retention.ms"] == "null synonyms={}"
+    assert broker["log.retention.hours"] == "168 synonyms={DEFAULT_CONFIG:log.retention.hours=168}"
 
 
 # --- console producer -> console consumer (assigned partitions, no group) -------------------

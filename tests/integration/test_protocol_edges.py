@@ -9,6 +9,7 @@ import uuid
 from rillet.records import Record, decode_records, encode_batch, parse_batches
 from tests.harness import BrokerProcess
 
+from .. import tagged_frames
 from ..wire import Wire
 from .clients import create_topic
 
@@ -140,3 +141,32 @@ def test_offset_for_leader_epoch_and_epochs_in_batches(broker: BrokerProcess) ->
         assert fenced.topics[0].partitions[0].error_code == 75  # UNKNOWN_LEADER_EPOCH
         header = parse_batches(_fetch(w, topic, 0).records)[0]
         assert header.partition_leader_epoch == 0 and header.base_offset == 0
+
+
+def test_unknown_tagged_fields_are_skipped_on_every_api_tried(broker: BrokerProcess) -> None:
+    """KIP-482: newer clients send tags this broker's schemas do not know, in the header, at
+    the top level and inside structs; each request is answered on one connection kept open."""
+    topic = f"tags-{uuid.uuid4().hex[:6]}"
+    with Wire(broker.bootstrap) as w:
+        corr, versions = w.request_frame(18, 3, tagged_frames.api_versions_v3(1))
+        assert (corr, versions.error_code) == (1, 0)
+        assert {k.api_key for k in versions.api_keys} >= {0, 1, 3, 18, 19}
+
+        corr, created = w.request_frame(19, 7, tagged_frames.create_topics_v7(2, topic))
+        assert (corr, created.topics[0].name, created.topics[0].error_code) == (2, topic, 0)
+        assert created.topics[0].num_partitions == 2
+
+        corr, metadata = w.request_frame(3, 12, tagged_frames.metadata_v12(3, topic))
+        assert corr == 3 and metadata.topics[0].error_code == 0
+        assert len(metadata.topics[0].partitions) == 2
+
+        corr, produced = w.request_frame(0, 9, tagged_frames.produce_v9(4, topic, _batch(4)))
+        part = produced.responses[0].partition_responses[0]
+        assert (corr, part.error_code, part.base_offset) == (4, 0, 0)
+
+        corr, fetched = w.request_frame(1, 12, tagged_frames.fetch_v12(5, topic))
+        part = fetched.responses[0].partitions[0]
+        assert (corr, part.error_code, part.high_watermark) == (5, 0, 4)
+        assert len(decode_records(part.records)[1]) == 4
+    assert broker.alive()
+    assert "Unknown tagged field" not in broker.log()

@@ -1,14 +1,22 @@
 """Codec, response building and the API registry: bytes in, bytes out, no sockets."""
 import asyncio
+import dataclasses
 import struct
 
 import pytest
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.serial import entity_reader
+from kio.serial._introspect import (EntityField, EntityTupleField, PrimitiveTupleField,
+                                    classify_field)
 
 from rillet.apis import load_all
 from rillet.dispatch import dispatch
 from rillet.protocol.build import build
 from rillet.protocol.codec import (FramingError, decode_request, decode_response,
-                                   encode_request, request_schema, response_schema)
+                                   encode_request, encode_response, request_schema,
+                                   response_schema)
+from tests import tagged_frames
+from tests.wire import tags, uvarint
 
 REGISTRY = load_all()
 
@@ -74,3 +82,113 @@ def test_truncated_request_is_a_framing_error():
     frame = encode_request(3, 9, 1, "c", body)[4:]
     with pytest.raises(FramingError):
         decode_request(frame[:-3])
+
+
+# --- unknown tagged fields (KIP-482) ------------------------------------------------------
+
+_SAMPLE_BY_TYPE = {"string": "x", "bytes": b"", "records": b"", "bool": True, "float64": 0.5,
+                   "uuid": "00000000-0000-0000-0000-000000000001"}
+
+
+def _sample(cls: type) -> dict:
+    """Values for every untagged field of `cls`, one element in every array."""
+    data = {}
+    for f in dataclasses.fields(cls):
+        if "tag" in f.metadata:
+            continue
+        kind = classify_field(f)
+        if isinstance(kind, EntityField):
+            data[f.name] = _sample(kind.type_)
+        elif isinstance(kind, EntityTupleField):
+            data[f.name] = [_sample(kind.type_)]
+        else:
+            value = _SAMPLE_BY_TYPE.get(f.metadata["kafka_type"], 1)
+            data[f.name] = [value] if isinstance(kind, PrimitiveTupleField) else value
+    return data
+
+
+def _flexible_requests() -> list[tuple[int, int]]:
+    return [(spec.key, v) for spec in sorted(REGISTRY.values(), key=lambda s: s.key)
+            for v in range(spec.decodable_from, spec.max_version + 1)
+            if request_schema(spec.key, v).__flexible__]
+
+
+@pytest.mark.parametrize("api_key,version", _flexible_requests())
+def test_unknown_tags_in_header_and_body_are_skipped_for_every_flexible_request(api_key,
+                                                                                version):
+    body = build(request_schema(api_key, version), _sample(request_schema(api_key, version)))
+    clean = encode_request(api_key, version, 5, "c", body)[4:]
+    header_end = 8 + 2 + len("c")  # key, version, correlation, client_id; then the tag count
+    assert clean[header_end] == 0 and clean[-1] == 0, "expected empty tag sections"
+    unknown = tags({4000: b"\x00" * 3, 11: b"x"})
+    tagged = clean[:header_end] + unknown + clean[header_end + 1:-1] + unknown
+    assert decode_request(tagged) == decode_request(clean)
+
+
+@pytest.mark.parametrize("build_frame", [
+    lambda unknown: tagged_frames.api_versions_v3(1, unknown),
+    lambda unknown: tagged_frames.metadata_v12(1, "events", unknown),
+    lambda unknown: tagged_frames.create_topics_v7(1, "events", unknown),
+    lambda unknown: tagged_frames.produce_v9(1, "events", b"batch-bytes", unknown),
+    lambda unknown: tagged_frames.fetch_v12(1, "events", unknown),
+    lambda unknown: tagged_frames.fetch_v15_replica_state(1, unknown),
+], ids=["api_versions_v3", "metadata_v12", "create_topics_v7", "produce_v9", "fetch_v12",
+        "fetch_v15_replica_state"])
+def test_hand_built_requests_with_nested_unknown_tags_decode_as_without(build_frame):
+    header, body = decode_request(build_frame(True))
+    assert (header, body) == decode_request(build_frame(False))
+    assert header.client_id == "wire-test"
+
+
+def test_hand_built_frames_carry_what_they_say():
+    """The builders are read back field by field, so the equality above is not vacuous."""
+    _, create = decode_request(tagged_frames.create_topics_v7(1, "events"))
+    topic = create.topics[0]
+    assert (topic.name, topic.num_partitions, topic.replication_factor) == ("events", 2, 1)
+    assert [(c.name, c.value) for c in topic.configs] == [("retention.ms", "3600000")]
+    _, produce = decode_request(tagged_frames.produce_v9(1, "events", b"batch-bytes"))
+    assert produce.topic_data[0].partition_data[0].records == b"batch-bytes"
+    _, fetch = decode_request(tagged_frames.fetch_v12(1, "events"))
+    assert fetch.cluster_id == "some-cluster"  # a known tag kept beside the unknown ones
+    assert fetch.topics[0].partitions[0].partition_max_bytes == 1 << 20
+    _, fetch15 = decode_request(tagged_frames.fetch_v15_replica_state(1))
+    assert (fetch15.replica_state.replica_id, fetch15.replica_state.replica_epoch) == (3, 42)
+
+
+def test_kio_alone_refuses_unknown_tags():
+    """Why the tolerant reader exists: when kio skips unknown tags itself, drop it."""
+    frame = tagged_frames.api_versions_v3(1)
+    with pytest.raises(KeyError, match="Unknown tagged field"):
+        entity_reader(RequestHeaderV2)(frame, 0)
+
+
+@pytest.mark.parametrize("cut", [1, 3, 6])
+def test_truncated_frames_with_unknown_tags_are_framing_errors(cut):
+    with pytest.raises(FramingError):
+        decode_request(tagged_frames.produce_v9(1, "events", b"batch-bytes")[:-cut])
+
+
+def test_lying_tag_counts_are_framing_errors_not_hangs():
+    frame = tagged_frames.api_versions_v3(1, unknown=False)
+    with pytest.raises(FramingError):
+        decode_request(frame[:-1] + uvarint(2**31) + b"\x05\x00")
+
+
+def test_api_versions_v3_with_unknown_tags_is_answered():
+    out = asyncio.run(dispatch(None, tagged_frames.api_versions_v3(7), "test", 1))
+    corr, resp = decode_response(18, 3, out[4:])
+    broker_apis = [s for s in REGISTRY.values() if s.scope == "broker"]
+    assert corr == 7 and resp.error_code == 0 and len(resp.api_keys) == len(broker_apis)
+
+
+def test_unknown_tags_in_responses_are_skipped_too():
+    """rillet's own client reads newer brokers' responses through the same reader."""
+    body = build(response_schema(18, 3), {"error_code": 0, "api_keys": [
+        {"api_key": 0, "min_version": 3, "max_version": 11}]})
+    clean = encode_response(18, 9, body)[4:]
+    assert clean[-1] == 0
+    # 1 = finalized_features_epoch, known to v3; 77 is not
+    tagged = clean[:-1] + tags({1: struct.pack(">q", 7), 77: b"new"})
+    corr, resp = decode_response(18, 3, tagged)
+    assert corr == 9 and resp.api_keys[0].max_version == 11
+    assert resp.finalized_features_epoch == 7

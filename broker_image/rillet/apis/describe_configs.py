@@ -7,16 +7,24 @@ v1: config source, synonyms. v3: config type, documentation. v4: flexible.
 """
 from __future__ import annotations
 
+from itertools import dropwhile
 from typing import Any
 
 from ..config import BROKER_DEFS, BrokerConfig, ConfigDef
 from ..metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from ..protocol import errors
-from ..topic_config import DYNAMIC_TOPIC, TOPIC_DEFS, broker_source, effective, render
+from ..topic_config import (DEFAULT, DYNAMIC_TOPIC, STATIC_BROKER, TOPIC_DEFS, broker_source,
+                            effective, render)
 from .registry import RequestContext, api
 
 # ConfigEntry.ConfigType as the protocol numbers them.
 _TYPE_CODES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
+
+# Broker settings Kafka reads under several keys (units), the key it prefers first.
+_SYNONYM_GROUPS = (("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+                   ("log.roll.ms", "log.roll.hours"),
+                   ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"))
+_GROUP_OF = {key: group for group in _SYNONYM_GROUPS for key in group}
 
 
 def _entry(d: ConfigDef, value: Any, source: int, read_only: bool,
@@ -25,6 +33,26 @@ def _entry(d: ConfigDef, value: Any, source: int, read_only: bool,
             "read_only": read_only, "config_source": source, "is_sensitive": False,
             "synonyms": synonyms, "config_type": _TYPE_CODES.get(d.kind, 0),
             "documentation": d.doc or None}
+
+
+def _synonym(name: str, value: Any, source: int) -> dict[str, Any]:
+    return {"name": name, "value": render(value), "source": source}
+
+
+def broker_synonyms(broker: BrokerConfig, name: str) -> list[dict[str, Any]]:
+    """The synonyms Kafka reports for broker key `name`, in its order.
+
+    Kafka lists every key of the setting's group that server.properties sets, then every
+    one with a default, and drops what comes before `name` itself: so retention.ms at its
+    defaults shows none (log.retention.ms has no default), while a static log.retention.ms
+    shows log.retention.hours=168 after it.
+    """
+    group = _GROUP_OF.get(name, (name,))
+    found = [_synonym(key, broker[key], STATIC_BROKER) for key in group
+             if broker.is_explicit(key) and broker[key] is not None]
+    found += [_synonym(key, BROKER_DEFS[key].default, DEFAULT) for key in group
+              if BROKER_DEFS[key].default is not None]
+    return list(dropwhile(lambda s: s["name"] != name, found))
 
 
 def topic_config_entries(broker: BrokerConfig, overrides: dict[str, str],
@@ -39,20 +67,21 @@ def topic_config_entries(broker: BrokerConfig, overrides: dict[str, str],
         if with_synonyms:
             if name in overrides:
                 synonyms.append({"name": name, "value": overrides[name], "source": DYNAMIC_TOPIC})
-            if tdef.synonym:
-                synonyms.append({"name": tdef.synonym,
-                                 "value": render(tdef.broker_value(broker)),
-                                 "source": broker_source(broker, tdef.synonym)})
+            synonyms += broker_synonyms(broker, tdef.synonym)
         out.append(_entry(tdef.definition, value, source, False, synonyms))
     return out
 
 
-def _broker_entries(broker: BrokerConfig, keys: list[str] | None) -> list[dict[str, Any]]:
+def _broker_entries(broker: BrokerConfig, cluster_id: str, keys: list[str] | None,
+                    with_synonyms: bool) -> list[dict[str, Any]]:
     out = []
     for name, d in sorted(BROKER_DEFS.items()):
         if keys is not None and name not in keys:
             continue
-        out.append(_entry(d, broker[name], broker_source(broker, name), True, []))
+        # The id in meta.properties, which a config left unset does not show.
+        value = cluster_id if name == "cluster.id" else broker[name]
+        synonyms = broker_synonyms(broker, name) if with_synonyms else []
+        out.append(_entry(d, value, broker_source(broker, name), True, synonyms))
     return out
 
 
@@ -74,7 +103,8 @@ def _describe(ctx: RequestContext, res: Any, with_synonyms: bool) -> dict[str, A
             if res.resource_name not in ("", str(broker.node_id)):
                 raise errors.InvalidRequest(
                     f"broker {res.resource_name!r} is not this node ({broker.node_id})")
-            entry["configs"] = _broker_entries(broker.config, keys)
+            entry["configs"] = _broker_entries(broker.config, broker.cluster_id, keys,
+                                               with_synonyms)
         else:
             raise errors.InvalidRequest(
                 f"describing resource type {res.resource_type} is not supported")

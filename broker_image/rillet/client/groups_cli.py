@@ -1,4 +1,5 @@
-"""`python -m rillet.client.groups_cli`: list consumer groups, describe one with its lag.
+"""`rillet groups` (or `python -m rillet.client.groups_cli`): list consumer groups, describe
+one with its lag.
 
 Output follows kafka-consumer-groups --describe: one row per partition with
 the committed offset, log end offset, lag ("-" when nothing is committed)
@@ -41,8 +42,9 @@ async def _run(args: argparse.Namespace) -> int:
         return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rillet-groups", description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, prog: str = "rillet-groups") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description="List consumer groups; describe "
+                                     "one with its lag.")
     parser.add_argument("--bootstrap-server", required=True)
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--list", action="store_true", help="list groups")
@@ -55,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return asyncio.run(_run(args))
     except Exception as exc:  # a CLI prints the reason, not a traceback
-        print(f"rillet-groups: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 1
 
 

@@ -16,7 +16,9 @@ from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_writer
+
+from .unknown_tags import tolerant_reader
 
 API_VERSIONS_KEY = 18
 _CORRELATION = struct.Struct(">hhi")
@@ -54,7 +56,9 @@ def response_schema(api_key: int, version: int) -> type:
 
 @lru_cache(maxsize=None)
 def _reader(cls: type) -> Any:
-    return entity_reader(cls)
+    # Every header and body, request or response, is read here, so unknown tagged
+    # fields (KIP-482) are skipped for all APIs at once.
+    return tolerant_reader(cls)
 
 
 @lru_cache(maxsize=None)
