@@ -13,6 +13,7 @@ from typing import Iterable
 
 from .config import BrokerConfig, Voter
 from .forwarding import ControllerForwarder
+from .replication.manager import ReplicaManager
 from .lifecycle import BrokerLifecycle
 from .raft.core import RaftTiming
 from .raft.node import RaftNode
@@ -47,6 +48,7 @@ class Broker:
         self.raft: RaftNode | None = None
         self.lifecycle: BrokerLifecycle | None = None
         self.forwarder = ControllerForwarder(self)
+        self.replication = ReplicaManager(self)
         self.snapshotter: Snapshotter | None = None
         self._dir_locks: DirLocks | None = None
         self.coordinator = GroupCoordinator(self)
@@ -89,6 +91,7 @@ class Broker:
         self.controller.attach(self.raft)
         self.logs.load_logs(self.log_config_for)
         self.controller.on_change(self._on_metadata_change)
+        self.controller.on_change(self.replication.on_metadata_change)
         await self.raft.start()
 
     async def join_cluster(self) -> None:
@@ -97,6 +100,7 @@ class Broker:
         await self.raft.wait_for(self._caught_up, float("inf"))
         self._delete_stray_logs(self.image)
         self._reconcile_logs(self.image.topics.values())
+        self.replication.start()
         self.lifecycle = BrokerLifecycle(self, self.config)
         await self.lifecycle.start()
         await self.lifecycle.wait_unfenced()
@@ -159,6 +163,7 @@ class Broker:
         if self.lifecycle is not None:
             await self.lifecycle.stop()
         await self.coordinator.stop()
+        await self.replication.stop()
         for task in self._tasks:
             try:
                 await asyncio.wait_for(task, 10)
@@ -277,19 +282,31 @@ class Broker:
         """
         part, plog = self.leader_partition(topic, partition)
         if acks == -1:
-            overrides = self.image.topic_config(topic)
-            min_isr = effective(self.config, overrides, "min.insync.replicas")[0]
-            if len(part.isr) < min_isr:
-                raise errors.NotEnoughReplicas(
-                    f"{topic}-{partition} has {len(part.isr)} in-sync replica(s), "
-                    f"min.insync.replicas is {min_isr}")
+            self.check_min_insync(topic, partition)
         info = plog.append(data, headers, leader_epoch=part.leader_epoch)
-        # Single node: the ISR is this node, so everything appended is committed.
-        plog.high_watermark = plog.log_end_offset
+        # The high watermark moves as the in-sync replicas fetch (at once if we are the ISR).
+        self.replication.on_leader_append((topic, partition))
         self._wake((topic, partition))
         return info, plog
 
     # -- fetch purgatory ---------------------------------------------------------
+
+    def check_min_insync(self, topic: str, partition: int, after_append: bool = False) -> None:
+        """acks=all needs |ISR| >= min.insync.replicas: checked before appending, and again
+        once replicated (the ISR may have shrunk meanwhile)."""
+        part = self.image.partition(topic, partition)
+        if part is None:
+            raise errors.NotLeaderOrFollower(f"{topic}-{partition} is gone")
+        overrides = self.image.topic_config(topic)
+        min_isr = effective(self.config, overrides, "min.insync.replicas")[0]
+        if len(part.isr) < min_isr:
+            cls = errors.NotEnoughReplicasAfterAppend if after_append else errors.NotEnoughReplicas
+            raise cls(f"{topic}-{partition} has {len(part.isr)} in-sync replica(s), "
+                      f"min.insync.replicas is {min_isr}")
+
+    def wake(self, tp: TopicPartition) -> None:
+        """New data or a new high watermark on `tp`: wake the fetches waiting on it."""
+        self._wake(tp)
 
     def _wake(self, tp: TopicPartition) -> None:
         for fut in self._waiters.pop(tp, ()):

@@ -78,8 +78,8 @@ CLUSTER_NODE = {"listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:
     ({"process.roles": "controller,broker"}, []),
     ({"compression.type": "gzip"}, ["compression.type"]),
     ({"compression.type": "producer"}, []),
-    ({"replica.lag.time.max.ms": "10000", "log.segment.delete.delay.ms": "1"},
-     ["log.segment.delete.delay.ms", "replica.lag.time.max.ms"]),
+    ({"replica.lag.time.max.ms": "10000", "log.segment.delete.delay.ms": "1",
+      "num.replica.fetchers": "2"}, ["log.segment.delete.delay.ms", "num.replica.fetchers"]),
 ])
 def test_keys_without_effect_yet_depend_on_their_value(settings, ignored):
     assert BrokerConfig.load(None, settings).ignored_keys() == ignored

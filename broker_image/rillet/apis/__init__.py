@@ -11,7 +11,7 @@ MODULES = (
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group",
     "offset_commit", "offset_fetch", "list_groups", "describe_groups", "delete_groups",
     "offset_delete", "vote", "begin_quorum_epoch", "end_quorum_epoch", "describe_quorum",
-    "broker_registration", "broker_heartbeat", "fetch_snapshot",
+    "broker_registration", "broker_heartbeat", "fetch_snapshot", "alter_partition",
 )
 
 

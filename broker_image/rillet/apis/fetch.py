@@ -7,7 +7,8 @@ high watermark. Fetch sessions are declined (session_id 0 in every
 response), which clients handle by sending full fetch requests.
 On the controller listener, a Fetch of __cluster_metadata-0 is a follower of
 the metadata quorum pulling the Raft log (see apis/quorum_rpc.py).
-Gaps: partition follower fetches (replication), aborted transactions (no txns).
+A Fetch with a replica id is a follower of a partition replicating it (see
+_read_for_follower). Gaps: aborted transactions (no txns).
 v4: isolation level, last stable offset. v5: log start offset. v7: sessions.
 v9: current leader epoch. v11: rack id. v12: flexible, diverging epoch.
 """
@@ -48,6 +49,54 @@ def _read_partition(ctx: RequestContext, topic: str, p: Any, budget: int,
     return entry
 
 
+def _read_for_follower(ctx: RequestContext, topic: str, p: Any, replica_id: int, budget: int,
+                       min_one: bool) -> dict[str, Any]:
+    """A follower's fetch: records up to the log end (not the high watermark), its progress
+    recorded for the high watermark and the ISR, or the epoch where its log diverges."""
+    entry: dict[str, Any] = {"partition_index": p.partition, "error_code": 0,
+                             "high_watermark": -1, "last_stable_offset": -1,
+                             "log_start_offset": -1, "records": b"",
+                             "aborted_transactions": None}
+    try:
+        part, plog = ctx.broker.leader_partition(topic, p.partition, p.current_leader_epoch)
+        if replica_id not in part.replicas:
+            raise errors.NotLeaderOrFollower(
+                f"broker {replica_id} is not a replica of {topic}-{p.partition}")
+        entry["log_start_offset"] = plog.log_start_offset
+        diverging = _divergence(plog, p)
+        if diverging is not None:
+            entry["diverging_epoch"] = {"epoch": diverging[0], "end_offset": diverging[1]}
+            entry["high_watermark"] = entry["last_stable_offset"] = plog.high_watermark
+            return entry
+        if p.fetch_offset > plog.log_end_offset or p.fetch_offset < plog.log_start_offset:
+            raise errors.OffsetOutOfRange(
+                f"replica fetch offset {p.fetch_offset} of {topic}-{p.partition} is outside "
+                f"[{plog.log_start_offset}, {plog.log_end_offset}]")
+        ctx.broker.replication.on_follower_fetch((topic, p.partition), replica_id,
+                                                 p.fetch_offset)
+        entry["high_watermark"] = entry["last_stable_offset"] = plog.high_watermark
+        limit = min(p.partition_max_bytes, budget)
+        if limit > 0 or min_one:
+            entry["records"] = plog.read(p.fetch_offset, max(limit, 0), min_one_batch=min_one)
+    except Exception as exc:
+        entry["error_code"] = errors.code_of(exc, "replica fetch")
+    return entry
+
+
+def _divergence(plog: Any, p: Any) -> tuple[int, int] | None:
+    """(epoch, end offset) the follower must truncate to, or None if its log matches ours."""
+    if p.last_fetched_epoch < 0 or p.fetch_offset == 0:
+        return None
+    epoch, end = plog.end_offset_for_epoch(p.last_fetched_epoch)
+    if epoch == p.last_fetched_epoch and end >= p.fetch_offset:
+        return None
+    if epoch < 0:
+        # Nothing of ours is as old as the follower's last epoch: its log parts from ours
+        # before our first batch.
+        return -1, plog.log_start_offset
+    return epoch, end
+
+
 def _read_all(ctx: RequestContext, req: Any) -> tuple[list[dict[str, Any]], int, bool]:
     budget = req.max_bytes
     total = 0
@@ -56,10 +105,15 @@ def _read_all(ctx: RequestContext, req: Any) -> tuple[list[dict[str, Any]], int,
     for topic in req.topics:
         parts = []
         for p in topic.partitions:
-            entry = _read_partition(ctx, topic.topic, p, budget - total, min_one=total == 0)
+            if req.replica_id >= 0:
+                entry = _read_for_follower(ctx, topic.topic, p, req.replica_id, budget - total,
+                                           min_one=total == 0)
+            else:
+                entry = _read_partition(ctx, topic.topic, p, budget - total, min_one=total == 0)
             size = len(entry["records"])
             total += size
-            errored = errored or entry["error_code"] != 0
+            # A follower told to truncate must hear it now, not after a long poll.
+            errored = errored or entry["error_code"] != 0 or "diverging_epoch" in entry
             parts.append(entry)
         topics.append({"topic": topic.topic, "partitions": parts})
     return topics, total, errored
@@ -69,8 +123,6 @@ def _read_all(ctx: RequestContext, req: Any) -> tuple[list[dict[str, Any]], int,
 async def fetch(ctx: RequestContext, req: Any) -> Any:
     if ctx.listener == "controller" and rpc.is_quorum_fetch(req):
         return await quorum_rpc.answer(ctx, rpc.FETCH, req)
-    if req.replica_id >= 0:
-        raise errors.InvalidRequest("follower fetch is not supported yet")
     isolation = getattr(req, "isolation_level", 0)
     deadline = time.monotonic() + req.max_wait.total_seconds()
     tps = [(t.topic, p.partition) for t in req.topics for p in t.partitions]

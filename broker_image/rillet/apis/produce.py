@@ -50,6 +50,7 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
     acks = req.acks
     results: list[dict[str, Any]] = []
     to_flush = []
+    replicated: list[tuple[str, int, dict[str, Any], int]] = []
     for topic in req.topic_data:
         parts = []
         for pdata in topic.partition_data:
@@ -60,6 +61,8 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
                     raise errors.InvalidRequiredAcks(f"acks must be -1, 0 or 1, got {acks}")
                 entry, plog = _append(ctx, topic.name, pdata.index, pdata.records, acks)
                 to_flush.append(plog)
+                if acks == -1:
+                    replicated.append((topic.name, pdata.index, entry, plog.log_end_offset))
             except Exception as exc:  # one partition's failure never aborts the request
                 entry = _partition_error(pdata.index, exc)
             parts.append(entry)
@@ -70,9 +73,25 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
         await pending[0].maybe_flush()
     elif pending:
         await asyncio.gather(*(plog.maybe_flush() for plog in pending))
+    if replicated:
+        timeout_s = max(req.timeout.total_seconds(), 0.0)
+        await asyncio.gather(*(_await_replication(ctx, t, p, entry, end, timeout_s)
+                               for t, p, entry, end in replicated))
     if acks == 0:
         return None
     return ctx.response({"responses": results, "throttle_time": 0})
+
+
+async def _await_replication(ctx: RequestContext, topic: str, index: int,
+                             entry: dict[str, Any], end_offset: int, timeout_s: float) -> None:
+    """acks=all: answer once every in-sync replica has the batches (the high watermark passed
+    them) and the ISR still meets min.insync.replicas; the error otherwise."""
+    try:
+        await ctx.broker.replication.wait_for_high_watermark((topic, index), end_offset,
+                                                             timeout_s)
+        ctx.broker.check_min_insync(topic, index, after_append=True)
+    except Exception as exc:
+        entry.update(_partition_error(index, exc))
 
 
 def _legacy_produce(ctx: RequestContext, frame: bytes) -> bytes | None:

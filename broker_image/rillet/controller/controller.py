@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Mapping
 
+from ..client.connection import raise_for
 from ..config import ConfigError
 from ..metadata import records as mrec
 from ..metadata.image import TOPIC_RESOURCE, MetadataImage, replay
@@ -34,6 +35,7 @@ MAX_NEW_PARTITIONS = 10000
 # election) before answering NOT_CONTROLLER.
 ACTIVE_WAIT_S = 5.0
 CREATE_TOPICS = 19
+ALTER_PARTITION = 56
 _LEGAL_TOPIC_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
@@ -403,6 +405,54 @@ class Controller:
             if not validate_only:
                 await self._commit([self._partition_record(topic.topic_id, p, r)
                                     for p, r in sorted(new.items())])
+
+    # -- ISR ------------------------------------------------------------------
+
+    async def alter_partition(self, topic: str, partition: int, leader_id: int,
+                              leader_epoch: int, partition_epoch: int,
+                              new_isr: list[int]) -> None:
+        """A leader's ISR change (AlterPartition), checked against the partition's state."""
+        if self.raft is not None and not self.raft.is_leader:
+            return await self._alter_partition_remotely(topic, partition, leader_id,
+                                                        leader_epoch, partition_epoch, new_isr)
+        async with self._exclusive():
+            part = self.image.partition(topic, partition)
+            if part is None:
+                raise errors.UnknownTopicOrPartition(f"{topic}-{partition} does not exist")
+            if (part.leader, part.leader_epoch) != (leader_id, leader_epoch):
+                raise errors.FencedLeaderEpoch(
+                    f"{topic}-{partition} is led by {part.leader} in epoch {part.leader_epoch}, "
+                    f"not {leader_id} in {leader_epoch}")
+            if part.partition_epoch != partition_epoch:
+                raise errors.InvalidUpdateVersion(
+                    f"{topic}-{partition} is at partition epoch {part.partition_epoch}, "
+                    f"the change was made for {partition_epoch}")
+            if leader_id not in new_isr or not set(new_isr) <= set(part.replicas):
+                raise errors.InvalidRequest(f"ISR {new_isr} must hold the leader and only "
+                                            f"replicas of {topic}-{partition}")
+            joining = [b for b in new_isr if b not in part.isr
+                       and b not in self.image.live_broker_ids]
+            if joining:
+                raise errors.IneligibleReplica(f"broker(s) {joining} are fenced or unknown")
+            await self._commit([election.partition_change(part, isr=tuple(new_isr))])
+            log.info("%s-%d: ISR %s -> %s", topic, partition, list(part.isr), new_isr)
+
+    async def _alter_partition_remotely(self, topic: str, partition: int, leader_id: int,
+                                        leader_epoch: int, partition_epoch: int,
+                                        new_isr: list[int]) -> None:
+        raft = self.raft
+        leader = raft.leader_id
+        info = self.image.topics.get(topic)
+        if leader is None or info is None:
+            raise errors.NotController("no active controller known yet")
+        resp = await raft.connection(leader, "alter").request(ALTER_PARTITION, 2, {
+            "broker_id": leader_id, "broker_epoch": -1, "topics": [{
+                "topic_id": info.topic_id, "partitions": [{
+                    "partition_index": partition, "leader_epoch": leader_epoch,
+                    "new_isr": new_isr, "leader_recovery_state": 0,
+                    "partition_epoch": partition_epoch}]}]})
+        raise_for(resp.error_code, "alter partition")
+        raise_for(resp.topics[0].partitions[0].error_code, "alter partition")
 
     # -- configs ---------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from ..metadata.image import MetadataImage, PartitionInfo
 NO_LEADER = -1
 
 
-def _change(part: PartitionInfo, **fields: Any) -> dict[str, Any]:
+def partition_change(part: PartitionInfo, **fields: Any) -> dict[str, Any]:
     rec: dict[str, Any] = {"type": mrec.PARTITION_CHANGE, "topic_id": str(part.topic_id),
                            "partition": part.partition}
     for key, value in fields.items():
@@ -49,7 +49,7 @@ def on_broker_leaving(image: MetadataImage, node_id: int,
             if (leader, isr) == (part.leader, part.isr):
                 continue
             epoch = part.leader_epoch + 1 if leader != part.leader else part.leader_epoch
-            out.append(_change(part, leader=leader, isr=isr, leader_epoch=epoch))
+            out.append(partition_change(part, leader=leader, isr=isr, leader_epoch=epoch))
     return out
 
 
@@ -59,5 +59,5 @@ def on_broker_returning(image: MetadataImage, node_id: int) -> list[dict[str, An
     for topic in image.topics.values():
         for part in topic.partitions.values():
             if part.leader == NO_LEADER and node_id in part.isr:
-                out.append(_change(part, leader=node_id, leader_epoch=part.leader_epoch + 1))
+                out.append(partition_change(part, leader=node_id, leader_epoch=part.leader_epoch + 1))
     return out

@@ -61,6 +61,17 @@ class GroupOverview:
     state: str
 
 
+def _offsets_records(plog: Any) -> list[tuple[int, bytes, bytes | None]]:
+    """(offset, key, value) of every keyed record of an offsets partition (worker thread)."""
+    out = []
+    for header, batch in plog.batches():
+        if header.is_control:
+            continue
+        _, records = decode_records(batch)
+        out.extend((rec.offset, rec.key, rec.value) for rec in records if rec.key is not None)
+    return out
+
+
 def _resolver(fut: "asyncio.Future[Any]") -> Callable[[Any], None]:
     """A group callback completing a request's future (ignored if the request is gone)."""
     def resolve(result: Any) -> None:
@@ -83,6 +94,7 @@ class GroupCoordinator:
             max_size=cfg["group.max.size"])
         self.groups: dict[str, Group] = {}
         self.loaded: set[int] = set()
+        self._load_tasks: dict[int, asyncio.Task[None]] = {}
         self._create_lock = asyncio.Lock()
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -94,6 +106,8 @@ class GroupCoordinator:
 
     async def start(self) -> None:
         self._load_led_partitions(self.broker.image)
+        # Serve once what we lead at start is loaded; later moves load in the background.
+        await asyncio.gather(*self._load_tasks.values(), return_exceptions=True)
         self._tasks = [asyncio.create_task(self._tick_loop()),
                        asyncio.create_task(self._expiry_loop())]
 
@@ -263,29 +277,38 @@ class GroupCoordinator:
         if topic is None:
             return
         for p, part in topic.partitions.items():
-            if part.leader == self.broker.node_id and p not in self.loaded:
-                self._load_partition(p)
+            if part.leader == self.broker.node_id and p not in self.loaded \
+                    and p not in self._load_tasks:
+                task = asyncio.get_running_loop().create_task(self._load_partition(p))
+                self._load_tasks[p] = task
+                task.add_done_callback(lambda t, p=p: self._loaded(p, t))
 
-    def _load_partition(self, p: int) -> None:
+    def _loaded(self, p: int, task: "asyncio.Task[None]") -> None:
+        self._load_tasks.pop(p, None)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("loading %s-%d failed", OFFSETS_TOPIC, p, exc_info=task.exception())
+
+    async def _load_partition(self, p: int) -> None:
+        """Read the partition in a worker thread (it may be large), then apply it here.
+
+        Until it is applied the partition's groups answer COORDINATOR_LOAD_IN_PROGRESS."""
         plog = self.broker.logs.get(OFFSETS_TOPIC, p)
         if plog is None:
             return
         started = time.monotonic()
+        records = await asyncio.to_thread(_offsets_records, plog)
+        part = self.broker.image.partition(OFFSETS_TOPIC, p)
+        if part is None or part.leader != self.broker.node_id:
+            return   # leadership moved on while we read
         count = 0
-        for header, batch in plog.batches():
-            if header.is_control:
-                continue
-            _, records = decode_records(batch)
-            for rec in records:
-                if rec.key is None:
-                    continue
-                try:
-                    self._replay(rec.key, rec.value)
-                    count += 1
-                except (ValueError, UnicodeDecodeError, struct.error) as exc:
-                    # One bad record must not keep every group of the partition away.
-                    log.warning("%s-%d offset %d: skipping undecodable record: %r",
-                                OFFSETS_TOPIC, p, rec.offset, exc)
+        for offset, key, value in records:
+            try:
+                self._replay(key, value)
+                count += 1
+            except (ValueError, UnicodeDecodeError, struct.error) as exc:
+                # One bad record must not keep every group of the partition away.
+                log.warning("%s-%d offset %d: skipping undecodable record: %r",
+                            OFFSETS_TOPIC, p, offset, exc)
         self.loaded.add(p)
         if count:
             log.info("loaded %d records of %s-%d in %.0f ms (%d groups)", count, OFFSETS_TOPIC,
@@ -448,8 +471,19 @@ class GroupCoordinator:
                 codes[(e.topic, e.partition)] = 0
         if records:
             plog = self._write(p, records)
+            end = plog.log_end_offset
             if plog.flush_pending():  # flush.messages: fsynced before the commit is acked
                 await plog.maybe_flush()
+            # Acknowledged once every in-sync replica has it, as acks=all: a commit must
+            # survive the coordinator's crash.
+            try:
+                await self.broker.replication.wait_for_high_watermark(
+                    (OFFSETS_TOPIC, p), end, self.broker.config["offsets.commit.timeout.ms"] / 1000)
+            except errors.NotLeaderOrFollower:
+                return {tp: errors.NotCoordinator.code for tp in codes}
+            except errors.KafkaError:
+                return {tp: (errors.CoordinatorNotAvailable.code if code == 0 else code)
+                        for tp, code in codes.items()}
         return codes
 
     def fetch_offsets(self, group_id: str, topics: Iterable[tuple[str, Iterable[int]]] | None

@@ -20,6 +20,7 @@ from rillet.coordinator.manager import OFFSETS_TOPIC, CommitEntry, GroupCoordina
 from rillet.metadata import records as mrec
 from rillet.metadata.image import MetadataImage, replay
 from rillet.protocol import errors
+from rillet.replication.manager import ReplicaManager
 from rillet.storage.log import LogConfig
 from rillet.storage.manager import LogManager
 
@@ -55,6 +56,9 @@ class StandInBroker:
         self.logs.load_logs(lambda t, p: LogConfig(cleanup_policy="compact"))
         for p in range(PARTITIONS):
             self.logs.create(OFFSETS_TOPIC, p, LogConfig(cleanup_policy="compact"))
+        # The real replica manager: this broker leads every partition, alone in the ISR.
+        self.replication = ReplicaManager(self)
+        self.replication.adopt(self.image)
 
     def leader_partition(self, topic: str, partition: int) -> Any:
         plog = self.logs.get(topic, partition)
@@ -63,8 +67,12 @@ class StandInBroker:
 
     # The real append path: min.insync.replicas, leader epoch, high watermark.
     append_as_leader = Broker.append_as_leader
+    check_min_insync = Broker.check_min_insync
 
     def _wake(self, tp: Any) -> None:
+        pass
+
+    def wake(self, tp: Any) -> None:
         pass
 
 

@@ -1,0 +1,165 @@
+"""A follower's fetcher: one task per source broker, pulling every partition it leads for us.
+
+Each round sends one Fetch (v12, replica_id = this broker) with, per partition, our
+log end offset, the epoch of our last batch and the leader epoch we know. The
+leader answers records, its high watermark, or the epoch where our log diverges
+from its own: we truncate to that epoch's end (Kafka's leader-epoch truncation,
+KIP-101/279) before appending, so replicas converge to the leader's log byte for byte.
+Batches are appended as the leader wrote them (offsets, epochs, producer ids), which
+also rebuilds idempotent producer state here.
+
+Owned by the ReplicaManager; event loop only.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..client.connection import BrokerConnection, KafkaClientError
+from ..protocol import errors
+from ..records import parse_batches
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+log = logging.getLogger(__name__)
+FETCH, FETCH_VERSION = 1, 12
+BACKOFF_S = 0.1
+TopicPartition = tuple[str, int]
+
+
+class ReplicaFetcher:
+    def __init__(self, broker: "Broker", source_id: int, host: str, port: int) -> None:
+        self.broker = broker
+        self.source_id = source_id
+        self.address = (host, port)
+        self.partitions: dict[TopicPartition, int] = {}   # tp -> leader epoch
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._conn: BrokerConnection | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self._conn is not None:
+            await self._conn.close()
+
+    def add(self, tp: TopicPartition, leader_epoch: int) -> None:
+        self.partitions[tp] = leader_epoch
+        self._changed.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+
+    def set_address(self, host: str, port: int) -> None:
+        if (host, port) != self.address:
+            self.address = (host, port)
+            self._conn = None
+
+    def _connection(self) -> BrokerConnection:
+        if self._conn is None:
+            config = self.broker.config
+            timeout = (config["replica.fetch.wait.max.ms"] +
+                       config["controller.quorum.request.timeout.ms"]) / 1000
+            self._conn = BrokerConnection(*self.address, client_id=f"replica-{self.broker.node_id}",
+                                          timeout=timeout)
+        return self._conn
+
+    async def _run(self) -> None:
+        while True:
+            if not self.partitions:
+                self._changed.clear()
+                await self._changed.wait()
+                continue
+            try:
+                await self._round()
+            except asyncio.CancelledError:
+                raise
+            except (KafkaClientError, OSError, asyncio.TimeoutError) as exc:
+                log.debug("fetch from broker %d failed: %s", self.source_id, exc)
+                conn, self._conn = self._conn, None
+                if conn is not None:
+                    await conn.close()
+                await asyncio.sleep(BACKOFF_S)
+            except Exception:
+                log.exception("fetch from broker %d failed", self.source_id)
+                await asyncio.sleep(BACKOFF_S)
+
+    async def _round(self) -> None:
+        config = self.broker.config
+        wanted = dict(self.partitions)
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for (topic, p), epoch in wanted.items():
+            plog = self.broker.logs.get(topic, p)
+            if plog is None:
+                continue
+            topics.setdefault(topic, []).append({
+                "partition": p, "current_leader_epoch": epoch,
+                "fetch_offset": plog.log_end_offset, "last_fetched_epoch": plog.latest_epoch,
+                "log_start_offset": plog.log_start_offset,
+                "partition_max_bytes": config["replica.fetch.max.bytes"]})
+        if not topics:
+            await asyncio.sleep(BACKOFF_S)
+            return
+        response = await self._connection().request(FETCH, FETCH_VERSION, {
+            "replica_id": self.broker.node_id, "max_wait": config["replica.fetch.wait.max.ms"],
+            "min_bytes": 1, "max_bytes": config["replica.fetch.max.bytes"],
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "forgotten_topics_data": [], "rack_id": config["broker.rack"] or "",
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]})
+        backoff = False
+        for topic in response.responses:
+            for part in topic.partitions:
+                tp = (topic.topic, part.partition_index)
+                if tp not in self.partitions or self.partitions[tp] != wanted.get(tp):
+                    continue   # reassigned while the fetch was out
+                backoff |= not await self._apply(tp, part)
+        if backoff:
+            await asyncio.sleep(BACKOFF_S)
+
+    async def _apply(self, tp: TopicPartition, part: Any) -> bool:
+        """Apply one partition's answer; False when it calls for a pause."""
+        plog = self.broker.logs.get(*tp)
+        if plog is None:
+            return False
+        code = int(part.error_code)
+        if code == errors.OffsetOutOfRange.code and plog.log_end_offset < part.log_start_offset:
+            # The leader deleted what we lack (retention): start again at its log start.
+            plog.truncate_fully_and_start_at(part.log_start_offset)
+            return True
+        if code != 0:
+            return False   # not the leader (any more): the metadata will tell us who is
+        diverging = part.diverging_epoch
+        if diverging.end_offset >= 0:
+            self._truncate(tp, plog, diverging.epoch, diverging.end_offset)
+            return True
+        records = part.records
+        if records:
+            data = bytearray(records)
+            headers = parse_batches(data, strict=False)
+            if headers and headers[0].base_offset >= plog.log_end_offset:
+                plog.append_replicated(data, headers)
+        plog.high_watermark = min(part.high_watermark, plog.log_end_offset)
+        if plog.flush_pending():
+            await plog.maybe_flush()
+        self.broker.wake(tp)
+        return True
+
+    def _truncate(self, tp: TopicPartition, plog: Any, epoch: int, end_offset: int) -> None:
+        # Our end of that epoch (or of the last one before it): anything past it, or past
+        # the leader's end of the epoch, differs from the leader's log.
+        local_epoch, local_end = plog.end_offset_for_epoch(epoch)
+        offset = min(local_end if local_epoch >= 0 else plog.log_end_offset, end_offset)
+        offset = max(offset, plog.log_start_offset)
+        if offset < plog.log_end_offset:
+            log.info("%s-%d: truncating from %d to %d (diverged from the leader at epoch %d)",
+                     tp[0], tp[1], plog.log_end_offset, offset, epoch)
+            plog.truncate_to(offset)

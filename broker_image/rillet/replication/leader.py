@@ -1,0 +1,120 @@
+"""A partition leader's view of its followers: pure logic, no I/O and no clock of its own.
+
+What Kafka's Partition keeps as leader: every follower's log end offset (the offset
+it last fetched from, so everything before it is on that follower) and when it was
+last caught up. From these come
+
+- the high watermark: the smallest log end offset over the in-sync replicas, never
+  moving back, and never counting a replica outside the ISR;
+- ISR shrink: in-sync followers not caught up for replica.lag.time.max.ms;
+- ISR expand: out-of-sync replicas that reached the high watermark and the start of
+  the leader's epoch (so they hold everything this leader may have committed).
+
+The ISR used for the high watermark is the committed one plus any pending addition
+(Kafka's "maximal ISR"): a shrink counts only once committed, an addition at once, so
+the high watermark never passes a replica that might be in the ISR.
+
+Owned by the ReplicaManager (event loop only).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class FollowerProgress:
+    log_end_offset: int = -1          # unknown until its first fetch in this epoch
+    last_caught_up_ms: float = 0.0
+    last_fetch_ms: float = 0.0
+    last_fetch_leader_end: int = -1   # our log end when it last fetched
+
+
+@dataclass
+class PartitionLeaderState:
+    leader_id: int
+    leader_epoch: int
+    partition_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]                 # as committed in the metadata
+    epoch_start_offset: int              # our log end when we became leader
+    high_watermark: int
+    followers: dict[int, FollowerProgress] = field(default_factory=dict)
+    pending_isr: tuple[int, ...] | None = None   # an AlterPartition in flight
+
+    @classmethod
+    def become_leader(cls, leader_id: int, leader_epoch: int, partition_epoch: int,
+                      replicas: tuple[int, ...], isr: tuple[int, ...], log_end: int,
+                      high_watermark: int, now_ms: float) -> "PartitionLeaderState":
+        # A new leader gives every follower a full lag window before judging it.
+        followers = {r: FollowerProgress(last_caught_up_ms=now_ms, last_fetch_ms=now_ms)
+                     for r in replicas if r != leader_id}
+        return cls(leader_id, leader_epoch, partition_epoch, tuple(replicas), tuple(isr),
+                   log_end, high_watermark, followers)
+
+    def update_metadata(self, partition_epoch: int, replicas: tuple[int, ...],
+                        isr: tuple[int, ...], now_ms: float) -> None:
+        """The controller committed a change (same leader and epoch): ISR or replicas."""
+        self.partition_epoch = partition_epoch
+        self.replicas = tuple(replicas)
+        self.isr = tuple(isr)
+        self.pending_isr = None
+        for r in replicas:
+            if r != self.leader_id and r not in self.followers:
+                self.followers[r] = FollowerProgress(last_caught_up_ms=now_ms,
+                                                     last_fetch_ms=now_ms)
+        for r in list(self.followers):
+            if r not in replicas:
+                del self.followers[r]
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        if self.pending_isr is None:
+            return self.isr
+        return tuple(dict.fromkeys(self.isr + self.pending_isr))
+
+    def on_follower_fetch(self, replica_id: int, fetch_offset: int, leader_end: int,
+                          now_ms: float) -> None:
+        """A follower fetched from `fetch_offset`: it holds everything before it."""
+        progress = self.followers.get(replica_id)
+        if progress is None:
+            return
+        progress.log_end_offset = fetch_offset
+        # Kafka's rule: caught up now if it reached our end, or at the time of its last
+        # fetch if it reached what our end was then (a busy leader's end keeps moving).
+        if fetch_offset >= leader_end:
+            progress.last_caught_up_ms = now_ms
+        elif fetch_offset >= progress.last_fetch_leader_end:
+            progress.last_caught_up_ms = max(progress.last_caught_up_ms, progress.last_fetch_ms)
+        progress.last_fetch_leader_end = leader_end
+        progress.last_fetch_ms = now_ms
+
+    def advance_high_watermark(self, leader_end: int) -> bool:
+        """Recompute the high watermark; True if it moved."""
+        ends = [leader_end]
+        for r in self.maximal_isr:
+            if r == self.leader_id:
+                continue
+            progress = self.followers.get(r)
+            ends.append(progress.log_end_offset if progress is not None else -1)
+        candidate = min(ends)
+        if candidate > self.high_watermark:
+            self.high_watermark = candidate
+            return True
+        return False
+
+    def isr_change(self, leader_end: int, now_ms: float, lag_ms: float) -> tuple[int, ...] | None:
+        """The ISR to propose, or None: laggards out, caught-up replicas in."""
+        if self.pending_isr is not None:
+            return None
+        keep = [r for r in self.isr
+                if r == self.leader_id or (
+                    r in self.followers
+                    and now_ms - self.followers[r].last_caught_up_ms <= lag_ms)]
+        join = [r for r, p in self.followers.items()
+                if r not in self.isr and p.log_end_offset >= self.high_watermark
+                and p.log_end_offset >= self.epoch_start_offset
+                and now_ms - p.last_caught_up_ms <= lag_ms]
+        proposed = tuple(keep + sorted(join))
+        if self.leader_id not in proposed:
+            proposed = (self.leader_id,) + proposed
+        return None if set(proposed) == set(self.isr) else proposed

@@ -1,0 +1,250 @@
+"""The replica manager: leader and follower roles of this broker's partitions.
+
+For every partition this broker hosts, the metadata image says who leads. As leader it
+keeps a PartitionLeaderState (follower progress, high watermark, ISR decisions) and
+parks acks=all produce requests until the high watermark passes them (the purgatory:
+futures woken by high-watermark movement, never polled). As follower it hands the
+partition to the fetcher of its leader (one ReplicaFetcher per source broker).
+
+ISR changes go to the controller as AlterPartition; they take effect when committed
+to the metadata log and replayed here, like every other metadata change.
+
+Owned by the broker; event loop only.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable
+
+from ..metadata.image import MetadataImage, PartitionInfo
+from ..protocol import errors
+from .fetcher import ReplicaFetcher
+from .leader import PartitionLeaderState
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+log = logging.getLogger(__name__)
+TopicPartition = tuple[str, int]
+ALTER_PARTITION = 56
+
+
+def now_ms() -> float:
+    return time.monotonic() * 1000
+
+
+@dataclass
+class _Waiter:
+    offset: int
+    done: asyncio.Future[None]
+
+
+class ReplicaManager:
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.node_id = broker.node_id
+        self.leaders: dict[TopicPartition, PartitionLeaderState] = {}
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._following: dict[TopicPartition, int] = {}   # tp -> leader id
+        self._waiters: dict[TopicPartition, list[_Waiter]] = {}
+        self._isr_task: asyncio.Task[None] | None = None
+        self._started = False
+        self._stopped = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Take up the roles the image gives us (after catch-up, logs in place)."""
+        self.adopt(self.broker.image)
+        self._isr_task = asyncio.create_task(self._isr_loop())
+
+    def adopt(self, image: MetadataImage) -> None:
+        """Take up the roles `image` gives this broker (no ISR checks: see start)."""
+        self._started = True
+        self.on_metadata_change(None, image)
+
+    async def stop(self) -> None:
+        self._stopped = True
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+        for fetcher in list(self.fetchers.values()):
+            await fetcher.stop()
+        self.fetchers.clear()
+        for tp in list(self._waiters):
+            self._fail_waiters(tp, errors.NotLeaderOrFollower("the broker is shutting down"))
+
+    # -- roles from metadata -----------------------------------------------------------------
+
+    def on_metadata_change(self, old: MetadataImage | None, new: MetadataImage) -> None:
+        if not self._started or self._stopped:
+            return
+        seen: set[TopicPartition] = set()
+        for name, topic in new.topics.items():
+            if old is not None and old.topics.get(name) is topic:
+                seen.update((name, p) for p in topic.partitions)
+                continue
+            for p, part in topic.partitions.items():
+                tp = (name, p)
+                seen.add(tp)
+                if self.node_id in part.replicas:
+                    self._apply(tp, part, new)
+                else:
+                    self._drop(tp)
+        for tp in [tp for tp in list(self.leaders) + list(self._following) if tp not in seen]:
+            self._drop(tp)
+        # A broker that comes back: partitions we follow from it resume.
+        for fetcher in self.fetchers.values():
+            broker = new.brokers.get(fetcher.source_id)
+            if broker is not None:
+                fetcher.set_address(broker.host, broker.port)
+
+    def _apply(self, tp: TopicPartition, part: PartitionInfo, image: MetadataImage) -> None:
+        if part.leader == self.node_id:
+            self._stop_following(tp)
+            state = self.leaders.get(tp)
+            if state is None or state.leader_epoch != part.leader_epoch:
+                self._become_leader(tp, part)
+            else:
+                state.update_metadata(part.partition_epoch, part.replicas, part.isr, now_ms())
+                self._advance(tp, state)
+            return
+        if tp in self.leaders:
+            del self.leaders[tp]
+            self._fail_waiters(tp, errors.NotLeaderOrFollower(
+                f"{tp[0]}-{tp[1]}: leadership moved to {part.leader}"))
+        self._stop_following(tp)
+        broker = image.brokers.get(part.leader)
+        if part.leader >= 0 and broker is not None:
+            fetcher = self.fetchers.get(part.leader)
+            if fetcher is None:
+                fetcher = self.fetchers[part.leader] = ReplicaFetcher(
+                    self.broker, part.leader, broker.host, broker.port)
+                fetcher.start()
+            fetcher.add(tp, part.leader_epoch)
+            self._following[tp] = part.leader
+
+    def _become_leader(self, tp: TopicPartition, part: PartitionInfo) -> None:
+        plog = self.broker.logs.get(*tp)
+        if plog is None:
+            return
+        state = PartitionLeaderState.become_leader(
+            self.node_id, part.leader_epoch, part.partition_epoch, part.replicas, part.isr,
+            plog.log_end_offset, plog.high_watermark, now_ms())
+        self.leaders[tp] = state
+        log.info("%s-%d: leader in epoch %d (ISR %s)", tp[0], tp[1], part.leader_epoch,
+                 list(part.isr))
+        self._advance(tp, state)
+
+    def _stop_following(self, tp: TopicPartition) -> None:
+        source = self._following.pop(tp, None)
+        if source is not None and source in self.fetchers:
+            self.fetchers[source].remove(tp)
+
+    def _drop(self, tp: TopicPartition) -> None:
+        self._stop_following(tp)
+        if self.leaders.pop(tp, None) is not None:
+            self._fail_waiters(tp, errors.NotLeaderOrFollower(f"{tp[0]}-{tp[1]} moved"))
+
+    # -- the leader's side -------------------------------------------------------------------
+
+    def on_leader_append(self, tp: TopicPartition) -> None:
+        state = self.leaders.get(tp)
+        if state is not None:
+            self._advance(tp, state)
+
+    def on_follower_fetch(self, tp: TopicPartition, replica_id: int, fetch_offset: int) -> None:
+        state = self.leaders.get(tp)
+        plog = self.broker.logs.get(*tp)
+        if state is None or plog is None:
+            return
+        state.on_follower_fetch(replica_id, fetch_offset, plog.log_end_offset, now_ms())
+        self._advance(tp, state)
+        if replica_id not in state.isr:
+            self._maybe_alter_isr(tp, state)
+
+    def _advance(self, tp: TopicPartition, state: PartitionLeaderState) -> None:
+        plog = self.broker.logs.get(*tp)
+        if plog is None:
+            return
+        if state.advance_high_watermark(plog.log_end_offset) or \
+                plog.high_watermark != state.high_watermark:
+            plog.high_watermark = state.high_watermark
+            self._wake_waiters(tp, plog.high_watermark)
+            self.broker.wake(tp)
+
+    async def wait_for_high_watermark(self, tp: TopicPartition, offset: int,
+                                      timeout_s: float) -> None:
+        """Return once the high watermark reaches `offset` (acks=all), or raise."""
+        plog = self.broker.logs.get(*tp)
+        if plog is not None and plog.high_watermark >= offset:
+            return
+        if tp not in self.leaders:
+            raise errors.NotLeaderOrFollower(f"{tp[0]}-{tp[1]}: no longer the leader")
+        waiter = _Waiter(offset, asyncio.get_running_loop().create_future())
+        self._waiters.setdefault(tp, []).append(waiter)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter.done), timeout_s)
+        except asyncio.TimeoutError:
+            raise errors.RequestTimedOut(
+                f"{tp[0]}-{tp[1]}: not replicated to the in-sync replicas within "
+                f"{timeout_s:.1f}s") from None
+        finally:
+            waiters = self._waiters.get(tp)
+            if waiters and waiter in waiters:
+                waiters.remove(waiter)
+
+    def _wake_waiters(self, tp: TopicPartition, high_watermark: int) -> None:
+        for waiter in self._waiters.get(tp, ()):
+            if waiter.offset <= high_watermark and not waiter.done.done():
+                waiter.done.set_result(None)
+
+    def _fail_waiters(self, tp: TopicPartition, exc: Exception) -> None:
+        for waiter in self._waiters.pop(tp, ()):
+            if not waiter.done.done():
+                waiter.done.set_exception(exc)
+
+    # -- ISR changes -------------------------------------------------------------------------
+
+    async def _isr_loop(self) -> None:
+        lag_ms = self.config["replica.lag.time.max.ms"]
+        interval = max(0.1, min(lag_ms / 2000, 2.0))
+        while True:
+            await asyncio.sleep(interval)
+            for tp, state in list(self.leaders.items()):
+                self._maybe_alter_isr(tp, state)
+
+    def _maybe_alter_isr(self, tp: TopicPartition, state: PartitionLeaderState) -> None:
+        plog = self.broker.logs.get(*tp)
+        if plog is None:
+            return
+        proposed = state.isr_change(plog.log_end_offset, now_ms(),
+                                    self.config["replica.lag.time.max.ms"])
+        if proposed is None:
+            return
+        state.pending_isr = proposed
+        asyncio.ensure_future(self._alter_isr(tp, state, proposed))
+
+    async def _alter_isr(self, tp: TopicPartition, state: PartitionLeaderState,
+                         proposed: tuple[int, ...]) -> None:
+        log.info("%s-%d: proposing ISR %s (was %s)", tp[0], tp[1], list(proposed),
+                 list(state.isr))
+        try:
+            await self.broker.controller.alter_partition(
+                tp[0], tp[1], self.node_id, state.leader_epoch, state.partition_epoch,
+                list(proposed))
+        except Exception as exc:
+            log.info("%s-%d: ISR change %s not accepted: %s", tp[0], tp[1], list(proposed), exc)
+            await asyncio.sleep(0.5)
+            if self.leaders.get(tp) is state:
+                state.pending_isr = None
+
+    def leader_states(self) -> Iterable[tuple[TopicPartition, PartitionLeaderState]]:
+        return self.leaders.items()
+
+    def describe(self) -> dict[str, Any]:
+        return {f"{t}-{p}": {"hw": s.high_watermark, "isr": s.isr}
+                for (t, p), s in self.leaders.items()}

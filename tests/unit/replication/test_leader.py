@@ -1,0 +1,72 @@
+"""A partition leader's follower tracking: high watermark and ISR decisions."""
+from __future__ import annotations
+
+from rillet.replication.leader import PartitionLeaderState
+
+LAG = 1000.0
+
+
+def _leader(isr: tuple[int, ...] = (1, 2, 3), end: int = 0, hw: int = 0) -> PartitionLeaderState:
+    return PartitionLeaderState.become_leader(1, 5, 0, (1, 2, 3), isr, end, hw, now_ms=0)
+
+
+def test_high_watermark_is_the_slowest_in_sync_replica() -> None:
+    s = _leader()
+    assert not s.advance_high_watermark(10), "followers not heard from hold it back"
+    s.on_follower_fetch(2, 10, 10, 1)
+    s.on_follower_fetch(3, 4, 10, 1)
+    assert s.advance_high_watermark(10) and s.high_watermark == 4
+    s.on_follower_fetch(3, 2, 10, 2)   # a follower that truncated never moves it back
+    assert not s.advance_high_watermark(10) and s.high_watermark == 4
+
+
+def test_a_replica_outside_the_isr_does_not_hold_it_back() -> None:
+    s = _leader(isr=(1, 2))
+    s.on_follower_fetch(2, 10, 10, 1)
+    assert s.advance_high_watermark(10) and s.high_watermark == 10
+
+
+def test_a_pending_addition_counts_at_once_a_pending_removal_only_when_committed() -> None:
+    s = _leader(isr=(1, 2))
+    s.on_follower_fetch(2, 10, 12, 1)
+    s.pending_isr = (1, 2, 3)
+    assert s.advance_high_watermark(12) is False or s.high_watermark < 10
+    s = _leader()
+    s.on_follower_fetch(2, 10, 10, 1)
+    s.pending_isr = (1, 2)
+    assert not s.advance_high_watermark(10), "3 is still in the committed ISR"
+    s.update_metadata(1, (1, 2, 3), (1, 2), now_ms=2)
+    assert s.advance_high_watermark(10) and s.high_watermark == 10
+
+
+def test_laggards_leave_the_isr_and_come_back_once_caught_up() -> None:
+    s = _leader(end=100, hw=100)
+    s.on_follower_fetch(2, 100, 100, 500)
+    assert s.isr_change(100, 900, LAG) is None, "within replica.lag.time.max.ms"
+    assert s.isr_change(100, 1500, LAG) == (1, 2), "3 never caught up in time"
+    s.update_metadata(1, (1, 2, 3), (1, 2), now_ms=1500)
+    s.on_follower_fetch(2, 100, 100, 1600)
+    s.on_follower_fetch(3, 60, 100, 1600)
+    assert s.isr_change(100, 1600, LAG) is None, "behind the high watermark"
+    s.on_follower_fetch(2, 100, 100, 1700)
+    s.on_follower_fetch(3, 100, 100, 1700)
+    assert s.isr_change(100, 1700, LAG) == (1, 2, 3)
+
+
+def test_a_follower_keeping_up_with_a_busy_leader_stays_in_sync() -> None:
+    """Kafka's rule: reaching the end the leader had at the previous fetch counts."""
+    s = _leader(end=0)
+    end = 0
+    for t in range(1, 40):
+        fetch_offset = end          # it has what the leader had one round ago
+        end += 10                   # the leader keeps appending
+        s.on_follower_fetch(2, fetch_offset, end, t * 100)
+        s.on_follower_fetch(3, fetch_offset, end, t * 100)
+    assert s.isr_change(end, 40 * 100, LAG) is None
+
+
+def test_no_second_change_while_one_is_in_flight() -> None:
+    s = _leader()
+    assert s.isr_change(0, 5000, LAG) == (1,)
+    s.pending_isr = (1,)
+    assert s.isr_change(0, 6000, LAG) is None
