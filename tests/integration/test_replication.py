@@ -11,16 +11,15 @@ import random
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from tests.chaos import ChaosPlan, run_chaos
 from tests.checker import Read, Write, check
 from tests.cluster import LocalCluster
-from tests.integration.test_cluster import (RACKS, WAIT_S, _address, _create_topic,
-                                            _metadata, _partitions)
+from tests.integration.java_tools import kafka_jars  # noqa: F401 (fixture)
+from tests.integration.test_cluster import RACKS, WAIT_S, _address, _partitions
 from tests.polling import read_until, wait_until
 
 REPLICATION = {"broker.session.timeout.ms": 4000, "broker.heartbeat.interval.ms": 500,
@@ -341,3 +340,55 @@ def test_acknowledged_records_survive_chaos(tmp_path: Path) -> None:
                 else True, f"seed {seed}: offsets of chaos-{p} are not dense"
             wait_until(lambda: _replicas_identical(cluster, "chaos", p, cluster.node_ids),
                        WAIT_S, f"replicas of chaos-{p} to be identical (seed {seed})")
+
+
+# -- the Java producer -----------------------------------------------------------------------------
+
+
+def test_java_producer_carries_on_after_a_leader_change(tmp_path: Path, kafka_jars: Path) -> None:
+    """Kafka's VerifiableProducer (the Java client, idempotent by default with acks=all) prints
+    every acknowledged send; none may be lost or duplicated across a kill -9 of the leader."""
+    import json
+    import subprocess
+
+    from tests.integration.java_tools import KAFKA_TOOLS_DIR, QUICK_JVM_OPTS
+
+    with _cluster(tmp_path).start() as cluster:
+        _replicated_topic(cluster, "java", 1)
+        victim = _leader_of(cluster, "java", 0)
+        # The tool turns retries off for Kafka's system tests; a real application keeps the
+        # client's defaults (retries, idempotence), which is what is tested here.
+        config = tmp_path / "producer.properties"
+        config.write_text("retries=2147483647\nenable.idempotence=true\n"
+                          "delivery.timeout.ms=120000\n")
+        proc = subprocess.Popen(
+            [str(KAFKA_TOOLS_DIR / "kafka-verifiable-producer"), "--bootstrap-server",
+             cluster.bootstrap, "--topic", "java", "--acks", "-1", "--max-messages", "6000",
+             "--throughput", "1000", "--producer.config", str(config)],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            env={**os.environ, "KAFKA_JVM_PERFORMANCE_OPTS": QUICK_JVM_OPTS})
+        acked: list[Write] = []
+        failed = []
+        killed = False
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if not line.startswith("{"):
+                    continue
+                event = json.loads(line)
+                if event.get("name") == "producer_send_success":
+                    acked.append(Write(event["partition"], None, event["value"].encode()))
+                elif event.get("name") == "producer_send_error":
+                    failed.append(event)
+                if not killed and len(acked) >= 1500:
+                    cluster.kill_node(victim)
+                    killed = True
+            assert proc.wait(120) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert killed and len(acked) == 6000 and not failed, (
+            len(acked), [(f.get("exception"), f.get("message")) for f in failed[:3]])
+        report = check(acked, [Read(r.partition, r.offset, None, r.value) for r in
+                               _read_all(cluster.bootstrap, "java", 1, len(acked))])
+        assert report.ok, report.summary()
