@@ -61,14 +61,18 @@ cluster-down:
 bench: venv
 	$(BIN)/python bench/produce_consume.py
 
-# Long runs of what the suite runs briefly: the Raft simulation (20x the seeds) and the
-# quorum chaos test (60 fault cycles, up to 10 minutes).
+# Long runs of what the suite runs briefly: the Raft simulation (20x the seeds), and the
+# chaos tests (CHAOS_CYCLES fault cycles each, at most CHAOS_SECONDS): the metadata quorum
+# under faults, and acks=all producers and consumers under faults with the loss checker.
+CHAOS_CYCLES ?= 100
+CHAOS_SECONDS ?= 900
 sim: venv
 	RILLET_SIM_SCALE=20 $(BIN)/python -m pytest -q tests/unit/raft/test_sim.py
 
 chaos: venv
-	RILLET_CHAOS_CYCLES=60 RILLET_CHAOS_SECONDS=600 $(BIN)/python -m pytest -q -s \
-		tests/integration/test_quorum_chaos.py
+	RILLET_CHAOS_CYCLES=$(CHAOS_CYCLES) RILLET_CHAOS_SECONDS=$(CHAOS_SECONDS) \
+		$(BIN)/python -m pytest -q -s tests/integration/test_quorum_chaos.py \
+		tests/integration/test_replication.py -k chaos
 
 # Start-up and controller failover times of a local three-node cluster (20 kill -9 rounds).
 bench-cluster: venv
