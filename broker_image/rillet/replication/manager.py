@@ -216,6 +216,16 @@ class ReplicaManager:
             await asyncio.sleep(interval)
             for tp, state in list(self.leaders.items()):
                 self._maybe_alter_isr(tp, state)
+            self._checkpoint_high_watermarks()
+
+    def _checkpoint_high_watermarks(self) -> None:
+        """Kafka's replication-offset-checkpoint: a restarted replica starts at most here."""
+        for tp, plog in self.broker.logs.logs().items():
+            try:
+                plog.checkpoint_high_watermark()
+            except OSError as exc:
+                log.warning("%s-%d: cannot checkpoint the high watermark: %s", tp[0], tp[1],
+                            exc)
 
     def _maybe_alter_isr(self, tp: TopicPartition, state: PartitionLeaderState) -> None:
         plog = self.broker.logs.get(*tp)

@@ -46,6 +46,7 @@ from rillet.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, 
 log = logging.getLogger(__name__)
 
 RECOVERY_POINT_NAME = "recovery-point"
+HIGH_WATERMARK_NAME = "high-watermark"
 STRAY_SUFFIXES = (".swap", ".cleaned", ".deleted", ".tmp")
 NEVER = 2**63 - 1
 
@@ -106,6 +107,7 @@ class PartitionLog:
         self._bases: list[int] = []
         self.log_start_offset = 0
         self._high_watermark = 0
+        self._checkpointed_high_watermark: int | None = None
         self.producer_state = ProducerStateManager(directory)
         self.epochs = LeaderEpochCache(directory)
         self._flushed_offset = 0  # recovery point: everything below is fsynced
@@ -174,7 +176,12 @@ class PartitionLog:
         else:
             self.producer_state.remove_before(self.log_start_offset)
         self._flushed_offset = self._written_recovery_point = min(recovery_point, leo)
-        self._high_watermark = leo
+        # The checkpointed high watermark, if any: a replica must not expose (as leader) what
+        # was never replicated. Without one (a single node's older logs) the log end.
+        checkpoint = self._read_high_watermark_checkpoint()
+        self._high_watermark = leo if checkpoint is None else \
+            min(max(checkpoint, self.log_start_offset), leo)
+        self._checkpointed_high_watermark = checkpoint
 
     def _clean_directory(self) -> list[int]:
         """Delete leftovers of interrupted operations; return the base offsets of the .log files."""
@@ -196,6 +203,22 @@ class PartitionLog:
             if not stem.isdigit() or int(stem) not in bases:
                 path.unlink(missing_ok=True)  # its .log was deleted (retention interrupted)
         return sorted(bases)
+
+    def _read_high_watermark_checkpoint(self) -> int | None:
+        try:
+            return max(0, int((self.directory / HIGH_WATERMARK_NAME).read_text().strip()))
+        except (OSError, ValueError):
+            return None
+
+    def checkpoint_high_watermark(self) -> None:
+        """Record the high watermark (if it moved), so a restart never starts above it.
+
+        Not fsynced: after a power loss an older, lower value is safe."""
+        if self._closed or self._checkpointed_high_watermark == self._high_watermark:
+            return
+        _write_offset_file(self.directory, HIGH_WATERMARK_NAME, self._high_watermark,
+                           sync=False)
+        self._checkpointed_high_watermark = self._high_watermark
 
     def _read_recovery_point(self) -> int:
         try:
@@ -747,6 +770,7 @@ class PartitionLog:
             return
         try:
             self.producer_state.take_snapshot(self.log_end_offset)
+            self.checkpoint_high_watermark()
             if self._flushed_offset >= self.log_end_offset:
                 _write_recovery_point(self.directory, self._flushed_offset, sync=False)
         except OSError:
@@ -764,8 +788,12 @@ class PartitionLog:
 
 
 def _write_recovery_point(directory: Path, offset: int, *, sync: bool) -> None:
-    path = directory / RECOVERY_POINT_NAME
-    tmp = directory / (RECOVERY_POINT_NAME + ".tmp")
+    _write_offset_file(directory, RECOVERY_POINT_NAME, offset, sync=sync)
+
+
+def _write_offset_file(directory: Path, name: str, offset: int, *, sync: bool) -> None:
+    path = directory / name
+    tmp = directory / (name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, f"{offset}\n".encode())

@@ -472,3 +472,20 @@ def test_a_failed_flush_leaves_every_file_it_held_for_the_next_one(
     (held, epochs), retried = calls
     assert held == 3 and epochs is not None  # the .log, .index, .timeindex and the epoch file
     assert retried == (held, epochs)
+
+
+def test_a_restart_starts_at_the_checkpointed_high_watermark(tmp_path: Path) -> None:
+    """A replica's log may hold records never replicated: after a restart its high watermark
+    is the last checkpointed one, not its log end (without a checkpoint: the log end)."""
+    plog = open_log(tmp_path / "t-0")
+    append(plog, make_batch(5))
+    plog.checkpoint_high_watermark()
+    data = bytearray(make_batch(3))
+    plog.append(data, parse_batches(data), leader_epoch=0)   # not replicated: HW stays at 5
+    asyncio.run(plog.flush())
+    plog.close()
+    reopened = open_log(tmp_path / "t-0")
+    assert (reopened.log_end_offset, reopened.high_watermark) == (8, 5)
+    reopened.close()
+    (tmp_path / "t-0" / "high-watermark").unlink()
+    assert open_log(tmp_path / "t-0").high_watermark == 8
