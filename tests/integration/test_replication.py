@@ -392,3 +392,48 @@ def test_java_producer_carries_on_after_a_leader_change(tmp_path: Path, kafka_ja
         report = check(acked, [Read(r.partition, r.offset, None, r.value) for r in
                                _read_all(cluster.bootstrap, "java", 1, len(acked))])
         assert report.ok, report.summary()
+
+
+# -- DeleteRecords -------------------------------------------------------------------------------
+
+
+def test_delete_records_moves_the_log_start_on_every_replica(tmp_path: Path,
+                                                             kafka_jars: Path) -> None:
+    import json
+
+    from tests.integration.java_tools import KafkaTools
+
+    with _cluster(tmp_path).start() as cluster:
+        _replicated_topic(cluster, "trim", 1)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        for i in range(20):
+            producer.produce("trim", b"t%02d" % i)
+        assert producer.flush(30) == 0
+        spec = tmp_path / "delete.json"
+        spec.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "trim", "partition": 0, "offset": 8}]}))
+        result = KafkaTools(cluster.bootstrap).run(
+            "kafka-delete-records", "--bootstrap-server", cluster.bootstrap,
+            "--offset-json-file", str(spec)).ok()
+        assert "low_watermark: 8" in result.stdout, result.describe()
+
+        def earliest(bootstrap: str) -> int:
+            c = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
+            try:
+                return c.get_watermark_offsets(TopicPartition("trim", 0), timeout=10)[0]
+            except Exception:
+                return -1
+            finally:
+                c.close()
+
+        assert earliest(cluster.bootstrap) == 8
+        for node_id in cluster.node_ids:
+            start_file = cluster.specs[node_id - 1].log_dir / "trim-0" / "log-start-offset"
+            wait_until(lambda: start_file.exists() and start_file.read_text().strip() == "8",
+                       WAIT_S, f"node {node_id} to move its log start")
+        leader = _leader_of(cluster, "trim", 0)
+        cluster.kill_node(leader)
+        others = ",".join(_address(cluster, i) for i in cluster.node_ids if i != leader)
+        assert read_until(lambda: earliest(others), lambda o: o == 8, WAIT_S) == 8
+        records = _read_all(others, "trim", 1, 12)
+        assert [r.offset for r in records] == list(range(8, 20))

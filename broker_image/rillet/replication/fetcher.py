@@ -148,6 +148,9 @@ class ReplicaFetcher:
             if headers and headers[0].base_offset >= plog.log_end_offset:
                 plog.append_replicated(data, headers)
         plog.high_watermark = min(part.high_watermark, plog.log_end_offset)
+        # DeleteRecords on the leader: the same log start here (never past our HW).
+        if part.log_start_offset > plog.log_start_offset:
+            plog.advance_log_start(part.log_start_offset)
         if plog.flush_pending():
             await plog.maybe_flush()
         self.broker.wake(tp)

@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 RECOVERY_POINT_NAME = "recovery-point"
 HIGH_WATERMARK_NAME = "high-watermark"
+LOG_START_NAME = "log-start-offset"
 STRAY_SUFFIXES = (".swap", ".cleaned", ".deleted", ".tmp")
 NEVER = 2**63 - 1
 
@@ -169,6 +170,9 @@ class PartitionLog:
             self._dir_dirty = True
         self.log_start_offset = self._segments[0].base_offset
         leo = self.log_end_offset
+        recorded = self._read_offset_file(LOG_START_NAME)
+        if recorded is not None and self.log_start_offset < recorded <= leo:
+            self.log_start_offset = recorded   # DeleteRecords moved it inside a segment
         self.epochs.truncate_from_end(leo)
         self.epochs.truncate_from_start(self.log_start_offset)
         if not consistent or self._snapshot_offset > leo:
@@ -205,8 +209,11 @@ class PartitionLog:
         return sorted(bases)
 
     def _read_high_watermark_checkpoint(self) -> int | None:
+        return self._read_offset_file(HIGH_WATERMARK_NAME)
+
+    def _read_offset_file(self, name: str) -> int | None:
         try:
-            return max(0, int((self.directory / HIGH_WATERMARK_NAME).read_text().strip()))
+            return max(0, int((self.directory / name).read_text().strip()))
         except (OSError, ValueError):
             return None
 
@@ -667,6 +674,7 @@ class PartitionLog:
         self._append_segment(self._new_segment_object(start, self._now_ms()))
         self.log_start_offset = start
         _write_recovery_point(self.directory, start, sync=False)
+        (self.directory / LOG_START_NAME).unlink(missing_ok=True)   # the first segment says it
 
     def apply_retention(self, now_ms: int | None = None) -> int:
         """Delete whole segments past retention.ms / retention.bytes; returns how many.
@@ -693,6 +701,20 @@ class PartitionLog:
 
             deleted += self._delete_oldest(over_size)
         return deleted
+
+    def advance_log_start(self, offset: int) -> bool:
+        """DeleteRecords: records below `offset` (at most the high watermark) are gone for
+        readers at once; whole segments below it are deleted. Persisted, so a restart keeps
+        it. True if the log start moved."""
+        offset = min(offset, self._high_watermark)
+        if offset <= self.log_start_offset:
+            return False
+        self._delete_oldest(lambda _segment, upper: upper <= offset)
+        self.log_start_offset = max(self.log_start_offset, offset)
+        self.epochs.truncate_from_start(self.log_start_offset)
+        self.producer_state.remove_before(self.log_start_offset)
+        _write_offset_file(self.directory, LOG_START_NAME, self.log_start_offset, sync=True)
+        return True
 
     def delete_segments_before(self, offset: int) -> int:
         """Delete whole segments that end at or below ``offset`` (a snapshot covers them)."""

@@ -489,3 +489,15 @@ def test_a_restart_starts_at_the_checkpointed_high_watermark(tmp_path: Path) -> 
     reopened.close()
     (tmp_path / "t-0" / "high-watermark").unlink()
     assert open_log(tmp_path / "t-0").high_watermark == 8
+
+
+def test_delete_records_moves_the_log_start_and_survives_a_restart(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0")
+    append(plog, make_batch(10))
+    plog.high_watermark = 6
+    assert plog.advance_log_start(8) and plog.log_start_offset == 6, "never past the HW"
+    with pytest.raises(OffsetOutOfRange):
+        plog.read(2, 1 << 20)
+    assert not plog.advance_log_start(3), "it never moves back"
+    plog.close()
+    assert open_log(tmp_path / "t-0").log_start_offset == 6
