@@ -10,7 +10,7 @@ PORT   ?= 9092
 DATA   ?= ./rillet-data
 
 .PHONY: venv venv-run run test unit integration e2e bench bench-compare cluster-up cluster-down \
-	clean sim chaos bench-cluster
+	clean sim chaos bench-cluster bench-compare-cluster
 
 # pip shows its progress: a cold install of the test extras downloads ~600 MB.
 $(BIN)/pip:
@@ -73,6 +73,10 @@ chaos: venv
 	RILLET_CHAOS_CYCLES=$(CHAOS_CYCLES) RILLET_CHAOS_SECONDS=$(CHAOS_SECONDS) \
 		$(BIN)/python -m pytest -q -s tests/integration/test_quorum_chaos.py \
 		tests/integration/test_replication.py -k chaos
+
+# Three rillet nodes beside three Kafka nodes: RF=3, min.insync.replicas=2, acks=all (~15 min).
+bench-compare-cluster: venv
+	$(BIN)/python bench/compare_cluster.py $(BENCH_ARGS)
 
 # Start-up and controller failover times of a local three-node cluster (20 kill -9 rounds).
 bench-cluster: venv
