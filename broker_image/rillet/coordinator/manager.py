@@ -159,6 +159,10 @@ class GroupCoordinator:
             cfg = self.broker.config
             live = len(image.live_brokers)
             rf = max(1, min(cfg["offsets.topic.replication.factor"], live))
+            if rf < cfg["offsets.topic.replication.factor"]:
+                log.warning("creating %s with replication factor %d: only %d live broker(s), "
+                            "offsets.topic.replication.factor is %d", OFFSETS_TOPIC, rf, live,
+                            cfg["offsets.topic.replication.factor"])
             spec = TopicSpec(OFFSETS_TOPIC, cfg["offsets.topic.num.partitions"], rf, configs={
                 "cleanup.policy": "compact",
                 "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
