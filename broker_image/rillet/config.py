@@ -128,6 +128,7 @@ _BROKER_DEFS = [
     ConfigDef("replica.lag.time.max.ms", "long", 30000, "", _positive, "> 0"),
     ConfigDef("replica.fetch.max.bytes", "int", 1048576, "", _positive, "> 0"),
     ConfigDef("replica.fetch.wait.max.ms", "int", 500, "", _nonneg, ">= 0"),
+    ConfigDef("replica.fetch.min.bytes", "int", 1, "", _positive, "> 0"),
     ConfigDef("socket.send.buffer.bytes", "int", 102400, effect=False),
     ConfigDef("socket.receive.buffer.bytes", "int", 102400, effect=False),
     ConfigDef("metadata.log.dir", "string", None),

@@ -21,6 +21,7 @@ from .client.connection import KafkaClientError, raise_for
 from .config import BrokerConfig
 from .controller.controller import BrokerState
 from .protocol import errors
+from .tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -52,12 +53,7 @@ class BrokerLifecycle:
         await self._unfenced.wait()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait([self._task])
 
     async def controlled_shutdown(self, timeout: float = 30.0) -> None:
         """Heartbeat with want_shut_down until the controller lets us go (bounded)."""

@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable
 from ..controller.controller import TopicSpec
 from ..metadata.image import MetadataImage
 from ..protocol import errors
+from ..tasks import cancel_and_wait
 from ..records import Record, decode_records, encode_batch, parse_batches
 from .group import (Group, GroupConfig, GroupSnapshot, GroupState, JoinRequest, JoinResult,
                     OffsetAndMetadata, SyncResult)
@@ -113,13 +114,7 @@ class GroupCoordinator:
 
     async def stop(self) -> None:
         self._stop.set()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._tasks)
         for group in self.groups.values():
             # Answer requests still waiting so clients go look for the new coordinator.
             for m in group.members.values():

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..client.connection import BrokerConnection, KafkaClientError
 from ..protocol import errors
 from ..records import parse_batches
+from ..tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -43,12 +44,7 @@ class ReplicaFetcher:
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait([self._task])
         if self._conn is not None:
             await self._conn.close()
 
@@ -111,7 +107,8 @@ class ReplicaFetcher:
             return
         response = await self._connection().request(FETCH, FETCH_VERSION, {
             "replica_id": self.broker.node_id, "max_wait": config["replica.fetch.wait.max.ms"],
-            "min_bytes": 1, "max_bytes": config["replica.fetch.max.bytes"],
+            "min_bytes": config["replica.fetch.min.bytes"],
+            "max_bytes": config["replica.fetch.max.bytes"],
             "isolation_level": 0, "session_id": 0, "session_epoch": -1,
             "forgotten_topics_data": [], "rack_id": config["broker.rack"] or "",
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]})

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from ..metadata.image import MetadataImage, PartitionInfo
 from ..protocol import errors
+from ..tasks import cancel_and_wait
 from .fetcher import ReplicaFetcher
 from .leader import PartitionLeaderState
 
@@ -69,8 +70,7 @@ class ReplicaManager:
 
     async def stop(self) -> None:
         self._stopped = True
-        if self._isr_task is not None:
-            self._isr_task.cancel()
+        await cancel_and_wait([self._isr_task])
         for fetcher in list(self.fetchers.values()):
             await fetcher.stop()
         self.fetchers.clear()
