@@ -262,7 +262,9 @@ def test_a_fenced_broker_loses_its_leaderships_and_gets_them_back(tmp_path: Path
         _create_topic(bootstrap, "replicated", 3, 3)
         _create_topic(bootstrap, "single", 1, 1, assignment=[[victim]])
         wait_until(lambda: len(_partitions(bootstrap, "single")) == 1, WAIT_S, "topics")
-        before = _partitions(bootstrap, "replicated")
+        # Any node may answer Metadata, each once it has applied the creation.
+        before = read_until(lambda: _partitions(bootstrap, "replicated"),
+                            lambda ps: len(ps) == 3, WAIT_S)
         led = [p for p, (leader, _, _) in before.items() if leader == victim]
         assert led, before
         cluster.kill_node(victim)
@@ -270,7 +272,7 @@ def test_a_fenced_broker_loses_its_leaderships_and_gets_them_back(tmp_path: Path
         wait_until(lambda: victim not in _metadata(bootstrap).brokers, WAIT_S,
                    f"broker {victim} to be fenced")
         after = read_until(lambda: _partitions(bootstrap, "replicated"),
-                           lambda ps: all(ps[p][0] in others for p in led), WAIT_S)
+                           lambda ps: all(ps.get(p, (-1,))[0] in others for p in led), WAIT_S)
         for p in led:
             leader, _, isr = after[p]
             assert leader in others and victim not in isr, after
@@ -289,15 +291,19 @@ def test_controlled_shutdown_moves_leaderships_before_stopping(tmp_path: Path) -
         victim = next(i for i in cluster.node_ids if i != controller)
         bootstrap = _address(cluster, controller)
         _create_topic(bootstrap, "moving", 3, 3)
-        wait_until(lambda: len(_partitions(bootstrap, "moving")) == 3, WAIT_S, "topic")
-        assert any(leader == victim for leader, _, _ in _partitions(bootstrap, "moving").values())
+        # Any node may answer Metadata, each once it has applied the creation.
+        before = read_until(lambda: _partitions(bootstrap, "moving"), lambda ps: len(ps) == 3,
+                            WAIT_S)
+        assert any(leader == victim for leader, _, _ in before.values()), before
         assert cluster.stop_node(victim) == 0
         # Well within the session timeout: only the controlled shutdown can have done it
         # (each node applies the change in its own time, hence the bounded wait).
         after = read_until(lambda: _partitions(bootstrap, "moving"),
-                           lambda ps: all(leader not in (victim, -1)
-                                          for leader, _, _ in ps.values()), WAIT_S)
-        assert all(leader not in (victim, -1) for leader, _, _ in after.values()), after
+                           lambda ps: len(ps) == 3 and all(leader not in (victim, -1)
+                                                           for leader, _, _ in ps.values()),
+                           WAIT_S)
+        assert len(after) == 3 and all(leader not in (victim, -1)
+                                       for leader, _, _ in after.values()), after
         assert "fenced (controlled shutdown)" in cluster.node(controller).log()
 
 

@@ -197,7 +197,8 @@ def test_min_insync_replicas_refuses_acks_all_when_the_isr_is_too_small(tmp_path
         assert _produce_one(cluster.bootstrap, "guarded", "all") is None
         cluster.kill_node(4)
         cluster.kill_node(5)
-        wait_until(lambda: _partitions(cluster.bootstrap, "guarded")[0][2] == (1,), WAIT_S,
+        wait_until(lambda: _partitions(cluster.bootstrap, "guarded").get(0, (0, (), ()))[2]
+                   == (1,), WAIT_S,
                    "the ISR to shrink to the leader")
         # Refused before appending once the leader itself has applied the shrink (a write
         # racing it is refused after the append, NOT_ENOUGH_REPLICAS_AFTER_APPEND).
@@ -207,8 +208,8 @@ def test_min_insync_replicas_refuses_acks_all_when_the_isr_is_too_small(tmp_path
         assert _produce_one(cluster.bootstrap, "guarded", "1") is None
         cluster.start_node(4)
         cluster.start_node(5)
-        wait_until(lambda: sorted(_partitions(cluster.bootstrap, "guarded")[0][2]) == [1, 4, 5],
-                   WAIT_S, "the ISR to be full again")
+        wait_until(lambda: sorted(_partitions(cluster.bootstrap, "guarded").get(
+            0, (0, (), ()))[2]) == [1, 4, 5], WAIT_S, "the ISR to be full again")
         assert _produce_one(cluster.bootstrap, "guarded", "all") is None
         wait_until(lambda: _replicas_identical(cluster, "guarded", 0, [1, 4, 5]), WAIT_S,
                    "the returning replicas to catch up")
@@ -233,7 +234,7 @@ def test_a_leader_cut_off_from_the_quorum_acknowledges_nothing(tmp_path: Path) -
         error = _produce_one(address, "island", "all")
         assert error is not None, "an isolated leader acknowledged an acks=all write"
         cluster.heal_all()
-        wait_until(lambda: _partitions(address, "island")[0][0] in others, WAIT_S,
+        wait_until(lambda: _partitions(address, "island").get(0, (-1,))[0] in others, WAIT_S,
                    "the old leader to learn of the new one")
         wait_until(lambda: _replicas_identical(cluster, "island", 0, cluster.node_ids), WAIT_S,
                    "the old leader to truncate its unacknowledged suffix")
