@@ -57,8 +57,11 @@ def _metadata(bootstrap: str, topic: str | None = None) -> Any:
 
 def _partitions(bootstrap: str, topic: str) -> dict[int, tuple[int, tuple[int, ...],
                                                                tuple[int, ...]]]:
-    """partition -> (leader, replicas, isr), as one node reports it."""
-    md = _metadata(bootstrap, topic)
+    """partition -> (leader, replicas, isr), as one node reports it ({} if none answers)."""
+    try:
+        md = _metadata(bootstrap, topic)
+    except Exception:
+        return {}
     t = md.topics.get(topic)
     if t is None or t.error is not None:
         return {}

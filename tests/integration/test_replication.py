@@ -141,8 +141,9 @@ def test_acks_all_survives_a_killed_leader(tmp_path: Path) -> None:
         wait_until(lambda: len(producer.acked) > acked_at_kill + 2000, WAIT_S,
                    "the producer to carry on with the new leader")
         cluster.start_node(victim)
-        wait_until(lambda: all(victim in isr for _, _, isr in
-                               _partitions(cluster.bootstrap, "orders").values()), WAIT_S,
+        wait_until(lambda: [victim in isr for _, _, isr in
+                            _partitions(cluster.bootstrap, "orders").values()] == [True] * 3,
+                   WAIT_S,
                    f"node {victim} to rejoin every ISR")
         producer.stop()
         assert not producer.errors, producer.errors[:5]
