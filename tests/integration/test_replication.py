@@ -439,3 +439,12 @@ def test_delete_records_moves_the_log_start_on_every_replica(tmp_path: Path,
         assert read_until(lambda: earliest(others), lambda o: o == 8, WAIT_S) == 8
         records = _read_all(others, "trim", 1, 12)
         assert [r.offset for r in records] == list(range(8, 20))
+        # Topic deletion reaches every replica, the one that was down included.
+        from confluent_kafka.admin import AdminClient
+        cluster.start_node(leader)
+        admin = AdminClient({"bootstrap.servers": others})
+        for future in admin.delete_topics(["trim"], request_timeout=15).values():
+            future.result()
+        for spec in cluster.specs:
+            wait_until(lambda: not (spec.log_dir / "trim-0").exists(), WAIT_S,
+                       f"node {spec.node_id} to delete its replica")
