@@ -328,7 +328,13 @@ class Controller:
                 results.append(result)
                 records.extend(recs)
             if not validate_only:
-                await self._commit(records)
+                try:
+                    await self._commit(records)
+                except errors.KafkaError as exc:
+                    # Leadership lost mid-commit (or no quorum): every topic of the batch gets
+                    # the error; a retry finds out whether it was created after all.
+                    return [r if r.error is not None else TopicResult(r.name, error=exc)
+                            for r in results]
             return results
 
     async def _create_topics_remotely(self, specs: list[TopicSpec], validate_only: bool

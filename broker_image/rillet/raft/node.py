@@ -101,16 +101,18 @@ class RaftNode:
         """Hand leadership over (EndQuorumEpoch) if we lead, then stop every task."""
         if self.core is not None and self.core.is_leader:
             async with self._lock:
-                effects = self.core.resign(now_ms())
-                sends = [self._send(e.to, e.message) for e in effects if isinstance(e, m.Send)]
-                await self._run([e for e in effects if not isinstance(e, m.Send)])
+                before = set(self._tasks)
+                await self._run(self.core.resign(now_ms()))
+                sends = self._tasks - before
+            # Give the EndQuorumEpoch requests a moment to leave; not a condition to wait on.
             if sends:
-                await asyncio.wait([asyncio.ensure_future(s) for s in sends], timeout=1)
-        self._stopping = True
+                await asyncio.wait(sends, timeout=1)
+        async with self._lock:
+            self._stopping = True
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
-            await asyncio.wait(self._tasks, timeout=2)
+            await asyncio.wait(self._tasks, timeout=5)
         for conn in self._connections.values():
             await conn.close()
         self._fail_proposals(errors.NotController("this node is shutting down"))
@@ -179,6 +181,8 @@ class RaftNode:
 
     async def step(self, message: Any, sender: int | None = None) -> None:
         async with self._lock:
+            if self._stopping:
+                return   # the log may be closed under us: nothing more reaches the core
             await self._run(self._c.step(message, now_ms(), sender))
             self._after_step()
 
@@ -196,6 +200,8 @@ class RaftNode:
 
     async def _handle_once(self, sender: int, request: m.Request) -> m.Response:
         async with self._lock:
+            if self._stopping:
+                raise errors.NotController("this node is shutting down")
             response, effects = self._c.handle_request(sender, request, now_ms())
             await self._run(effects)
             self._after_step()
@@ -210,6 +216,8 @@ class RaftNode:
     async def propose(self, records: list[dict[str, Any]], timeout: float = 30.0) -> int:
         """Append one batch as leader; returns its last offset once committed and applied."""
         async with self._lock:
+            if self._stopping:
+                raise errors.NotController("this node is shutting down")
             try:
                 last, effects = self._c.propose(records, now_ms())
             except NotLeader as exc:
