@@ -22,7 +22,8 @@ async def _controller(root: Path) -> Controller:
     ctrl = Controller("cluster", 1, config)
     raft = RaftNode(1, {1: Voter(1, "127.0.0.1", 0)}, "cluster", MetadataLog.open(root),
                     QuorumStateFile(root), RaftTiming(),
-                    lambda last, records, _size: ctrl.apply_committed(last, records))
+                    lambda batches: ctrl.apply_committed([(last, records)
+                                                          for last, records, _ in batches]))
     ctrl.attach(raft)
     await raft.start()
     assert await raft.wait_for(lambda: raft.is_active, 5)

@@ -19,7 +19,7 @@ from typing import Any, AsyncIterator, Callable, Mapping
 from ..client.connection import raise_for
 from ..config import ConfigError
 from ..metadata import records as mrec
-from ..metadata.image import TOPIC_RESOURCE, MetadataImage, replay
+from ..metadata.image import TOPIC_RESOURCE, MetadataImage, replay_batches
 from ..protocol import errors
 from ..topic_config import validate_topic_configs
 from . import election
@@ -126,9 +126,9 @@ class Controller:
         for listener in self._listeners:
             listener(old, self.image)
 
-    def apply_committed(self, last_offset: int, records: list[dict[str, Any]]) -> None:
-        """Replay one committed batch (every node, in log order)."""
-        old, self.image = self.image, replay(self.image, records, last_offset)
+    def apply_committed(self, batches: list[tuple[int, list[dict[str, Any]]]]) -> None:
+        """Replay committed (last offset, records) batches, in log order (every node)."""
+        old, self.image = self.image, replay_batches(self.image, batches)
         for listener in self._listeners:
             listener(old, self.image)
 

@@ -62,9 +62,10 @@ class Snapshotter:
 
     # -- taking ----------------------------------------------------------------------------
 
-    def on_commit(self, last_offset: int, records: list[dict[str, Any]], size: int) -> None:
-        self.controller.apply_committed(last_offset, records)
-        self._since_last += size
+    def on_commit(self, batches: list[tuple[int, list[dict[str, Any]], int]]) -> None:
+        """Committed (last offset, records, size) batches, in log order."""
+        self.controller.apply_committed([(last, records) for last, records, _ in batches])
+        self._since_last += sum(size for _, _, size in batches)
         if self._since_last >= self.threshold_bytes and self._taking is None:
             self._since_last = 0
             self._taking = asyncio.ensure_future(self._take())

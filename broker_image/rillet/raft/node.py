@@ -65,7 +65,7 @@ class RaftNode:
 
     def __init__(self, node_id: int, voters: dict[int, Voter], cluster_id: str,
                  metadata_log: MetadataLog, state_file: QuorumStateFile, timing: RaftTiming,
-                 on_commit: Callable[[int, list[dict[str, Any]], int], None],
+                 on_commit: Callable[[list[tuple[int, list[dict[str, Any]], int]]], None],
                  load_snapshot: Callable[[int, int, int], Awaitable[bool]] | None = None
                  ) -> None:
         self.node_id = node_id
@@ -248,9 +248,11 @@ class RaftNode:
         hw = c.high_watermark
         self.log.set_high_watermark(hw)
         if hw > self.applied_offset:
-            for last, records, size in self.log.committed_batches(self.applied_offset, hw):
-                self._on_commit(last, records, size)
-                self.applied_offset = last + 1
+            # All at once: a node catching up on thousands of batches replays them into one
+            # new image and tells the listeners once, not once per batch.
+            batches = list(self.log.committed_batches(self.applied_offset, hw))
+            if batches:
+                self._on_commit(batches)
             self.applied_offset = max(self.applied_offset, hw)
         self._settle_proposals()
         seen = (c.epoch, c.leader_id, hw, self.log.end_offset, c.role)
