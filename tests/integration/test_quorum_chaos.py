@@ -41,6 +41,7 @@ def test_acknowledged_metadata_survives_faults(tmp_path: Path) -> None:
             i += 1
             if _try_create(cluster.bootstrap, name):
                 created.append(name)
+            stop.wait(0.1)   # a steady stream of changes, not thousands of topics
 
     with LocalCluster(tmp_path, nodes=3, extra_config=FAST_FENCING).start() as cluster:
         events = run_chaos(cluster, ChaosPlan(cycles=CYCLES, seconds=SECONDS, seed=seed),

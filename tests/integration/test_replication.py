@@ -326,8 +326,9 @@ def test_acknowledged_records_survive_chaos(tmp_path: Path) -> None:
                 consumer.close()
                 producer.stop()
 
+        # The producer's last flush may wait out a leader change: give the workload time.
         events = run_chaos(cluster, ChaosPlan(cycles=CYCLES, seconds=SECONDS, seed=seed),
-                           workload=workload)
+                           workload=workload, workload_join=180)
         final = _read_all(cluster.bootstrap, "chaos", 3, len(producer.acked))
         print(f"{len(events)} chaos events; {producer.sent} sent, {len(producer.acked)} acked, "
               f"{len(producer.errors)} not acknowledged, {len(observed)} read during chaos")
