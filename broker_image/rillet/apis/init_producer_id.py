@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import logging
+
 from ..protocol import errors
 from .registry import RequestContext, api
 
+log = logging.getLogger(__name__)
 MAX_EPOCH = 32767
 
 
@@ -27,6 +30,12 @@ async def init_producer_id(ctx: RequestContext, req: Any) -> Any:
     if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         return ctx.response({"throttle_time": 0, "error_code": 0, "producer_id": pid,
                              "producer_epoch": epoch + 1})
-    pid = await ctx.broker.controller.next_producer_id()
+    try:
+        pid = await ctx.broker.controller.next_producer_id()
+    except errors.KafkaError as exc:
+        # No controller to hand out an id block (an election under way): clients retry this.
+        log.info("InitProducerId: %s", exc)
+        return ctx.response({"throttle_time": 0, "producer_id": -1, "producer_epoch": -1,
+                             "error_code": errors.CoordinatorNotAvailable.code})
     return ctx.response({"throttle_time": 0, "error_code": 0, "producer_id": pid,
                          "producer_epoch": 0})
