@@ -8,9 +8,8 @@ v2: flexible. v3: producer id/epoch in request. v4: same.
 """
 from __future__ import annotations
 
-from typing import Any
-
 import logging
+from typing import Any
 
 from ..protocol import errors
 from .registry import RequestContext, api
