@@ -133,7 +133,8 @@ class _Delta:
             self.brokers[rec["node_id"]] = BrokerInfo(
                 rec["node_id"], rec["host"], rec["port"], rec.get("rack"),
                 rec.get("epoch", 0), rec.get("fenced", False), rec.get("incarnation"),
-                self.batch_end)
+                # A snapshot carries it; a live registration is stamped with its own offset.
+                rec.get("registered_offset", self.batch_end))
         elif kind == r.TOPIC:
             self.added[uuid.UUID(rec["topic_id"])] = rec["name"]
             self.changed_parts[rec["name"]] = {}
