@@ -6,6 +6,7 @@ has every byte (see Broker.load_snapshot). v1 adds directory ids (KIP-853).
 """
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from ..metadata.log import METADATA_TOPIC
@@ -15,6 +16,7 @@ from ..raft import rpc
 from .registry import RequestContext, api
 
 SNAPSHOT_NOT_FOUND = 98
+POSITION_OUT_OF_RANGE = 99
 MAX_CHUNK = 1 << 20
 
 
@@ -39,11 +41,16 @@ async def fetch_snapshot(ctx: RequestContext, req: Any) -> Any:
     if not raft.is_leader:
         part = _partition(errors.NotLeaderOrFollower.code, snap, leader, raft.epoch)
     else:
+        store = broker.snapshots
         try:
-            size = broker.snapshots.size(snap.end_offset, snap.epoch)
-            data = broker.snapshots.read_chunk(snap.end_offset, snap.epoch, p.position,
-                                               min(req.max_bytes, MAX_CHUNK))
-            part = _partition(0, snap, leader, raft.epoch, size, p.position, data)
+            # File reads (up to a MiB) in a worker thread, never on the event loop.
+            size = await asyncio.to_thread(store.size, snap.end_offset, snap.epoch)
+            if not 0 <= p.position <= size:
+                part = _partition(POSITION_OUT_OF_RANGE, snap, leader, raft.epoch, size)
+            else:
+                data = await asyncio.to_thread(store.read_chunk, snap.end_offset, snap.epoch,
+                                               p.position, min(req.max_bytes, MAX_CHUNK))
+                part = _partition(0, snap, leader, raft.epoch, size, p.position, data)
         except (SnapshotError, OSError):
             part = _partition(SNAPSHOT_NOT_FOUND, snap, leader, raft.epoch)
     return ctx.response({"throttle_time": 0, "error_code": 0,
