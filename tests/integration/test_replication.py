@@ -175,18 +175,22 @@ def test_kafka_python_producer_carries_on_after_a_leader_change(tmp_path: Path) 
 
     with _cluster(tmp_path).start() as cluster:
         _replicated_topic(cluster, "kp", 1)
+        # A loaded CI machine can take a while to fence the dead leader and elect another:
+        # the client gets the time a real application would give it, and asks for fresh
+        # metadata often so it finds the new leader as soon as there is one.
         producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all",
-                                 enable_idempotence=True, retries=100,
-                                 request_timeout_ms=10000, delivery_timeout_ms=60000)
+                                 enable_idempotence=True, retries=1000,
+                                 request_timeout_ms=10000, delivery_timeout_ms=110000,
+                                 metadata_max_age_ms=2000, retry_backoff_ms=200)
         acked: list[Write] = []
         for i in range(300):
             meta = producer.send("kp", key=b"k", value=b"a%05d" % i).get(30)
             acked.append(Write(meta.partition, b"k", b"a%05d" % i))
         cluster.kill_node(_leader_of(cluster, "kp", 0))
         for i in range(300, 600):
-            meta = producer.send("kp", key=b"k", value=b"a%05d" % i).get(60)
+            meta = producer.send("kp", key=b"k", value=b"a%05d" % i).get(120)
             acked.append(Write(meta.partition, b"k", b"a%05d" % i))
-        producer.close()
+        producer.close(timeout=30)
         report = check(acked, _read_all(cluster.bootstrap, "kp", 1, len(acked)))
         assert report.ok, report.summary()
 
