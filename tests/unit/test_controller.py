@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from rillet.config import BrokerConfig, Voter
-from rillet.controller.controller import Controller, TopicSpec
+from rillet.controller.controller import Controller
+from rillet.controller.topics import TopicSpec
 from rillet.metadata.log import MetadataLog
 from rillet.protocol import errors
 from rillet.raft.core import RaftTiming

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..controller.controller import TopicSpec
+from ..controller.topics import TopicSpec
 from .describe_configs import topic_config_entries
 from .registry import RequestContext, api
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..controller.controller import TopicSpec, validate_topic_name
+from ..controller.topics import TopicSpec, validate_topic_name
 from ..metadata.image import MetadataImage, TopicInfo
 from ..protocol import errors
 from .registry import RequestContext, api

@@ -10,33 +10,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
-import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, Mapping
 
-from ..client.connection import raise_for
 from ..config import ConfigError
 from ..metadata import records as mrec
 from ..metadata.image import TOPIC_RESOURCE, MetadataImage, replay_batches
 from ..protocol import errors
 from ..topic_config import validate_topic_configs
-from . import election
-from .placement import BrokerSlot, PlacementError, assign
+from . import election, remote
+from .topics import (TopicResult, TopicSpec, check_new_partitions, decide_new_partitions,
+                     decide_topic)
 
 log = logging.getLogger(__name__)
 
 PRODUCER_ID_BLOCK = 1000
-# Like KRaft's limit on records per user operation: one request may not add more partitions,
-# so a mistyped (or hostile) count cannot stall the controller.
-MAX_NEW_PARTITIONS = 10000
 # How long a decision waits for this node to become the active controller (a fresh
 # election) before answering NOT_CONTROLLER.
 ACTIVE_WAIT_S = 5.0
-CREATE_TOPICS = 19
-ALTER_PARTITION = 56
-_LEGAL_TOPIC_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
 
 
 @dataclass(frozen=True)
@@ -45,44 +38,6 @@ class BrokerState:
     caught_up: bool
     fenced: bool
     should_shut_down: bool
-
-
-@dataclass
-class TopicSpec:
-    name: str
-    num_partitions: int = -1
-    replication_factor: int = -1
-    assignments: dict[int, list[int]] = field(default_factory=dict)
-    configs: dict[str, str | None] = field(default_factory=dict)
-
-
-@dataclass
-class TopicResult:
-    name: str
-    topic_id: uuid.UUID | None = None
-    error: errors.KafkaError | None = None
-    num_partitions: int = -1
-    replication_factor: int = -1
-
-
-def validate_topic_name(name: str) -> None:
-    if not name:
-        raise errors.InvalidTopicException("topic name is empty")
-    if name in (".", ".."):
-        raise errors.InvalidTopicException(f"topic name {name!r} is not allowed")
-    if len(name) > 249:
-        raise errors.InvalidTopicException(f"topic name is {len(name)} characters, max 249")
-    bad = set(name) - _LEGAL_TOPIC_CHARS
-    if bad:
-        raise errors.InvalidTopicException(
-            f"topic name {name!r} contains illegal characters {''.join(sorted(bad))!r}; "
-            "allowed: ASCII alphanumerics, '.', '_' and '-'")
-
-
-def _check_new_partitions(count: int) -> None:
-    if count > MAX_NEW_PARTITIONS:
-        raise errors.InvalidPartitions(
-            f"{count} new partitions in one request; at most {MAX_NEW_PARTITIONS} are allowed")
 
 
 class Controller:
@@ -103,6 +58,7 @@ class Controller:
         self._listeners: list[Callable[[MetadataImage, MetadataImage], None]] = []
         self._pid_next = 0
         self._pid_end = 0
+        self._pid_epoch = -1   # the Raft epoch the producer-id block above was taken in
         self.raft: Any = None   # the RaftNode, attached once both exist
         self._heartbeats: dict[int, float] = {}
         self._active_since: float | None = None
@@ -155,8 +111,6 @@ class Controller:
                 self._pid_next = self._pid_end = 0
                 self._pid_epoch = self.raft.epoch
             yield
-
-    _pid_epoch = -1
 
     async def _commit(self, records: list[dict[str, Any]]) -> MetadataImage:
         if not records:
@@ -237,73 +191,7 @@ class Controller:
             return bool(self._config["unclean.leader.election.enable"])
         return value.strip().lower() == "true"
 
-    def _slots(self) -> list[BrokerSlot]:
-        return [BrokerSlot(b.node_id, b.rack) for b in self.image.live_brokers]
-
     # -- topics ----------------------------------------------------------------
-
-    def _decide_topic(self, spec: TopicSpec, taken: set[str]) -> tuple[TopicResult,
-                                                                       list[dict[str, Any]]]:
-        validate_topic_name(spec.name)
-        if spec.name in self.image.topics or spec.name in taken:
-            raise errors.TopicAlreadyExists(f"topic {spec.name!r} already exists")
-        try:
-            configs = validate_topic_configs(spec.configs)
-        except ConfigError as exc:
-            raise errors.InvalidConfig(str(exc)) from None
-        default_partitions, default_rf = self._defaults()
-        if spec.assignments:
-            if spec.num_partitions != -1 or spec.replication_factor != -1:
-                raise errors.InvalidRequest(
-                    "both assignments and numPartitions/replicationFactor were set")
-            _check_new_partitions(len(spec.assignments))
-            assignment = self._check_assignments(spec.assignments)
-        else:
-            partitions = default_partitions if spec.num_partitions == -1 else spec.num_partitions
-            rf = default_rf if spec.replication_factor == -1 else spec.replication_factor
-            if partitions < 1:
-                raise errors.InvalidPartitions(f"number of partitions must be >= 1, got {partitions}")
-            _check_new_partitions(partitions)
-            if rf < 1:
-                raise errors.InvalidReplicationFactor(f"replication factor must be >= 1, got {rf}")
-            slots = self._slots()
-            try:
-                assignment = assign(slots, partitions, rf,
-                                    start_index=random.randrange(max(len(slots), 1)))
-            except PlacementError as exc:
-                raise errors.InvalidReplicationFactor(str(exc)) from None
-        topic_id = uuid.uuid4()
-        recs: list[dict[str, Any]] = [{"type": mrec.TOPIC, "name": spec.name,
-                                       "topic_id": str(topic_id)}]
-        for p, replicas in sorted(assignment.items()):
-            recs.append(self._partition_record(topic_id, p, replicas))
-        for key, value in configs.items():
-            recs.append({"type": mrec.CONFIG, "resource_type": TOPIC_RESOURCE,
-                         "name": spec.name, "key": key, "value": value})
-        rf = len(next(iter(assignment.values())))
-        return TopicResult(spec.name, topic_id, None, len(assignment), rf), recs
-
-    def _partition_record(self, topic_id: uuid.UUID, p: int, replicas: list[int]) -> dict[str, Any]:
-        return {"type": mrec.PARTITION, "topic_id": str(topic_id), "partition": p,
-                "replicas": replicas, "isr": replicas, "leader": replicas[0],
-                "leader_epoch": 0, "partition_epoch": 0}
-
-    def _check_assignments(self, assignments: dict[int, list[int]]) -> dict[int, list[int]]:
-        if sorted(assignments) != list(range(len(assignments))):
-            raise errors.InvalidReplicaAssignment(
-                "partition indexes in the assignment must be consecutive from 0")
-        sizes = {len(r) for r in assignments.values()}
-        if len(sizes) != 1 or 0 in sizes:
-            raise errors.InvalidReplicaAssignment(
-                "every partition must have the same, non-zero number of replicas")
-        for p, replicas in assignments.items():
-            if len(set(replicas)) != len(replicas):
-                raise errors.InvalidReplicaAssignment(f"partition {p} repeats a broker")
-            unknown = [b for b in replicas if b not in self.image.brokers]
-            if unknown:
-                raise errors.InvalidReplicaAssignment(
-                    f"partition {p} names unknown broker(s) {unknown}")
-        return assignments
 
     async def create_topics(self, specs: list[TopicSpec], validate_only: bool = False
                             ) -> list[TopicResult]:
@@ -318,8 +206,8 @@ class Controller:
             added = 0
             for spec in specs:
                 try:
-                    result, recs = self._decide_topic(spec, taken)
-                    _check_new_partitions(added + result.num_partitions)
+                    result, recs = decide_topic(self.image, spec, taken, self._defaults())
+                    check_new_partitions(added + result.num_partitions)
                 except errors.KafkaError as exc:
                     results.append(TopicResult(spec.name, error=exc))
                     continue
@@ -340,29 +228,12 @@ class Controller:
     async def _create_topics_remotely(self, specs: list[TopicSpec], validate_only: bool
                                       ) -> list[TopicResult]:
         raft = self.raft
-        if not await raft.wait_for(lambda: raft.leader_id is not None, ACTIVE_WAIT_S) \
-                or raft.is_leader:
-            return await self.create_topics(specs, validate_only) if raft.is_leader else \
-                [TopicResult(s.name, error=errors.NotController("no active controller"))
-                 for s in specs]
-        body = {"timeout": 30000, "validate_only": validate_only, "topics": [
-            {"name": s.name, "num_partitions": s.num_partitions,
-             "replication_factor": s.replication_factor,
-             "assignments": [{"partition_index": p, "broker_ids": b}
-                             for p, b in sorted(s.assignments.items())],
-             "configs": [{"name": k, "value": v} for k, v in s.configs.items()]}
-            for s in specs]}
-        try:
-            resp = await raft.connection(raft.leader_id, "admin").request(CREATE_TOPICS, 7, body)
-        except Exception as exc:
-            return [TopicResult(s.name, error=errors.NotController(
-                f"controller unreachable: {exc}")) for s in specs]
-        results = []
-        for t in resp.topics:
-            code = int(t.error_code)
-            error = errors.error_for_code(code)(t.error_message or "") if code else None
-            results.append(TopicResult(t.name, t.topic_id, error, t.num_partitions,
-                                       t.replication_factor))
+        if not await raft.wait_for(lambda: raft.leader_id is not None, ACTIVE_WAIT_S):
+            return [TopicResult(s.name, error=errors.NotController("no active controller"))
+                    for s in specs]
+        if raft.is_leader:
+            return await self.create_topics(specs, validate_only)
+        results = await remote.create_topics(raft, specs, validate_only)
         created = {r.name for r in results if r.error is None}
         # Callers go on to use the topic here: wait (bounded) until this node has replayed it.
         await raft.wait_for(lambda: created <= set(self.image.topics), ACTIVE_WAIT_S)
@@ -379,38 +250,9 @@ class Controller:
                                 assignments: list[list[int]] | None,
                                 validate_only: bool) -> None:
         async with self._exclusive():
-            topic = self.image.topics.get(name)
-            if topic is None:
-                raise errors.UnknownTopicOrPartition(f"topic {name!r} does not exist")
-            current = len(topic.partitions)
-            if count < current:
-                raise errors.InvalidPartitions(
-                    f"topic {name!r} has {current} partitions; cannot decrease to {count}")
-            if count == current:
-                raise errors.InvalidPartitions(f"topic {name!r} already has {count} partitions")
-            _check_new_partitions(count - current)
-            rf = len(topic.partitions[0].replicas)
-            if assignments:
-                if len(assignments) != count - current:
-                    raise errors.InvalidReplicaAssignment(
-                        f"{len(assignments)} assignments given for {count - current} new partitions")
-                if any(len(a) != rf for a in assignments):
-                    raise errors.InvalidReplicaAssignment(
-                        f"every new partition of {name!r} needs {rf} replicas, "
-                        "like the existing ones")
-                new = self._check_assignments(
-                    {i: list(a) for i, a in enumerate(assignments)})
-                new = {current + i: a for i, a in new.items()}
-            else:
-                slots = self._slots()
-                try:
-                    new = assign(slots, count - current, rf, first_partition=current,
-                                 start_index=random.randrange(max(len(slots), 1)))
-                except PlacementError as exc:
-                    raise errors.InvalidReplicationFactor(str(exc)) from None
+            records = decide_new_partitions(self.image, name, count, assignments)
             if not validate_only:
-                await self._commit([self._partition_record(topic.topic_id, p, r)
-                                    for p, r in sorted(new.items())])
+                await self._commit(records)
 
     # -- ISR ------------------------------------------------------------------
 
@@ -419,8 +261,11 @@ class Controller:
                               new_isr: list[int]) -> None:
         """A leader's ISR change (AlterPartition), checked against the partition's state."""
         if self.raft is not None and not self.raft.is_leader:
-            return await self._alter_partition_remotely(topic, partition, leader_id,
-                                                        leader_epoch, partition_epoch, new_isr)
+            info = self.image.topics.get(topic)
+            if info is None:
+                raise errors.NotController(f"topic {topic!r} is not known here yet")
+            return await remote.alter_partition(self.raft, info.topic_id, partition, leader_id,
+                                                leader_epoch, partition_epoch, new_isr)
         async with self._exclusive():
             part = self.image.partition(topic, partition)
             if part is None:
@@ -442,23 +287,6 @@ class Controller:
                 raise errors.IneligibleReplica(f"broker(s) {joining} are fenced or unknown")
             await self._commit([election.partition_change(part, isr=tuple(new_isr))])
             log.info("%s-%d: ISR %s -> %s", topic, partition, list(part.isr), new_isr)
-
-    async def _alter_partition_remotely(self, topic: str, partition: int, leader_id: int,
-                                        leader_epoch: int, partition_epoch: int,
-                                        new_isr: list[int]) -> None:
-        raft = self.raft
-        leader = raft.leader_id
-        info = self.image.topics.get(topic)
-        if leader is None or info is None:
-            raise errors.NotController("no active controller known yet")
-        resp = await raft.connection(leader, "alter").request(ALTER_PARTITION, 2, {
-            "broker_id": leader_id, "broker_epoch": -1, "topics": [{
-                "topic_id": info.topic_id, "partitions": [{
-                    "partition_index": partition, "leader_epoch": leader_epoch,
-                    "new_isr": new_isr, "leader_recovery_state": 0,
-                    "partition_epoch": partition_epoch}]}]})
-        raise_for(resp.error_code, "alter partition")
-        raise_for(resp.topics[0].partitions[0].error_code, "alter partition")
 
     # -- configs ---------------------------------------------------------------
 

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from ..controller.controller import TopicSpec
+from ..controller.topics import TopicSpec
 from ..metadata.image import MetadataImage
 from ..protocol import errors
 from ..tasks import cancel_and_wait

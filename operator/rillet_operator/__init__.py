@@ -1,0 +1,1 @@
+"""The rillet Kubernetes operator (Kopf): Cluster and Topic custom resources."""
