@@ -214,6 +214,7 @@ class Broker:
         # finds what this change touched without comparing the whole cluster.
         touched = [t for name, t in new.topics.items() if old.topics.get(name) is not t]
         self._reconcile_logs(touched)
+        self._delete_moved_away(old, touched)
         self.coordinator.on_metadata_change(old, new)
         for name, topic in new.topics.items():
             key = (TOPIC_RESOURCE, name)
@@ -233,6 +234,23 @@ class Broker:
             if part is None or self.node_id not in part.replicas:
                 log.info("deleting stray log %s-%d", topic, p)
                 self.logs.delete_partition(topic, p)
+
+    def _delete_moved_away(self, old: MetadataImage, touched: Iterable[TopicInfo]) -> None:
+        """Logs of partitions a reassignment took off this node (Kafka's StopReplica with
+        delete): the replica set no longer names us, so nobody will read them again."""
+        for topic in touched:
+            before = old.topics.get(topic.name)
+            if before is None or before.topic_id != topic.topic_id:
+                continue
+            for p, part in topic.partitions.items():
+                was = before.partitions.get(p)
+                if was is not None and self.node_id in was.replicas and \
+                        self.node_id not in part.replicas and self.logs.get(topic.name, p):
+                    log.info("%s-%d: replica moved off this node; deleting its log",
+                             topic.name, p)
+                    self.replication.stop_replica((topic.name, p))
+                    self.logs.delete_partition(topic.name, p)
+                    self._wake((topic.name, p))
 
     def _reconcile_logs(self, topics: Iterable[TopicInfo]) -> None:
         """Make sure a log exists for every partition of `topics` this node hosts."""

@@ -16,10 +16,10 @@ from typing import Any, AsyncIterator, Callable, Mapping
 
 from ..config import ConfigError
 from ..metadata import records as mrec
-from ..metadata.image import TOPIC_RESOURCE, MetadataImage, replay_batches
+from ..metadata.image import TOPIC_RESOURCE, MetadataImage, replay, replay_batches
 from ..protocol import errors
 from ..topic_config import validate_topic_configs
-from . import election, remote
+from . import election, reassignment, remote
 from .topics import (TopicResult, TopicSpec, check_new_partitions, decide_new_partitions,
                      decide_topic)
 
@@ -155,6 +155,7 @@ class Controller:
             if known.fenced and caught_up:
                 await self._commit([{"type": mrec.UNFENCE_BROKER, "node_id": node_id}])
                 await self._commit(election.on_broker_returning(self.image, node_id))
+                await self._commit(reassignment.completions(self.image))
                 log.info("broker %d unfenced", node_id)
             fenced = self.image.brokers[node_id].fenced
             return BrokerState(caught_up, fenced, False)
@@ -169,6 +170,8 @@ class Controller:
             # A new active controller has heard nobody yet: everyone gets a full session.
             self._active_since = now
             self._heartbeats = {b: now for b in self.image.brokers}
+            # A move whose ISR allowed completion when the last controller died finishes now.
+            await self.complete_reassignments()
         timeout = self._config["broker.session.timeout.ms"] / 1000
         for broker in list(self.image.live_brokers):
             last = self._heartbeats.get(broker.node_id, self._active_since)
@@ -183,6 +186,7 @@ class Controller:
         await self._commit([{"type": mrec.FENCE_BROKER, "node_id": node_id}])
         unclean = self._unclean_allowed
         await self._commit(election.on_broker_leaving(self.image, node_id, unclean))
+        await self._commit(reassignment.completions(self.image))
         log.info("broker %d fenced (%s)", node_id, why)
 
     def _unclean_allowed(self, topic: str) -> bool:
@@ -285,8 +289,47 @@ class Controller:
                        and b not in self.image.live_broker_ids]
             if joining:
                 raise errors.IneligibleReplica(f"broker(s) {joining} are fenced or unknown")
-            await self._commit([election.partition_change(part, isr=tuple(new_isr))])
+            # An ISR that now holds every target replica also completes a move (one record).
+            await self._commit([reassignment.with_isr(part, tuple(new_isr),
+                                                      self.image.live_broker_ids)])
             log.info("%s-%d: ISR %s -> %s", topic, partition, list(part.isr), new_isr)
+
+    # -- reassignment (KIP-455) ------------------------------------------------------
+
+    async def alter_partition_reassignments(
+            self, moves: list[tuple[str, int, list[int] | None]]
+    ) -> list[errors.KafkaError | None]:
+        """Start (replicas) or cancel (None) moves; one error or None per move, in order.
+
+        Every accepted move of the request is committed in one batch."""
+        async with self._exclusive():
+            results: list[errors.KafkaError | None] = []
+            records: list[dict[str, Any]] = []
+            image = self.image
+            for topic, partition, replicas in moves:
+                try:
+                    record = reassignment.decide(image, topic, partition, replicas,
+                                                 self._unclean_allowed(topic))
+                except errors.KafkaError as exc:
+                    results.append(exc)
+                    continue
+                if record is not None:
+                    records.append(record)
+                    # Later moves of the same partition in this request see this one.
+                    image = replay(image, [record], image.offset)
+                results.append(None)
+            try:
+                await self._commit(records)
+            except errors.KafkaError as exc:
+                return [r if r is not None else exc for r in results]
+            if records:
+                log.info("partition reassignment: %s", records)
+            return results
+
+    async def complete_reassignments(self) -> None:
+        """Finish every move the current ISRs already allow."""
+        async with self._exclusive():
+            await self._commit(reassignment.completions(self.image))
 
     # -- configs ---------------------------------------------------------------
 

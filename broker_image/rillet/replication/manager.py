@@ -144,6 +144,10 @@ class ReplicaManager:
         if source is not None and source in self.fetchers:
             self.fetchers[source].remove(tp)
 
+    def stop_replica(self, tp: TopicPartition) -> None:
+        """This broker no longer hosts `tp` (its log is about to go): no fetching, no leading."""
+        self._drop(tp)
+
     def _drop(self, tp: TopicPartition) -> None:
         self._stop_following(tp)
         if self.leaders.pop(tp, None) is not None:
