@@ -18,6 +18,7 @@ from .connection import BrokerConnection, raise_for
 METADATA, LIST_OFFSETS, FIND_COORDINATOR, OFFSET_FETCH = 3, 2, 10, 9
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, CREATE_TOPICS = 15, 16, 42, 19
 DESCRIBE_QUORUM, DESCRIBE_CLUSTER = 55, 60
+ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS = 45, 46
 LATEST, EARLIEST = -1, -2
 
 
@@ -70,6 +71,14 @@ def parse_assignment(data: bytes) -> tuple[tuple[str, int], ...]:
             pos += 4
             out.append((topic, p))
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class Reassignment:
+    """A partition move in progress (ListPartitionReassignments)."""
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -282,3 +291,32 @@ class AdminClient:
                                     owner.client_id if owner else None,
                                     owner.client_host if owner else None))
         return out
+
+    # -- partition reassignment (KIP-455) ---------------------------------------------
+
+    async def alter_partition_reassignments(
+            self, moves: dict[tuple[str, int], list[int] | None]) -> dict[tuple[str, int], int]:
+        """Start moves ((topic, partition) -> target replicas) or cancel them (None);
+        (topic, partition) -> error code (0 = accepted)."""
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for (topic, p), replicas in moves.items():
+            topics.setdefault(topic, []).append({"partition_index": p, "replicas": replicas})
+        resp = await self._any(ALTER_REASSIGNMENTS, 0, {
+            "timeout": 30000, "topics": [{"name": t, "partitions": ps}
+                                         for t, ps in topics.items()]})
+        raise_for(resp.error_code, "alter partition reassignments")
+        return {(t.name, p.partition_index): int(p.error_code)
+                for t in resp.responses for p in t.partitions}
+
+    async def list_partition_reassignments(
+            self, topics: dict[str, list[int]] | None = None
+    ) -> dict[tuple[str, int], Reassignment]:
+        """The moves in progress: all of them, or those of `topics` (name -> partitions)."""
+        resp = await self._any(LIST_REASSIGNMENTS, 0, {
+            "timeout": 30000,
+            "topics": None if topics is None else [
+                {"name": t, "partition_indexes": ps} for t, ps in topics.items()]})
+        raise_for(resp.error_code, "list partition reassignments")
+        return {(t.name, p.partition_index): Reassignment(
+                    tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
+                for t in resp.topics for p in t.partitions}

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 ALTER_PARTITION = 56
+# The controller's own "no" to an AlterPartition: the change is certainly not committed.
+_REJECTIONS = (errors.FencedLeaderEpoch, errors.InvalidUpdateVersion, errors.InvalidRequest,
+               errors.IneligibleReplica, errors.UnknownTopicOrPartition, errors.UnknownTopicId)
 
 
 def now_ms() -> float:
@@ -108,7 +111,10 @@ class ReplicaManager:
             state = self.leaders.get(tp)
             if state is None or state.leader_epoch != part.leader_epoch:
                 self._become_leader(tp, part)
-            else:
+            elif state.partition_epoch != part.partition_epoch:
+                # Only a change of this partition: a sibling's change must not drop our
+                # pending ISR (the high watermark would then pass a replica that may be
+                # joining the ISR right now, and may lead next).
                 state.update_metadata(part.partition_epoch, part.replicas, part.isr, now_ms())
                 self._advance(tp, state)
             return
@@ -246,15 +252,24 @@ class ReplicaManager:
                          proposed: tuple[int, ...]) -> None:
         log.info("%s-%d: proposing ISR %s (was %s)", tp[0], tp[1], list(proposed),
                  list(state.isr))
-        try:
-            await self.broker.controller.alter_partition(
-                tp[0], tp[1], self.node_id, state.leader_epoch, state.partition_epoch,
-                list(proposed))
-        except Exception as exc:
-            log.info("%s-%d: ISR change %s not accepted: %s", tp[0], tp[1], list(proposed), exc)
-            await asyncio.sleep(0.5)
-            if self.leaders.get(tp) is state:
-                state.pending_isr = None
+        while True:
+            try:
+                await self.broker.controller.alter_partition(
+                    tp[0], tp[1], self.node_id, state.leader_epoch, state.partition_epoch,
+                    list(proposed))
+                return
+            except Exception as exc:
+                log.info("%s-%d: ISR change %s not accepted: %s", tp[0], tp[1],
+                         list(proposed), exc)
+                definitive = isinstance(exc, _REJECTIONS)
+                await asyncio.sleep(0.5)
+                if self.leaders.get(tp) is not state or state.pending_isr != proposed:
+                    return   # a committed change (or a new epoch) answered it meanwhile
+                if definitive:
+                    state.pending_isr = None
+                    return
+                # Outcome unknown (no controller, timeout): the change may be committed, so
+                # the high watermark keeps counting the joiner; ask again (Kafka retries too).
 
     def leader_states(self) -> Iterable[tuple[TopicPartition, PartitionLeaderState]]:
         return self.leaders.items()
