@@ -302,8 +302,10 @@ def test_cancel_mid_move_reverts_to_the_original_replicas(cluster: LocalCluster,
     assert ongoing == {(topic, 0): Reassignment((4, 2, 3, 1), (4,), (1,)),
                        (topic, 1): Reassignment((2, 4, 3, 1), (4,), (1,))}, ongoing
     # Metadata shows the union of old and new replicas while the move runs, as Kafka does.
-    parts = _partitions(others, topic)
-    assert parts[0][1] == (4, 2, 3, 1) and 4 not in parts[0][2], parts
+    for node_id in (1, 2, 3):
+        parts = read_until(lambda: _partitions(_address(cluster, node_id), topic),
+                           lambda ps: ps.get(0, (0, ()))[1] == (4, 2, 3, 1), WAIT_S)
+        assert parts[0][1] == (4, 2, 3, 1) and 4 not in parts[0][2], (node_id, parts)
     # acks=all keeps working: the adding replica is not in the ISR, so it holds nothing back.
     acked += _produce(others, topic, 2, 100)
     cancelled = tools.run("kafka-reassign-partitions", "--bootstrap-server", others,
