@@ -19,10 +19,9 @@ _EPILOG = """\
 Kafka's own tools (the Java client, from Maven Central jars) work against rillet:
 tools/kafka/kafka-topics, kafka-configs, kafka-console-producer, kafka-console-consumer,
 kafka-consumer-groups, kafka-get-offsets, kafka-producer-perf-test, kafka-consumer-perf-test,
-kafka-metadata-quorum, kafka-cluster.
+kafka-metadata-quorum, kafka-cluster, kafka-reassign-partitions.
 
-Not yet: replication of partition data between brokers, kafka-reassign-partitions,
-transactions, SSL and SASL listeners (refused at start).
+Not yet: transactions, SSL and SASL listeners (refused at start).
 """
 
 
