@@ -99,7 +99,7 @@ _BROKER_DEFS = [
     ConfigDef("log.cleaner.min.compaction.lag.ms", "long", 0),
     ConfigDef("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX),
     ConfigDef("log.cleaner.min.cleanable.ratio", "double", 0.5),
-    ConfigDef("log.cleaner.backoff.ms", "long", 15000),
+    ConfigDef("log.cleaner.backoff.ms", "long", 15000, "", _nonneg, ">= 0"),
     ConfigDef("log.message.timestamp.type", "string", "CreateTime", "",
               lambda v: v in ("CreateTime", "LogAppendTime"), "CreateTime or LogAppendTime"),
     ConfigDef("message.max.bytes", "int", 1048588, "", _nonneg, ">= 0"),
@@ -129,6 +129,16 @@ _BROKER_DEFS = [
     ConfigDef("replica.fetch.max.bytes", "int", 1048576, "", _positive, "> 0"),
     ConfigDef("replica.fetch.wait.max.ms", "int", 500, "", _nonneg, ">= 0"),
     ConfigDef("replica.fetch.min.bytes", "int", 1, "", _positive, "> 0"),
+    # Replication throttles (KIP-73): bytes/s for the replicas topics name in
+    # leader/follower.replication.throttled.replicas; dynamic (see dynamic_config.py).
+    ConfigDef("leader.replication.throttled.rate", "long", LONG_MAX,
+              "bytes/s a leader serves to throttled follower replicas", _nonneg, ">= 0"),
+    ConfigDef("follower.replication.throttled.rate", "long", LONG_MAX,
+              "bytes/s a follower fetches for throttled replicas", _nonneg, ">= 0"),
+    ConfigDef("replication.quota.window.num", "int", 11, "samples of the throttle's rate",
+              _positive, "> 0"),
+    ConfigDef("replication.quota.window.size.seconds", "int", 1,
+              "seconds per sample of the throttle's rate", _positive, "> 0"),
     ConfigDef("socket.send.buffer.bytes", "int", 102400, effect=False),
     ConfigDef("socket.receive.buffer.bytes", "int", 102400, effect=False),
     ConfigDef("metadata.log.dir", "string", None),
@@ -362,6 +372,11 @@ class BrokerConfig:
 
     def is_explicit(self, key: str) -> bool:
         return key in self._explicit_keys
+
+    def source_of(self, key: str) -> int:
+        """Kafka's ConfigSource of `key`: STATIC_BROKER_CONFIG (4) or DEFAULT_CONFIG (5);
+        dynamic_config.DynamicBrokerConfig adds the dynamic layers."""
+        return 4 if key in self._explicit_keys else 5
 
     @property
     def node_id(self) -> int:

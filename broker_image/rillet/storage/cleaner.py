@@ -354,8 +354,9 @@ class LogCleaner:
                               max_index_bytes=plog.config.segment_index_bytes)
 
     async def run(self, stop: asyncio.Event) -> None:
-        backoff = self.broker_config["log.cleaner.backoff.ms"] / 1000
         while not stop.is_set():
+            # Read each pass: broker_config is replaced when dynamic configs change.
+            backoff = self.broker_config["log.cleaner.backoff.ms"] / 1000
             try:
                 await self.clean_all(stop)
             except Exception:
