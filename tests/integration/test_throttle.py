@@ -82,7 +82,8 @@ def _create(cluster: LocalCluster, name: str, assignment: list[list[int]],
     def create() -> bool:
         try:
             for future in admin.create_topics([NewTopic(
-                    name, replica_assignment=assignment, config=config or {})],
+                    name, len(assignment), replica_assignment=assignment,
+                    config=config or {})],
                     request_timeout=15).values():
                 future.result()
             return True
@@ -209,8 +210,9 @@ def test_throttle_holds_back_a_catching_up_follower_not_other_partitions(
                                                            slow).get(0, (0, (), (follower,)))[2],
                        WAIT_S, f"{follower} out of the ISR of {slow}")
 
-        cluster.start_node(follower, timeout=WAIT_S)
+        # From before the start: the fetcher may run before the node reports ready.
         started = time.monotonic()
+        cluster.start_node(follower, timeout=WAIT_S)
         free_target = _log_size(cluster, leader, free)
         wait_until(lambda: _log_size(cluster, follower, free) == free_target, WAIT_S,
                    f"the unthrottled {free} to catch up on node {follower}")
@@ -261,7 +263,7 @@ def test_dynamic_retention_default_applies_to_topics_without_an_override(
             > 0, "the dynamic log.retention.bytes never deleted a segment"
         assert read_until(lambda: _log_size(cluster, 3, topic), lambda s: s <= 60000, WAIT_S,
                           0.3) <= 60000, "a follower kept its segments"
-        described = tools.topic_configs(topic)
+        described = tools.topic_configs(topic, "--all")
         assert described["retention.bytes"].startswith(
             "40000 synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.bytes=40000"), \
             described
