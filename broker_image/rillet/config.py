@@ -100,6 +100,7 @@ _BROKER_DEFS = [
     ConfigDef("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX),
     ConfigDef("log.cleaner.min.cleanable.ratio", "double", 0.5),
     ConfigDef("log.cleaner.backoff.ms", "long", 15000, "", _nonneg, ">= 0"),
+    ConfigDef("log.cleaner.threads", "int", 1, "logs compacted at once", _positive, "> 0"),
     ConfigDef("log.message.timestamp.type", "string", "CreateTime", "",
               lambda v: v in ("CreateTime", "LogAppendTime"), "CreateTime or LogAppendTime"),
     ConfigDef("message.max.bytes", "int", 1048588, "", _nonneg, ">= 0"),

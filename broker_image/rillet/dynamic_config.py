@@ -37,7 +37,7 @@ DYNAMIC_KEYS = frozenset({
     # the log cleaner reads them on each pass
     "log.cleaner.delete.retention.ms", "log.cleaner.min.compaction.lag.ms",
     "log.cleaner.max.compaction.lag.ms", "log.cleaner.min.cleanable.ratio",
-    "log.cleaner.backoff.ms",
+    "log.cleaner.backoff.ms", "log.cleaner.threads",
 })
 
 
