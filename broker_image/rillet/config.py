@@ -58,7 +58,8 @@ def parse_host_port(spec: str) -> tuple[str, int]:
     """`HOST:PORT` (IPv6 as `[::1]:PORT`); ValueError when it is not one."""
     host, sep, port = spec.rpartition(":")
     host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+    if not sep or not host or any(c in host for c in "/@ ") or not port.isdigit() \
+            or not 0 <= int(port) <= 65535:
         raise ValueError(spec)
     return host, int(port)
 
