@@ -123,10 +123,10 @@ def respond(request: HttpRequest, endpoints: Endpoints) -> HttpResponse:
     if request.method != "GET":
         return HttpResponse(405, b"method not allowed\n", headers=(("Allow", "GET"),))
     if request.path == "/healthz":
-        return HttpResponse(200, b"ok\n")
+        return HttpResponse(200, b"ok")
     if request.path == "/readyz":
         ready = endpoints.readiness()
-        body = json.dumps(ready.as_json()).encode() + b"\n"
+        body = json.dumps(ready.as_json()).encode()
         return HttpResponse(200 if ready.ready else 503, body, "application/json")
     return HttpResponse(200, endpoints.metrics(), CONTENT_TYPE_LATEST)
 

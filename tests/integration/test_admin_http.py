@@ -113,7 +113,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProce
 def test_single_node_is_healthy_and_ready(node: tuple[BrokerProcess, str]) -> None:
     _, admin = node
     health = get(admin, "/healthz")
-    assert (health.status, health.body) == (200, b"ok\n")
+    assert (health.status, health.body) == (200, b"ok")
     # Ready once unfenced; the broker serves clients only after that, so at once here.
     ready = get(admin, "/readyz")
     assert ready.status == 200 and ready.json() == {"ready": True}

@@ -49,7 +49,7 @@ def test_malformed_heads_are_refused(head: bytes):
 def test_routes():
     ready = Endpoints(Readiness(True))
     health = respond(HttpRequest("GET", "/healthz"), ready)
-    assert (health.status, health.body) == (200, b"ok\n")
+    assert (health.status, health.body) == (200, b"ok")
     r = respond(HttpRequest("GET", "/readyz"), ready)
     assert r.status == 200 and json.loads(r.body) == {"ready": True}
     m = respond(HttpRequest("GET", "/metrics"), ready)
