@@ -15,6 +15,7 @@ from .config import BrokerConfig, Voter
 from .forwarding import ControllerForwarder
 from .replication.manager import ReplicaManager
 from .lifecycle import BrokerLifecycle
+from .metrics import BrokerMetrics
 from .raft.core import RaftTiming
 from .raft.node import RaftNode
 from .raft.quorum_state import QuorumStateFile
@@ -56,6 +57,7 @@ class Broker:
         self.snapshotter: Snapshotter | None = None
         self._dir_locks: DirLocks | None = None
         self.coordinator = GroupCoordinator(self)
+        self.metrics = BrokerMetrics(self)
         self.cleaner = LogCleaner(self.logs, config,
                                   lambda name: dict(self.image.topic_config(name)))
         self._waiters: dict[TopicPartition, list[asyncio.Future[None]]] = {}
@@ -96,6 +98,7 @@ class Broker:
         self.logs.load_logs(self.log_config_for)
         self.controller.on_change(self._on_metadata_change)
         self.controller.on_change(self.replication.on_metadata_change)
+        self.controller.on_change(self.metrics.on_metadata_change)
         await self.raft.start()
 
     async def join_cluster(self) -> None:

@@ -54,6 +54,26 @@ def _roles(v: list[str]) -> bool:
     return bool(v) and set(v) <= {"broker", "controller"}
 
 
+def parse_host_port(spec: str) -> tuple[str, int]:
+    """`HOST:PORT` (IPv6 as `[::1]:PORT`); ValueError when it is not one."""
+    host, sep, port = spec.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or any(c in host for c in "/@ ") or not port.isdigit() \
+            or not 0 <= int(port) <= 65535:
+        raise ValueError(spec)
+    return host, int(port)
+
+
+def _host_port_or_empty(v: str) -> bool:
+    if v == "":
+        return True
+    try:
+        parse_host_port(v)
+    except ValueError:
+        return False
+    return True
+
+
 _CODECS = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 
 
@@ -151,6 +171,9 @@ _BROKER_DEFS = [
     ConfigDef("broker.heartbeat.interval.ms", "int", 2000, "", _positive, "> 0"),
     ConfigDef("metadata.log.max.record.bytes.between.snapshots", "long", 20971520, "",
               _positive, "> 0"),
+    # rillet's own: the HTTP admin endpoint (/healthz, /readyz, /metrics; rillet/admin_http.py).
+    ConfigDef("admin.http.listener", "string", "", "HOST:PORT of the HTTP admin endpoint "
+              "(empty: off)", _host_port_or_empty, "HOST:PORT (e.g. 0.0.0.0:9404) or empty"),
 ]
 
 BROKER_DEFS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}
@@ -432,6 +455,12 @@ class BrokerConfig:
     def quorum_voters(self) -> dict[int, Voter]:
         """The Raft voters; a node without quorum config is its own one-voter quorum."""
         return parse_voters(self["controller.quorum.voters"])
+
+    @property
+    def admin_http_address(self) -> tuple[str, int] | None:
+        """(host, port) of the HTTP admin endpoint, or None when it is off."""
+        spec = self["admin.http.listener"]
+        return parse_host_port(spec) if spec else None
 
     @property
     def served_listener(self) -> Listener:

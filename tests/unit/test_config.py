@@ -196,3 +196,20 @@ def test_topic_configs_are_checked_like_their_broker_synonyms():
             validate_topic_configs({topic_key: bad})
         with pytest.raises(ConfigError, match=broker_key):
             BrokerConfig.load(None, {broker_key: bad})
+
+
+def test_admin_http_listener():
+    assert BrokerConfig.load()["admin.http.listener"] == ""
+    assert BrokerConfig.load().admin_http_address is None          # off by default
+    assert BrokerConfig.load(None, {"admin.http.listener": ""}).admin_http_address is None
+    c = BrokerConfig.load(None, {"admin.http.listener": "0.0.0.0:9404"})
+    assert c.admin_http_address == ("0.0.0.0", 9404)
+    assert BrokerConfig.load(None, {"admin.http.listener": "[::1]:9404"}
+                             ).admin_http_address == ("::1", 9404)
+
+
+@pytest.mark.parametrize("value", ["9404", ":9404", "localhost", "host:port", "host:70000",
+                                   "host:-1", "http://host:9404/", "http://host:9404"])
+def test_bad_admin_http_listener_is_a_config_error(value):
+    with pytest.raises(ConfigError, match=r"admin\.http\.listener must be HOST:PORT"):
+        BrokerConfig.load(None, {"admin.http.listener": value})

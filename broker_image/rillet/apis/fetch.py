@@ -137,6 +137,7 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
         if total >= req.min_bytes or errored or remaining <= 0 or not tps:
             break
         await ctx.broker.wait_for_append(tps, remaining)
+    ctx.broker.metrics.fetch_sent(total, follower=req.replica_id >= 0)
     if isolation == 1:
         for t in topics:
             for p in t["partitions"]:
