@@ -10,7 +10,7 @@ PORT   ?= 9092
 DATA   ?= ./rillet-data
 
 .PHONY: venv venv-run run test unit integration e2e bench bench-compare cluster-up cluster-down \
-	clean sim chaos bench-cluster bench-compare-cluster
+	clean sim chaos bench-cluster bench-compare-cluster bench-move
 
 # pip shows its progress: a cold install of the test extras downloads ~600 MB.
 $(BIN)/pip:
@@ -94,3 +94,8 @@ clean:
 # Sample events into a local rillet, the Spark job over them (local mode), the resulting table.
 spark-demo: venv
 	spark/demo
+
+# 1 GiB of partition data moved between brokers by kafka-reassign-partitions, unthrottled and
+# throttled, with an acks=all producer's latency before and during each move (~10 min).
+bench-move: venv
+	$(BIN)/python bench/reassign_move.py $(BENCH_ARGS)

@@ -9,16 +9,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from .config import BrokerConfig, Voter
 from .forwarding import ControllerForwarder
 from .replication.manager import ReplicaManager
 from .lifecycle import BrokerLifecycle
+from .metrics import BrokerMetrics
 from .raft.core import RaftTiming
 from .raft.node import RaftNode
 from .raft.quorum_state import QuorumStateFile
 from .controller.controller import Controller
+from .dynamic_config import dynamic_layers, effective_config
 from .coordinator.manager import GroupCoordinator
 from .metadata.image import TOPIC_RESOURCE, MetadataImage, PartitionInfo, TopicInfo
 from .metadata.log import MetadataLog
@@ -40,7 +42,10 @@ FENCE_CHECK_S = 0.5
 
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
+        # `config` is replaced whole when dynamic broker configs change (_apply_dynamic_config).
+        self.static_config = config
         self.config = config
+        self._dynamic_layers: tuple[Mapping[str, str], Mapping[str, str]] = ({}, {})
         self.node_id = config.node_id
         self.cluster_id = ""
         self.logs = LogManager(config.log_dirs)
@@ -52,6 +57,7 @@ class Broker:
         self.snapshotter: Snapshotter | None = None
         self._dir_locks: DirLocks | None = None
         self.coordinator = GroupCoordinator(self)
+        self.metrics = BrokerMetrics(self)
         self.cleaner = LogCleaner(self.logs, config,
                                   lambda name: dict(self.image.topic_config(name)))
         self._waiters: dict[TopicPartition, list[asyncio.Future[None]]] = {}
@@ -92,12 +98,14 @@ class Broker:
         self.logs.load_logs(self.log_config_for)
         self.controller.on_change(self._on_metadata_change)
         self.controller.on_change(self.replication.on_metadata_change)
+        self.controller.on_change(self.metrics.on_metadata_change)
         await self.raft.start()
 
     async def join_cluster(self) -> None:
         """Catch up with the committed metadata, register, and wait to be unfenced."""
         assert self.raft is not None
         await self.raft.wait_for(self._caught_up, float("inf"))
+        self._apply_dynamic_config(self.image)   # also when they came from a snapshot
         self._delete_stray_logs(self.image)
         self._reconcile_logs(self.image.topics.values())
         self.replication.start()
@@ -203,7 +211,22 @@ class Broker:
     def log_config_for(self, topic: str, partition: int = 0) -> LogConfig:
         return log_config(self.config, dict(self.image.topic_config(topic)))
 
+    def _apply_dynamic_config(self, image: MetadataImage) -> None:
+        """Dynamic broker configs (see dynamic_config.py) take effect: topic defaults in
+        every log, the cleaner; replication throttles read self.config themselves."""
+        layers = dynamic_layers(image, self.node_id)
+        if layers == self._dynamic_layers:
+            return
+        self._dynamic_layers = layers
+        self.config = effective_config(self.static_config, image, self.node_id)
+        self.cleaner.broker_config = self.config
+        for (topic, p), plog in self.logs.logs().items():
+            plog.update_config(self.log_config_for(topic, p))
+        log.info("dynamic broker configs applied")
+
     def _on_metadata_change(self, old: MetadataImage, new: MetadataImage) -> None:
+        if old.configs is not new.configs:
+            self._apply_dynamic_config(new)
         for name, topic in old.topics.items():
             current = new.topics.get(name)
             if current is None or current.topic_id != topic.topic_id:

@@ -61,11 +61,17 @@ async def serve(config: BrokerConfig) -> None:
                            listener=role)
 
     client = config.served_listener
-    servers = [(server_for(client, "broker"), client)]
+    client_server = server_for(client, "broker")
+    servers: list[tuple[Any, Listener]] = [(client_server, client)]
     quorum_listener = config.controller_listener if config.quorum_voters else None
     if quorum_listener is not None:
         servers.insert(0, (server_for(quorum_listener, "controller"), quorum_listener))
+    admin = _admin_server(config, broker)
+    if admin is not None:
+        servers.append((admin, Listener("admin.http", admin.host, admin.port)))
     # The ports first: a taken one refuses start-up before anything is loaded or written.
+    # The admin endpoint serves at once: /healthz while the quorum forms, /readyz says why
+    # the broker is not ready yet.
     try:
         for server, listener in servers:
             await _on_listener(server.bind, listener)
@@ -90,7 +96,6 @@ async def serve(config: BrokerConfig) -> None:
             log.info("shutting down before joining the cluster")
             return
         joined.result()
-        client_server = servers[-1][0]
         await _on_listener(client_server.start, client)
         log.info("rillet node %d serving cluster %s on %s:%d", config.node_id,
                  broker.cluster_id, client.host, client_server.port)
@@ -101,6 +106,15 @@ async def serve(config: BrokerConfig) -> None:
         await _stop_all(servers)
         await broker.stop()
     log.info("stopped")
+
+
+def _admin_server(config: BrokerConfig, broker: Any) -> Any:
+    """The HTTP admin endpoint (admin.http.listener), or None when it is off."""
+    address = config.admin_http_address
+    if address is None:
+        return None
+    from .admin_http import AdminHttpServer, BrokerEndpoints
+    return AdminHttpServer(BrokerEndpoints(broker), *address)
 
 
 async def _stop_all(servers: list[tuple[Any, Listener]]) -> None:

@@ -54,6 +54,26 @@ def _roles(v: list[str]) -> bool:
     return bool(v) and set(v) <= {"broker", "controller"}
 
 
+def parse_host_port(spec: str) -> tuple[str, int]:
+    """`HOST:PORT` (IPv6 as `[::1]:PORT`); ValueError when it is not one."""
+    host, sep, port = spec.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or any(c in host for c in "/@ ") or not port.isdigit() \
+            or not 0 <= int(port) <= 65535:
+        raise ValueError(spec)
+    return host, int(port)
+
+
+def _host_port_or_empty(v: str) -> bool:
+    if v == "":
+        return True
+    try:
+        parse_host_port(v)
+    except ValueError:
+        return False
+    return True
+
+
 _CODECS = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 
 
@@ -99,7 +119,8 @@ _BROKER_DEFS = [
     ConfigDef("log.cleaner.min.compaction.lag.ms", "long", 0),
     ConfigDef("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX),
     ConfigDef("log.cleaner.min.cleanable.ratio", "double", 0.5),
-    ConfigDef("log.cleaner.backoff.ms", "long", 15000),
+    ConfigDef("log.cleaner.backoff.ms", "long", 15000, "", _nonneg, ">= 0"),
+    ConfigDef("log.cleaner.threads", "int", 1, "logs compacted at once", _positive, "> 0"),
     ConfigDef("log.message.timestamp.type", "string", "CreateTime", "",
               lambda v: v in ("CreateTime", "LogAppendTime"), "CreateTime or LogAppendTime"),
     ConfigDef("message.max.bytes", "int", 1048588, "", _nonneg, ">= 0"),
@@ -129,6 +150,16 @@ _BROKER_DEFS = [
     ConfigDef("replica.fetch.max.bytes", "int", 1048576, "", _positive, "> 0"),
     ConfigDef("replica.fetch.wait.max.ms", "int", 500, "", _nonneg, ">= 0"),
     ConfigDef("replica.fetch.min.bytes", "int", 1, "", _positive, "> 0"),
+    # Replication throttles (KIP-73): bytes/s for the replicas topics name in
+    # leader/follower.replication.throttled.replicas; dynamic (see dynamic_config.py).
+    ConfigDef("leader.replication.throttled.rate", "long", LONG_MAX,
+              "bytes/s a leader serves to throttled follower replicas", _nonneg, ">= 0"),
+    ConfigDef("follower.replication.throttled.rate", "long", LONG_MAX,
+              "bytes/s a follower fetches for throttled replicas", _nonneg, ">= 0"),
+    ConfigDef("replication.quota.window.num", "int", 11, "samples of the throttle's rate",
+              _positive, "> 0"),
+    ConfigDef("replication.quota.window.size.seconds", "int", 1,
+              "seconds per sample of the throttle's rate", _positive, "> 0"),
     ConfigDef("socket.send.buffer.bytes", "int", 102400, effect=False),
     ConfigDef("socket.receive.buffer.bytes", "int", 102400, effect=False),
     ConfigDef("metadata.log.dir", "string", None),
@@ -140,6 +171,9 @@ _BROKER_DEFS = [
     ConfigDef("broker.heartbeat.interval.ms", "int", 2000, "", _positive, "> 0"),
     ConfigDef("metadata.log.max.record.bytes.between.snapshots", "long", 20971520, "",
               _positive, "> 0"),
+    # rillet's own: the HTTP admin endpoint (/healthz, /readyz, /metrics; rillet/admin_http.py).
+    ConfigDef("admin.http.listener", "string", "", "HOST:PORT of the HTTP admin endpoint "
+              "(empty: off)", _host_port_or_empty, "HOST:PORT (e.g. 0.0.0.0:9404) or empty"),
 ]
 
 BROKER_DEFS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}
@@ -363,6 +397,11 @@ class BrokerConfig:
     def is_explicit(self, key: str) -> bool:
         return key in self._explicit_keys
 
+    def source_of(self, key: str) -> int:
+        """Kafka's ConfigSource of `key`: STATIC_BROKER_CONFIG (4) or DEFAULT_CONFIG (5);
+        dynamic_config.DynamicBrokerConfig adds the dynamic layers."""
+        return 4 if key in self._explicit_keys else 5
+
     @property
     def node_id(self) -> int:
         return self["node.id"]
@@ -416,6 +455,12 @@ class BrokerConfig:
     def quorum_voters(self) -> dict[int, Voter]:
         """The Raft voters; a node without quorum config is its own one-voter quorum."""
         return parse_voters(self["controller.quorum.voters"])
+
+    @property
+    def admin_http_address(self) -> tuple[str, int] | None:
+        """(host, port) of the HTTP admin endpoint, or None when it is off."""
+        spec = self["admin.http.listener"]
+        return parse_host_port(spec) if spec else None
 
     @property
     def served_listener(self) -> Listener:

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
-from .apis.registry import REGISTRY, RequestContext
+from .apis.registry import REGISTRY, ApiSpec, RequestContext
 from .protocol.build import build
-from .protocol.codec import (API_VERSIONS_KEY, FramingError, decode_header_only,
-                             decode_request, encode_response, response_schema)
+from .protocol.codec import (API_VERSIONS_KEY, FramingError, RequestHeader,
+                             decode_header_only, decode_request, encode_response, response_schema)
 from .protocol.errors import UnsupportedVersion
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,19 @@ async def dispatch(broker: Any, frame: bytes, peer: str, connection_id: int,
         raise FramingError(f"unsupported version {header.api_version} of api "
                            f"{spec.name} ({spec.key}); supported "
                            f"{spec.min_version}-{spec.max_version}")
+    metrics = getattr(broker, "metrics", None)
+    if metrics is None:
+        return await _handle(broker, spec, header, frame, peer, connection_id, listener)
+    started = time.perf_counter()
+    try:
+        return await _handle(broker, spec, header, frame, peer, connection_id, listener)
+    finally:
+        metrics.request_done(listener, spec, header.api_version, time.perf_counter() - started)
+
+
+async def _handle(broker: Any, spec: ApiSpec, header: RequestHeader, frame: bytes, peer: str,
+                  connection_id: int, listener: str) -> bytes | None:
+    """A supported request: relayed to the active controller, or answered here."""
     forwarder = getattr(broker, "forwarder", None)
     if spec.forward and forwarder is not None:
         relayed = await forwarder.relay(frame)

@@ -21,6 +21,7 @@ from .client.connection import KafkaClientError, raise_for
 from .config import BrokerConfig
 from .controller.controller import BrokerState
 from .protocol import errors
+from .readiness import LifecycleView
 from .tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ class BrokerLifecycle:
         self.incarnation = uuid.uuid4()
         self.broker_epoch = -1
         self.fenced = True
+        self.caught_up = False
+        self.last_heartbeat_answer: float | None = None  # loop time; for /readyz
         self._unfenced = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._shutting_down = False
@@ -54,6 +57,14 @@ class BrokerLifecycle:
 
     async def stop(self) -> None:
         await cancel_and_wait([self._task])
+
+    def view(self) -> LifecycleView:
+        """What /readyz and the broker-state gauge decide from (see readiness.py)."""
+        age = None if self.last_heartbeat_answer is None else \
+            asyncio.get_running_loop().time() - self.last_heartbeat_answer
+        return LifecycleView(started=True, registered=self.broker_epoch >= 0,
+                             fenced=self.fenced, caught_up=self.caught_up,
+                             heartbeat_age_s=age, shutting_down=self._shutting_down)
 
     async def controlled_shutdown(self, timeout: float = 30.0) -> None:
         """Heartbeat with want_shut_down until the controller lets us go (bounded)."""
@@ -84,6 +95,7 @@ class BrokerLifecycle:
         while True:
             try:
                 self.broker_epoch = await self._call_register()
+                self.fenced = True  # a (re-)registered broker starts fenced
                 log.info("registered with the controller (broker epoch %d)", self.broker_epoch)
                 return
             except (errors.KafkaError, KafkaClientError, OSError) as exc:
@@ -98,6 +110,8 @@ class BrokerLifecycle:
                 if self.fenced and not state.fenced:
                     log.info("unfenced: serving as broker %d", self.broker.node_id)
                 self.fenced = state.fenced
+                self.caught_up = state.caught_up
+                self.last_heartbeat_answer = asyncio.get_running_loop().time()
                 if not state.fenced:
                     self._unfenced.set()
             except (errors.StaleBrokerEpoch, errors.BrokerIdNotRegistered) as exc:

@@ -1,10 +1,13 @@
 """Topic-level configs: names, types, Kafka defaults via their broker synonyms.
 
 A topic's effective value is its own override when set, else the broker's
-synonym, else the Kafka default. DescribeConfigs reports which one applied.
+synonym (dynamic or static), else the Kafka default. DescribeConfigs reports
+which one applied. A few topic configs have no broker synonym (the replication
+throttle lists): their default is their own.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
@@ -15,7 +18,7 @@ from .storage.log import LogConfig
 @dataclass(frozen=True)
 class TopicConfigDef:
     definition: ConfigDef
-    synonym: str                              # broker config key
+    synonym: str | None                       # broker config key (None: no synonym)
     broker_value: Callable[[BrokerConfig], Any]
 
 
@@ -24,6 +27,22 @@ def _topic(name: str, synonym: str,
     """A topic config typed and checked exactly like its broker synonym."""
     return TopicConfigDef(replace(BROKER_DEFS[synonym], name=name), synonym,
                           broker_value or (lambda c: c[synonym]))
+
+
+_REPLICA = re.compile(r"[0-9]+:[0-9]+")
+
+
+def _throttled_replicas(v: list[str]) -> bool:
+    return v == ["*"] or all(_REPLICA.fullmatch(item) for item in v)
+
+
+def _throttle_list(name: str, side: str) -> TopicConfigDef:
+    """leader/follower.replication.throttled.replicas (KIP-73): "partition:broker" pairs
+    whose replication is throttled on that side, or "*" for every replica."""
+    d = ConfigDef(name, "list", [], f"replicas throttled on the {side} side", _throttled_replicas,
+                  "the literal '*' or a list of replicas as "
+                  "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+    return TopicConfigDef(d, None, lambda c: [])
 
 
 _DEFS = [
@@ -47,6 +66,8 @@ _DEFS = [
     _topic("index.interval.bytes", "log.index.interval.bytes"),
     _topic("segment.index.bytes", "log.index.size.max.bytes"),
     _topic("file.delete.delay.ms", "log.segment.delete.delay.ms"),
+    _throttle_list("leader.replication.throttled.replicas", "leader"),
+    _throttle_list("follower.replication.throttled.replicas", "follower"),
 ]
 
 TOPIC_DEFS: dict[str, TopicConfigDef] = {d.definition.name: d for d in _DEFS}
@@ -83,8 +104,9 @@ def effective(broker: BrokerConfig, overrides: Mapping[str, str], key: str) -> t
 
 
 def broker_source(broker: BrokerConfig, name: str | None) -> int:
-    """STATIC_BROKER when server.properties / --set gave ``name``, else DEFAULT."""
-    return STATIC_BROKER if name and broker.is_explicit(name) else DEFAULT
+    """Where the broker's ``name`` comes from: dynamic (per broker / cluster default),
+    STATIC_BROKER when server.properties / --set gave it, else DEFAULT."""
+    return broker.source_of(name) if name else DEFAULT
 
 
 def render(value: Any) -> str:

@@ -262,3 +262,51 @@ def test_checkpoint_spares_a_second_clean_after_restart(tmp_path: Path) -> None:
     asyncio.run(third.clean_all())
     assert third.passes == 1
     plog.close()
+
+
+class ManyLogs:
+    def __init__(self, plogs: dict[tuple[str, int], PartitionLog]) -> None:
+        self.plogs = plogs
+
+    def logs(self) -> dict[tuple[str, int], PartitionLog]:
+        return dict(self.plogs)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_log_cleaner_threads_bounds_the_logs_cleaned_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
+    import rillet.storage.cleaner as cleaner_module
+    plogs = {}
+    for p in range(4):
+        plog = PartitionLog.open(tmp_path / f"{TOPIC}-{p}", LogConfig(
+            segment_bytes=600, cleanup_policy="compact", index_interval_bytes=100))
+        write_rounds(plog, Compression.NONE)
+        append(plog, [(b"tail", b"y")])
+        plogs[(TOPIC, p)] = plog
+    import threading
+    running, most = 0, 0
+    lock, all_in = threading.Lock(), threading.Event()
+    real = cleaner_module.clean_segments
+
+    def counting(*args: object) -> object:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+            if running == threads:
+                all_in.set()
+        all_in.wait(10)   # bounded: give the other slots the chance to start meanwhile
+        try:
+            return real(*args)
+        finally:
+            with lock:
+                running -= 1
+    monkeypatch.setattr(cleaner_module, "clean_segments", counting)
+    config = BrokerConfig.load(None, {"log.dirs": str(tmp_path),
+                                      "log.cleaner.threads": str(threads)})
+    c = LogCleaner(ManyLogs(plogs), config, lambda topic: {})
+    assert asyncio.run(c.clean_all()) > 0
+    assert c.passes == 4
+    assert most == threads
+    for plog in plogs.values():
+        plog.close()

@@ -94,7 +94,7 @@ def test_no_key_left_unflagged_is_unused():
     sources = "\n".join(p.read_text() for p in package.rglob("*.py") if p.name != "config.py")
     config_py = (package / "config.py").read_text()
     read_via_property = config_py[config_py.index("BROKER_DEFS: dict"):]
-    synonyms = {t.synonym for t in TOPIC_DEFS.values()}
+    synonyms = {t.synonym for t in TOPIC_DEFS.values() if t.synonym}
     unused = [name for name, d in BROKER_DEFS.items()
               if d.effect is True and f'"{name}"' not in sources and name not in synonyms
               and f'"{name}"' not in read_via_property]
@@ -185,6 +185,8 @@ def test_topic_configs_are_checked_like_their_broker_synonyms():
     """One definition per setting: a value the broker refuses, the topic refuses too."""
     from rillet.topic_config import TOPIC_DEFS
     for name, tdef in TOPIC_DEFS.items():
+        if tdef.synonym is None:
+            continue   # a topic-only config (the replication throttle lists)
         broker_def = BROKER_DEFS[tdef.synonym]
         assert (tdef.definition.kind, tdef.definition.check) == (broker_def.kind, broker_def.check)
     for topic_key, broker_key, bad in (("compression.type", "compression.type", "brotli"),
@@ -194,3 +196,20 @@ def test_topic_configs_are_checked_like_their_broker_synonyms():
             validate_topic_configs({topic_key: bad})
         with pytest.raises(ConfigError, match=broker_key):
             BrokerConfig.load(None, {broker_key: bad})
+
+
+def test_admin_http_listener():
+    assert BrokerConfig.load()["admin.http.listener"] == ""
+    assert BrokerConfig.load().admin_http_address is None          # off by default
+    assert BrokerConfig.load(None, {"admin.http.listener": ""}).admin_http_address is None
+    c = BrokerConfig.load(None, {"admin.http.listener": "0.0.0.0:9404"})
+    assert c.admin_http_address == ("0.0.0.0", 9404)
+    assert BrokerConfig.load(None, {"admin.http.listener": "[::1]:9404"}
+                             ).admin_http_address == ("::1", 9404)
+
+
+@pytest.mark.parametrize("value", ["9404", ":9404", "localhost", "host:port", "host:70000",
+                                   "host:-1", "http://host:9404/", "http://host:9404"])
+def test_bad_admin_http_listener_is_a_config_error(value):
+    with pytest.raises(ConfigError, match=r"admin\.http\.listener must be HOST:PORT"):
+        BrokerConfig.load(None, {"admin.http.listener": value})

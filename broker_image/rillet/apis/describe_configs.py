@@ -2,7 +2,10 @@
 
 Every topic config is reported with its effective value and where it came
 from (topic override, static broker config, default), with synonyms and
-documentation on request. Broker configs are static (read-only).
+documentation on request. Broker configs show their dynamic layers (per broker,
+cluster default; see dynamic_config.py) above the static file; the keys that can
+change live are the ones not read-only. The cluster-default resource ("") lists
+only the dynamic defaults, as Kafka's does.
 v1: config source, synonyms. v3: config type, documentation. v4: flexible.
 """
 from __future__ import annotations
@@ -11,6 +14,8 @@ from itertools import dropwhile
 from typing import Any
 
 from ..config import BROKER_DEFS, BrokerConfig, ConfigDef
+from ..dynamic_config import (DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, DYNAMIC_KEYS,
+                              DynamicBrokerConfig, static_of)
 from ..metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from ..protocol import errors
 from ..topic_config import (DEFAULT, DYNAMIC_TOPIC, STATIC_BROKER, TOPIC_DEFS, broker_source,
@@ -39,17 +44,26 @@ def _synonym(name: str, value: Any, source: int) -> dict[str, Any]:
     return {"name": name, "value": render(value), "source": source}
 
 
-def broker_synonyms(broker: BrokerConfig, name: str) -> list[dict[str, Any]]:
+def broker_synonyms(broker: BrokerConfig, name: str | None) -> list[dict[str, Any]]:
     """The synonyms Kafka reports for broker key `name`, in its order.
 
-    Kafka lists every key of the setting's group that server.properties sets, then every
-    one with a default, and drops what comes before `name` itself: so retention.ms at its
-    defaults shows none (log.retention.ms has no default), while a static log.retention.ms
-    shows log.retention.hours=168 after it.
+    Kafka lists every key of the setting's group set dynamically for this broker, then
+    those set as cluster defaults, then those server.properties sets, then every one with
+    a default, and drops what comes before `name` itself: so retention.ms at its defaults
+    shows none (log.retention.ms has no default), while a static log.retention.ms shows
+    log.retention.hours=168 after it.
     """
+    if name is None:
+        return []
     group = _GROUP_OF.get(name, (name,))
-    found = [_synonym(key, broker[key], STATIC_BROKER) for key in group
-             if broker.is_explicit(key) and broker[key] is not None]
+    found = []
+    if isinstance(broker, DynamicBrokerConfig):
+        for layer, source in ((broker.per_broker, DYNAMIC_BROKER),
+                              (broker.cluster_default, DYNAMIC_DEFAULT_BROKER)):
+            found += [_synonym(key, layer[key], source) for key in group if key in layer]
+    static = static_of(broker)
+    found += [_synonym(key, static[key], STATIC_BROKER) for key in group
+              if static.is_explicit(key) and static[key] is not None]
     found += [_synonym(key, BROKER_DEFS[key].default, DEFAULT) for key in group
               if BROKER_DEFS[key].default is not None]
     return list(dropwhile(lambda s: s["name"] != name, found))
@@ -81,7 +95,21 @@ def _broker_entries(broker: BrokerConfig, cluster_id: str, keys: list[str] | Non
         # The id in meta.properties, which a config left unset does not show.
         value = cluster_id if name == "cluster.id" else broker[name]
         synonyms = broker_synonyms(broker, name) if with_synonyms else []
-        out.append(_entry(d, value, broker_source(broker, name), True, synonyms))
+        out.append(_entry(d, value, broker_source(broker, name), name not in DYNAMIC_KEYS,
+                          synonyms))
+    return out
+
+
+def _default_entries(broker: BrokerConfig, keys: list[str] | None,
+                     with_synonyms: bool) -> list[dict[str, Any]]:
+    """The cluster-default resource: its dynamic configs only."""
+    layer = broker.cluster_default if isinstance(broker, DynamicBrokerConfig) else {}
+    out = []
+    for name, raw in sorted(layer.items()):
+        if keys is not None and name not in keys:
+            continue
+        synonyms = [_synonym(name, raw, DYNAMIC_DEFAULT_BROKER)] if with_synonyms else []
+        out.append(_entry(BROKER_DEFS[name], raw, DYNAMIC_DEFAULT_BROKER, False, synonyms))
     return out
 
 
@@ -100,11 +128,14 @@ def _describe(ctx: RequestContext, res: Any, with_synonyms: bool) -> dict[str, A
             entry["configs"] = topic_config_entries(broker.config, overrides, keys,
                                                     with_synonyms)
         elif res.resource_type == BROKER_RESOURCE:
-            if res.resource_name not in ("", str(broker.node_id)):
+            if res.resource_name == "":
+                entry["configs"] = _default_entries(broker.config, keys, with_synonyms)
+            elif res.resource_name != str(broker.node_id):
                 raise errors.InvalidRequest(
                     f"broker {res.resource_name!r} is not this node ({broker.node_id})")
-            entry["configs"] = _broker_entries(broker.config, broker.cluster_id, keys,
-                                               with_synonyms)
+            else:
+                entry["configs"] = _broker_entries(broker.config, broker.cluster_id, keys,
+                                                   with_synonyms)
         else:
             raise errors.InvalidRequest(
                 f"describing resource type {res.resource_type} is not supported")

@@ -8,7 +8,8 @@ response), which clients handle by sending full fetch requests.
 On the controller listener, a Fetch of __cluster_metadata-0 is a follower of
 the metadata quorum pulling the Raft log (see apis/quorum_rpc.py).
 A Fetch with a replica id is a follower of a partition replicating it (see
-_read_for_follower). Gaps: aborted transactions (no txns).
+_read_for_follower); a throttled replica gets no records while the leader's replication
+quota is exceeded (replication/throttle.py). Gaps: aborted transactions (no txns).
 v4: isolation level, last stable offset. v5: log start offset. v7: sessions.
 v9: current leader epoch. v11: rack id. v12: flexible, diverging epoch.
 """
@@ -72,12 +73,16 @@ def _read_for_follower(ctx: RequestContext, topic: str, p: Any, replica_id: int,
             raise errors.OffsetOutOfRange(
                 f"replica fetch offset {p.fetch_offset} of {topic}-{p.partition} is outside "
                 f"[{plog.log_start_offset}, {plog.log_end_offset}]")
-        ctx.broker.replication.on_follower_fetch((topic, p.partition), replica_id,
-                                                 p.fetch_offset)
+        tp = (topic, p.partition)
+        ctx.broker.replication.on_follower_fetch(tp, replica_id, p.fetch_offset)
         entry["high_watermark"] = entry["last_stable_offset"] = plog.high_watermark
+        throttle = ctx.broker.replication.throttles.leader
+        if throttle.holds_back(tp, replica_id in part.isr):
+            return entry
         limit = min(p.partition_max_bytes, budget)
         if limit > 0 or min_one:
             entry["records"] = plog.read(p.fetch_offset, max(limit, 0), min_one_batch=min_one)
+            throttle.record(tp, len(entry["records"]))
     except Exception as exc:
         entry["error_code"] = errors.code_of(exc, "replica fetch")
     return entry
@@ -132,6 +137,7 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
         if total >= req.min_bytes or errored or remaining <= 0 or not tps:
             break
         await ctx.broker.wait_for_append(tps, remaining)
+    ctx.broker.metrics.fetch_sent(total, follower=req.replica_id >= 0)
     if isolation == 1:
         for t in topics:
             for p in t["partitions"]:

@@ -1,12 +1,14 @@
 """IncrementalAlterConfigs (key 44), v0-1: SET, DELETE, APPEND, SUBTRACT per key.
 
-APPEND / SUBTRACT apply to list configs (cleanup.policy). v1: flexible.
+APPEND / SUBTRACT apply to list configs (cleanup.policy, log.cleanup.policy), starting
+from the resource's current value. Topics (2) and dynamic broker configs (4). v1: flexible.
 """
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..config import BrokerConfig
+from ..config import BROKER_DEFS, BrokerConfig, parse_value
+from ..metadata.image import BROKER_RESOURCE
 from ..protocol import errors
 from ..topic_config import TOPIC_DEFS, effective, render
 from .alter_configs import alter_resource
@@ -25,11 +27,7 @@ def _changes(broker_config: BrokerConfig, overrides: Mapping[str, str],
         elif op == DELETE:
             changes[c.name] = None
         elif op in (APPEND, SUBTRACT):
-            tdef = TOPIC_DEFS.get(c.name)
-            if tdef is None or tdef.definition.kind != "list":
-                raise errors.InvalidConfig(f"{c.name!r} is not a list config; "
-                                           "APPEND/SUBTRACT need one")
-            current = list(effective(broker_config, dict(overrides), c.name)[0])
+            current = _current_list(broker_config, overrides, res.resource_type, c.name)
             items = [v.strip() for v in (c.value or "").split(",") if v.strip()]
             if op == APPEND:
                 current += [v for v in items if v not in current]
@@ -39,6 +37,22 @@ def _changes(broker_config: BrokerConfig, overrides: Mapping[str, str],
         else:
             raise errors.InvalidRequest(f"unknown config operation {op}")
     return changes
+
+
+def _current_list(broker_config: BrokerConfig, overrides: Mapping[str, str],
+                  resource_type: int, name: str) -> list[str]:
+    """The list APPEND / SUBTRACT start from: the resource's value of list config `name`."""
+    if resource_type == BROKER_RESOURCE:
+        d = BROKER_DEFS.get(name)
+        if d is not None and d.kind == "list":
+            # The value stored at this level, else what the broker runs with.
+            raw = overrides.get(name)
+            return list(broker_config[name] if raw is None else parse_value(d, raw))
+    else:
+        tdef = TOPIC_DEFS.get(name)
+        if tdef is not None and tdef.definition.kind == "list":
+            return list(effective(broker_config, dict(overrides), name)[0])
+    raise errors.InvalidConfig(f"{name!r} is not a list config; APPEND/SUBTRACT need one")
 
 
 @api(key=44, versions=(0, 1), forward=True)

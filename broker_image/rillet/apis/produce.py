@@ -39,6 +39,7 @@ def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None,
         raise errors.CorruptMessage(f"produce to {topic}-{index} carries no records")
     data = bytearray(records)
     info, plog = ctx.broker.append_as_leader(topic, index, data, parse_batches(data), acks)
+    ctx.broker.metrics.bytes_in += len(data)
     return ({"index": index, "error_code": 0, "base_offset": info.base_offset,
              "log_append_time": info.log_append_time,
              "log_start_offset": info.log_start_offset}, plog)

@@ -19,7 +19,12 @@ from ..metadata import records as mrec
 from ..metadata.image import TOPIC_RESOURCE, MetadataImage, replay, replay_batches
 from ..protocol import errors
 from ..topic_config import validate_topic_configs
+<<<<<<< HEAD
 from . import election, reassignment, remote
+=======
+from . import election, remote
+from .broker_configs import decide_broker_configs
+>>>>>>> main
 from .topics import (TopicResult, TopicSpec, check_new_partitions, decide_new_partitions,
                      decide_topic)
 
@@ -361,6 +366,16 @@ class Controller:
                         "key": key, "value": target.get(key)}
                        for key in sorted(set(current) | set(target))
                        if current.get(key) != target.get(key)]
+            if not validate_only:
+                await self._commit(records)
+
+    async def alter_broker_configs(
+            self, name: str,
+            changes_for: Callable[[Mapping[str, str]], dict[str, str | None]],
+            replace_all: bool, validate_only: bool) -> None:
+        """Dynamic broker configs of node `name` ("" = cluster default); see broker_configs."""
+        async with self._exclusive():
+            records = decide_broker_configs(self.image, name, changes_for, replace_all)
             if not validate_only:
                 await self._commit(records)
 

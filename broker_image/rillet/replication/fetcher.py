@@ -6,7 +6,9 @@ leader answers records, its high watermark, or the epoch where our log diverges
 from its own: we truncate to that epoch's end (Kafka's leader-epoch truncation,
 KIP-101/279) before appending, so replicas converge to the leader's log byte for byte.
 Batches are appended as the leader wrote them (offsets, epochs, producer ids), which
-also rebuilds idempotent producer state here.
+also rebuilds idempotent producer state here. A throttled partition is left out of a
+round while this broker's follower replication quota is exceeded
+(replication/throttle.py), so it never holds back the others.
 
 Owned by the ReplicaManager; event loop only.
 """
@@ -36,6 +38,7 @@ class ReplicaFetcher:
         self.source_id = source_id
         self.address = (host, port)
         self.partitions: dict[TopicPartition, int] = {}   # tp -> leader epoch
+        self._caught_up: set[TopicPartition] = set()   # reached the leader's HW last time
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._conn: BrokerConnection | None = None
@@ -54,6 +57,7 @@ class ReplicaFetcher:
 
     def remove(self, tp: TopicPartition) -> None:
         self.partitions.pop(tp, None)
+        self._caught_up.discard(tp)
 
     def set_address(self, host: str, port: int) -> None:
         if (host, port) != self.address:
@@ -93,9 +97,10 @@ class ReplicaFetcher:
         config = self.broker.config
         wanted = dict(self.partitions)
         topics: dict[str, list[dict[str, Any]]] = {}
+        throttle = self.broker.replication.throttles.follower
         for (topic, p), epoch in wanted.items():
             plog = self.broker.logs.get(topic, p)
-            if plog is None:
+            if plog is None or throttle.holds_back((topic, p), (topic, p) in self._caught_up):
                 continue
             topics.setdefault(topic, []).append({
                 "partition": p, "current_leader_epoch": epoch,
@@ -144,6 +149,11 @@ class ReplicaFetcher:
             headers = parse_batches(data, strict=False)
             if headers and headers[0].base_offset >= plog.log_end_offset:
                 plog.append_replicated(data, headers)
+            self.broker.replication.throttles.follower.record(tp, len(data))
+        if plog.log_end_offset >= part.high_watermark:
+            self._caught_up.add(tp)
+        else:
+            self._caught_up.discard(tp)
         plog.high_watermark = min(part.high_watermark, plog.log_end_offset)
         # DeleteRecords on the leader: the same log start here (never past our HW).
         if part.log_start_offset > plog.log_start_offset:

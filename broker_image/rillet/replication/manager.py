@@ -24,6 +24,7 @@ from ..protocol import errors
 from ..tasks import cancel_and_wait
 from .fetcher import ReplicaFetcher
 from .leader import PartitionLeaderState
+from .throttle import ReplicationThrottles
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -53,6 +54,7 @@ class ReplicaManager:
         self.node_id = broker.node_id
         self.leaders: dict[TopicPartition, PartitionLeaderState] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.throttles = ReplicationThrottles(self.node_id)
         self._following: dict[TopicPartition, int] = {}   # tp -> leader id
         self._waiters: dict[TopicPartition, list[_Waiter]] = {}
         self._isr_task: asyncio.Task[None] | None = None
@@ -83,6 +85,8 @@ class ReplicaManager:
     # -- roles from metadata -----------------------------------------------------------------
 
     def on_metadata_change(self, old: MetadataImage | None, new: MetadataImage) -> None:
+        # broker.config already reflects `new` (the broker's listener runs first).
+        self.throttles.update(new, self.broker.config)
         if not self._started or self._stopped:
             return
         seen: set[TopicPartition] = set()

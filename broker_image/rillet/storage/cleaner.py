@@ -354,8 +354,9 @@ class LogCleaner:
                               max_index_bytes=plog.config.segment_index_bytes)
 
     async def run(self, stop: asyncio.Event) -> None:
-        backoff = self.broker_config["log.cleaner.backoff.ms"] / 1000
         while not stop.is_set():
+            # Read each pass: broker_config is replaced when dynamic configs change.
+            backoff = self.broker_config["log.cleaner.backoff.ms"] / 1000
             try:
                 await self.clean_all(stop)
             except Exception:
@@ -366,15 +367,26 @@ class LogCleaner:
                 pass
 
     async def clean_all(self, stop: asyncio.Event | None = None) -> int:
-        """One pass over every compacted log; returns the number of segments swapped."""
-        swapped = 0
-        for (topic, partition), plog in self.logs.logs().items():
-            if stop is not None and stop.is_set():
-                break
-            if "compact" not in plog.config.cleanup_policy.split(","):
-                continue
-            swapped += await self.clean_log(topic, partition, plog)
-        return swapped
+        """One pass over every compacted log, cleaning up to log.cleaner.threads logs at
+        once (read each pass: it is a dynamic config); the number of segments swapped.
+
+        A log whose cleaning fails is logged and skipped; the others are still cleaned.
+        """
+        slots = asyncio.Semaphore(max(1, self.broker_config["log.cleaner.threads"]))
+
+        async def one(topic: str, partition: int, plog: Any) -> int:
+            async with slots:
+                if stop is not None and stop.is_set():
+                    return 0
+                try:
+                    return await self.clean_log(topic, partition, plog)
+                except Exception:
+                    log.exception("cleaning %s-%d failed", topic, partition)
+                    return 0
+        jobs = [one(topic, partition, plog)
+                for (topic, partition), plog in self.logs.logs().items()
+                if "compact" in plog.config.cleanup_policy.split(",")]
+        return sum(await asyncio.gather(*jobs))
 
     def _cleanable(self, plog: Any, cfg: CleaningConfig, now: int) -> list[SegmentFile]:
         closed = plog.segments[:-1]
