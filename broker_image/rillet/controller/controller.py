@@ -19,12 +19,8 @@ from ..metadata import records as mrec
 from ..metadata.image import TOPIC_RESOURCE, MetadataImage, replay, replay_batches
 from ..protocol import errors
 from ..topic_config import validate_topic_configs
-<<<<<<< HEAD
 from . import election, reassignment, remote
-=======
-from . import election, remote
 from .broker_configs import decide_broker_configs
->>>>>>> main
 from .topics import (TopicResult, TopicSpec, check_new_partitions, decide_new_partitions,
                      decide_topic)
 
