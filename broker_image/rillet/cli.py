@@ -103,8 +103,15 @@ async def serve(config: BrokerConfig) -> None:
         log.info("shutting down")
         await broker.controlled_shutdown()
     finally:
-        await _stop_all(servers)
-        await broker.stop()
+        # Clients first. The controller listener stays open while the broker stops: if this
+        # node is the active controller it keeps hearing the other brokers' heartbeats (and so
+        # fences nobody) until Raft has handed the leadership over.
+        try:
+            await _stop_all([s for s in servers if s[1] is not quorum_listener])
+            await broker.stop()
+        finally:
+            if quorum_listener is not None:
+                await servers[0][0].stop()
     log.info("stopped")
 
 
