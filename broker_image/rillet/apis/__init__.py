@@ -12,7 +12,7 @@ MODULES = (
     "offset_commit", "offset_fetch", "list_groups", "describe_groups", "delete_groups",
     "offset_delete", "vote", "begin_quorum_epoch", "end_quorum_epoch", "describe_quorum",
     "broker_registration", "broker_heartbeat", "fetch_snapshot", "alter_partition",
-    "delete_records",
+    "delete_records", "elect_leaders", "unregister_broker", "describe_log_dirs",
 )
 
 

@@ -36,6 +36,8 @@ class ReplicaFetcher:
         self.source_id = source_id
         self.address = (host, port)
         self.partitions: dict[TopicPartition, int] = {}   # tp -> leader epoch
+        # tp -> the leader's high watermark in its last answer (DescribeLogDirs' lag)
+        self.leader_high_watermarks: dict[TopicPartition, int] = {}
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._conn: BrokerConnection | None = None
@@ -54,6 +56,7 @@ class ReplicaFetcher:
 
     def remove(self, tp: TopicPartition) -> None:
         self.partitions.pop(tp, None)
+        self.leader_high_watermarks.pop(tp, None)
 
     def set_address(self, host: str, port: int) -> None:
         if (host, port) != self.address:
@@ -144,6 +147,7 @@ class ReplicaFetcher:
             headers = parse_batches(data, strict=False)
             if headers and headers[0].base_offset >= plog.log_end_offset:
                 plog.append_replicated(data, headers)
+        self.leader_high_watermarks[tp] = int(part.high_watermark)
         plog.high_watermark = min(part.high_watermark, plog.log_end_offset)
         # DeleteRecords on the leader: the same log start here (never past our HW).
         if part.log_start_offset > plog.log_start_offset:

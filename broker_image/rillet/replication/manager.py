@@ -252,6 +252,12 @@ class ReplicaManager:
             if self.leaders.get(tp) is state:
                 state.pending_isr = None
 
+    def leader_high_watermark(self, tp: TopicPartition) -> int | None:
+        """As a follower of `tp`: the leader's high watermark when it last answered us."""
+        source = self._following.get(tp)
+        fetcher = None if source is None else self.fetchers.get(source)
+        return None if fetcher is None else fetcher.leader_high_watermarks.get(tp)
+
     def leader_states(self) -> Iterable[tuple[TopicPartition, PartitionLeaderState]]:
         return self.leaders.items()
 
