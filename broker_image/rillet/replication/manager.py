@@ -24,6 +24,7 @@ from ..protocol import errors
 from ..tasks import cancel_and_wait
 from .fetcher import ReplicaFetcher
 from .leader import PartitionLeaderState
+from .read_replica import ConsumerFetchCounters
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -53,6 +54,7 @@ class ReplicaManager:
         self._following: dict[TopicPartition, int] = {}   # tp -> leader id
         self._waiters: dict[TopicPartition, list[_Waiter]] = {}
         self._isr_task: asyncio.Task[None] | None = None
+        self.consumer_fetches = ConsumerFetchCounters()   # what consumers were served here
         self._started = False
         self._stopped = False
 
