@@ -94,7 +94,9 @@ class BrokerLifecycle:
         interval = self.config["broker.heartbeat.interval.ms"] / 1000
         while True:
             try:
-                state = await self._heartbeat(want_shutdown=False)
+                # Once shutting down, never ask to stay: a plain heartbeat from a fenced,
+                # caught-up broker would unfence it again on its way out.
+                state = await self._heartbeat(want_shutdown=self._shutting_down)
                 if self.fenced and not state.fenced:
                     log.info("unfenced: serving as broker %d", self.broker.node_id)
                 self.fenced = state.fenced
