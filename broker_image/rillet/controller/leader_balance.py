@@ -21,7 +21,6 @@ from ..protocol import errors
 from .election import NO_LEADER, partition_change
 
 PREFERRED, UNCLEAN = 0, 1
-ELECTION_TYPES = {PREFERRED: "PREFERRED", UNCLEAN: "UNCLEAN"}
 
 
 @dataclass(frozen=True)

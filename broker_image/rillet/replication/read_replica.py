@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from ..config import RACK_AWARE_SELECTOR
 from ..metadata.image import MetadataImage, PartitionInfo
@@ -119,7 +119,3 @@ def _check_epoch(topic: str, part: PartitionInfo, epoch: int) -> None:
     raise errors.FencedLeaderEpoch(
         f"{topic}-{part.partition}: client epoch {epoch} is older than {part.leader_epoch}")
 
-
-def describe(counters: ConsumerFetchCounters) -> dict[str, Any]:
-    return {"fetches": dict(counters.fetches), "bytes": dict(counters.bytes),
-            "redirected": counters.redirected}
