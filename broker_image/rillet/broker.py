@@ -19,6 +19,7 @@ from .metrics import BrokerMetrics
 from .raft.core import RaftTiming
 from .raft.node import RaftNode
 from .raft.quorum_state import QuorumStateFile
+from .controller.auto_balance import run_leader_rebalance
 from .controller.controller import Controller
 from .dynamic_config import dynamic_layers, effective_config
 from .coordinator.manager import GroupCoordinator
@@ -123,6 +124,10 @@ class Broker:
             self._stop,
             retention_check_interval_ms=self.config["log.retention.check.interval.ms"])))
         self._tasks.append(asyncio.create_task(self._fence_loop()))
+        if self.config["auto.leader.rebalance.enable"]:
+            self._tasks.append(asyncio.create_task(run_leader_rebalance(
+                self.controller, self.config["leader.imbalance.check.interval.seconds"],
+                self._stop)))
 
     def _caught_up(self) -> bool:
         """A leader is known and we applied what it had committed when we learned of it."""

@@ -74,6 +74,13 @@ def _host_port_or_empty(v: str) -> bool:
     return True
 
 
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def _known_selector(v: str) -> bool:
+    return v == RACK_AWARE_SELECTOR
+
+
 _CODECS = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 
 
@@ -128,6 +135,13 @@ _BROKER_DEFS = [
               ", ".join(_CODECS[:-1]) + " or " + _CODECS[-1],
               effect=lambda v: v == "producer"),  # batches are stored as produced
     ConfigDef("unclean.leader.election.enable", "bool", False),
+    ConfigDef("auto.leader.rebalance.enable", "bool", True),
+    ConfigDef("leader.imbalance.check.interval.seconds", "long", 300, "", _positive, "> 0"),
+    ConfigDef("leader.imbalance.per.broker.percentage", "int", 10, "", _nonneg, ">= 0"),
+    # KIP-392: org.apache.kafka.common.replica.RackAwareReplicaSelector lets consumers
+    # fetch from an in-sync replica in their rack; unset, they fetch from the leader.
+    ConfigDef("replica.selector.class", "string", None, "", _known_selector,
+              "org.apache.kafka.common.replica.RackAwareReplicaSelector"),
     ConfigDef("socket.request.max.bytes", "int", 104857600, "", _positive, "> 0"),
     ConfigDef("connections.max.idle.ms", "long", 600000),
     ConfigDef("offsets.topic.num.partitions", "int", 50, "", _positive, "> 0"),

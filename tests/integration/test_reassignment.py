@@ -150,11 +150,6 @@ def _wait_gone(cluster: LocalCluster, topic: str, before: dict[int, list[int]],
 # -- Kafka's tool, under load ------------------------------------------------------------------
 
 
-# kafka-reassign-partitions 4.3 --generate and --execute read the current log dirs with
-# DescribeLogDirs (API 35), which branch `leaders` builds; --verify and --cancel do not.
-NEEDS_DESCRIBE_LOG_DIRS = pytest.mark.xfail(strict=True, reason=(
-    "kafka-reassign-partitions --generate/--execute need DescribeLogDirs (API 35, branch "
-    "leaders): remove this mark once both branches are merged"))
 
 
 def _execute(tools: KafkaTools, bootstrap: str, plan_file: Path) -> None:
@@ -185,7 +180,6 @@ def _plan_file(tmp_path: Path, topic: str, plan: dict[int, list[int]]) -> Path:
     return plan_file
 
 
-@NEEDS_DESCRIBE_LOG_DIRS
 def test_generate_then_execute_the_generated_plan(cluster: LocalCluster, kafka_jars: Path,
                                                   tmp_path: Path) -> None:
     topic = "generated"

@@ -11,7 +11,8 @@ A Fetch with a replica id is a follower of a partition replicating it (see
 _read_for_follower); a throttled replica gets no records while the leader's replication
 quota is exceeded (replication/throttle.py). Gaps: aborted transactions (no txns).
 v4: isolation level, last stable offset. v5: log start offset. v7: sessions.
-v9: current leader epoch. v11: rack id. v12: flexible, diverging epoch.
+v9: current leader epoch. v11: rack id; followers serve consumers and leaders may
+name a preferred read replica (replication/read_replica.py). v12: flexible, diverging epoch.
 """
 from __future__ import annotations
 
@@ -20,19 +21,22 @@ from typing import Any
 
 from ..protocol import errors
 from ..raft import rpc
+from ..replication import read_replica
 from . import quorum_rpc
 from .registry import RequestContext, api
 
 
 def _read_partition(ctx: RequestContext, topic: str, p: Any, budget: int,
-                    min_one: bool) -> dict[str, Any]:
+                    min_one: bool, rack_id: str) -> dict[str, Any]:
     entry: dict[str, Any] = {"partition_index": p.partition, "error_code": 0,
                              "high_watermark": -1, "last_stable_offset": -1,
                              "log_start_offset": -1, "records": b"",
                              "aborted_transactions": None}
     try:
-        plog = ctx.broker.leader_log(topic, p.partition,
-                                     getattr(p, "current_leader_epoch", -1))
+        source = read_replica.consumer_read_source(
+            ctx.broker, topic, p.partition, getattr(p, "current_leader_epoch", -1),
+            ctx.version, rack_id, p.fetch_offset)
+        plog = source.plog
         entry["high_watermark"] = plog.high_watermark
         entry["last_stable_offset"] = plog.high_watermark
         entry["log_start_offset"] = plog.log_start_offset
@@ -40,11 +44,18 @@ def _read_partition(ctx: RequestContext, topic: str, p: Any, budget: int,
             raise errors.OffsetOutOfRange(
                 f"fetch offset {p.fetch_offset} of {topic}-{p.partition} is outside "
                 f"[{plog.log_start_offset}, {plog.log_end_offset}]")
+        if source.preferred != read_replica.NO_REPLICA:
+            # KIP-392: no records, the consumer fetches from this replica next.
+            entry["preferred_read_replica"] = source.preferred
+            ctx.broker.replication.consumer_fetches.redirected += 1
+            return entry
         limit = min(p.partition_max_bytes, budget)
         if limit > 0 or min_one:
             entry["records"] = plog.read(p.fetch_offset, max(limit, 0),
                                          max_offset=plog.high_watermark,
                                          min_one_batch=min_one)
+        ctx.broker.replication.consumer_fetches.count(
+            (topic, p.partition), source.role, len(entry["records"]), rack_id)
     except Exception as exc:
         entry["error_code"] = errors.code_of(exc, "fetch")
     return entry
@@ -114,11 +125,14 @@ def _read_all(ctx: RequestContext, req: Any) -> tuple[list[dict[str, Any]], int,
                 entry = _read_for_follower(ctx, topic.topic, p, req.replica_id, budget - total,
                                            min_one=total == 0)
             else:
-                entry = _read_partition(ctx, topic.topic, p, budget - total, min_one=total == 0)
+                entry = _read_partition(ctx, topic.topic, p, budget - total, min_one=total == 0,
+                                        rack_id=getattr(req, "rack_id", "") or "")
             size = len(entry["records"])
             total += size
-            # A follower told to truncate must hear it now, not after a long poll.
-            errored = errored or entry["error_code"] != 0 or "diverging_epoch" in entry
+            # A follower told to truncate, or a consumer sent to another replica, must hear
+            # it now, not after a long poll.
+            errored = errored or entry["error_code"] != 0 or "diverging_epoch" in entry \
+                or "preferred_read_replica" in entry
             parts.append(entry)
         topics.append({"topic": topic.topic, "partitions": parts})
     return topics, total, errored

@@ -19,8 +19,9 @@ from ..metadata import records as mrec
 from ..metadata.image import TOPIC_RESOURCE, MetadataImage, replay, replay_batches
 from ..protocol import errors
 from ..topic_config import validate_topic_configs
-from . import election, reassignment, remote
+from . import election, leader_balance, reassignment, remote
 from .broker_configs import decide_broker_configs
+from .brokers import decide_unregister
 from .topics import (TopicResult, TopicSpec, check_new_partitions, decide_new_partitions,
                      decide_topic)
 
@@ -195,6 +196,43 @@ class Controller:
         if value is None:
             return bool(self._config["unclean.leader.election.enable"])
         return value.strip().lower() == "true"
+
+    async def unregister_broker(self, node_id: int) -> None:
+        """UnregisterBroker: forget a broker that holds no replica (see brokers.py)."""
+        async with self._exclusive():
+            await self._commit(decide_unregister(self.image, node_id))
+            self._heartbeats.pop(node_id, None)
+            log.info("broker %d unregistered", node_id)
+
+    # -- leaders ---------------------------------------------------------------
+
+    async def elect_leaders(self, election_type: int,
+                            wanted: list[tuple[str, int]] | None
+                            ) -> list[leader_balance.ElectionOutcome]:
+        """ElectLeaders (PREFERRED or UNCLEAN) on `wanted` partitions, None: all."""
+        async with self._exclusive():
+            outcomes, records = leader_balance.decide_elections(self.image, election_type,
+                                                                wanted)
+            try:
+                await self._commit(records)
+            except errors.KafkaError as exc:
+                return [o if o.error is not None else
+                        leader_balance.ElectionOutcome(o.topic, o.partition, exc)
+                        for o in outcomes]
+            return outcomes
+
+    async def balance_leaders(self) -> None:
+        """Active controller, periodically: preferred leaders back where brokers are
+        imbalanced beyond leader.imbalance.per.broker.percentage."""
+        if not self.is_active:
+            return
+        async with self._exclusive():
+            moved, records = leader_balance.rebalance(
+                self.image, self._config["leader.imbalance.per.broker.percentage"])
+            if records:
+                await self._commit(records)
+                log.info("leader rebalance: preferred leaders elected for %s",
+                         ", ".join(f"{t}-{p}" for t, p in moved))
 
     # -- topics ----------------------------------------------------------------
 

@@ -51,6 +51,9 @@ def assign(brokers: list[BrokerSlot], partitions: int, replication_factor: int, 
     ordered = rack_alternated(brokers)
     n = len(ordered)
     result: dict[int, list[int]] = {}
+    # Replicas placed so far by this call: a follower goes to the least loaded candidate,
+    # so a few partitions over many brokers do not pile up on neighbours.
+    load = {b.node_id: 0 for b in ordered}
     for p in range(first_partition, first_partition + partitions):
         leader_pos = (start_index + p) % n
         shift = 1 + (p // n) % max(n - 1, 1) if n > 1 else 0
@@ -58,13 +61,16 @@ def assign(brokers: list[BrokerSlot], partitions: int, replication_factor: int, 
         pos = leader_pos
         while len(chosen) < replication_factor:
             pos = (pos + shift) % n
-            candidates = [ordered[(pos + k) % n] for k in range(n)]
+            candidates = [c for c in (ordered[(pos + k) % n] for k in range(n))
+                          if c not in chosen]
             used_racks = {b.rack for b in chosen}
-            pick = next((c for c in candidates if c not in chosen and c.rack not in used_racks),
-                        None)
-            if pick is None:
-                pick = next(c for c in candidates if c not in chosen)
+            fresh = [c for c in candidates if c.rack not in used_racks]
+            pool = fresh or candidates
+            # min() keeps the first of equals: the walk order breaks ties.
+            pick = min(pool, key=lambda c: load[c.node_id])
             chosen.append(pick)
             pos = ordered.index(pick)
+        for b in chosen:
+            load[b.node_id] += 1
         result[p] = [b.node_id for b in chosen]
     return result

@@ -98,6 +98,11 @@ def check_assignments(image: MetadataImage,
         if unknown:
             raise errors.InvalidReplicaAssignment(
                 f"partition {p} names unknown broker(s) {unknown}")
+        # A fenced broker would start as an in-sync replica it cannot be.
+        fenced = [b for b in replicas if b not in image.live_broker_ids]
+        if fenced:
+            raise errors.InvalidReplicaAssignment(
+                f"partition {p} names fenced (not live) broker(s) {fenced}")
     return assignments
 
 

@@ -173,6 +173,10 @@ class _Delta:
             known = self.brokers.get(rec["node_id"])
             if known is not None:
                 self.brokers[rec["node_id"]] = replace(known, fenced=kind == r.FENCE_BROKER)
+        elif kind == r.UNREGISTER_BROKER:
+            if self.brokers is None:
+                self.brokers = dict(self.image.brokers)
+            self.brokers.pop(rec["node_id"], None)
         elif kind == r.PRODUCER_IDS:
             self.next_producer_id = max(self.next_producer_id, rec["next_producer_id"])
 

@@ -21,9 +21,11 @@ PRODUCER_IDS = "producer_ids"
 LEADER_CHANGE = "leader_change"
 FENCE_BROKER = "fence_broker"
 UNFENCE_BROKER = "unfence_broker"
+UNREGISTER_BROKER = "unregister_broker"
 
 RECORD_TYPES = {REGISTER_BROKER, TOPIC, PARTITION, PARTITION_CHANGE, REMOVE_TOPIC, CONFIG,
-                PRODUCER_IDS, LEADER_CHANGE, FENCE_BROKER, UNFENCE_BROKER}
+                PRODUCER_IDS, LEADER_CHANGE, FENCE_BROKER, UNFENCE_BROKER,
+                UNREGISTER_BROKER}
 
 
 def encode(record: dict[str, Any]) -> tuple[bytes, bytes]:

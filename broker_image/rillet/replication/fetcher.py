@@ -39,6 +39,8 @@ class ReplicaFetcher:
         self.address = (host, port)
         self.partitions: dict[TopicPartition, int] = {}   # tp -> leader epoch
         self._caught_up: set[TopicPartition] = set()   # reached the leader's HW last time
+        # tp -> the leader's high watermark in its last answer (DescribeLogDirs' lag)
+        self.leader_high_watermarks: dict[TopicPartition, int] = {}
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._conn: BrokerConnection | None = None
@@ -58,6 +60,7 @@ class ReplicaFetcher:
     def remove(self, tp: TopicPartition) -> None:
         self.partitions.pop(tp, None)
         self._caught_up.discard(tp)
+        self.leader_high_watermarks.pop(tp, None)
 
     def set_address(self, host: str, port: int) -> None:
         if (host, port) != self.address:
@@ -154,6 +157,7 @@ class ReplicaFetcher:
             self._caught_up.add(tp)
         else:
             self._caught_up.discard(tp)
+        self.leader_high_watermarks[tp] = int(part.high_watermark)
         plog.high_watermark = min(part.high_watermark, plog.log_end_offset)
         # DeleteRecords on the leader: the same log start here (never past our HW).
         if part.log_start_offset > plog.log_start_offset:

@@ -24,6 +24,7 @@ from ..protocol import errors
 from ..tasks import cancel_and_wait
 from .fetcher import ReplicaFetcher
 from .leader import PartitionLeaderState
+from .read_replica import ConsumerFetchCounters
 from .throttle import ReplicationThrottles
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ class ReplicaManager:
         self._following: dict[TopicPartition, int] = {}   # tp -> leader id
         self._waiters: dict[TopicPartition, list[_Waiter]] = {}
         self._isr_task: asyncio.Task[None] | None = None
+        self.consumer_fetches = ConsumerFetchCounters()   # what consumers were served here
         self._started = False
         self._stopped = False
 
@@ -274,6 +276,12 @@ class ReplicaManager:
                     return
                 # Outcome unknown (no controller, timeout): the change may be committed, so
                 # the high watermark keeps counting the joiner; ask again (Kafka retries too).
+
+    def leader_high_watermark(self, tp: TopicPartition) -> int | None:
+        """As a follower of `tp`: the leader's high watermark when it last answered us."""
+        source = self._following.get(tp)
+        fetcher = None if source is None else self.fetchers.get(source)
+        return None if fetcher is None else fetcher.leader_high_watermarks.get(tp)
 
     def leader_states(self) -> Iterable[tuple[TopicPartition, PartitionLeaderState]]:
         return self.leaders.items()

@@ -119,6 +119,7 @@ steps = st.one_of(
     st.tuples(st.just("broker"), st.integers(0, 4), st.none() | short_text,
               st.integers(0, 9), st.booleans(), st.none() | short_text),
     st.tuples(st.just("fence"), st.integers(0, 4), st.booleans()),
+    st.tuples(st.just("unregister"), st.integers(0, 4)),
     st.tuples(st.just("topic"), st.sampled_from(["a", "b", "__c"]), st.uuids(),
               st.integers(0, 4), replica_sets, st.integers(0, 3)),
     st.tuples(st.just("change"), st.sampled_from(["a", "b", "__c"]), st.integers(0, 3),
@@ -150,6 +151,8 @@ def _history(ops: list[tuple[Any, ...]]) -> list[list[dict[str, Any]]]:
         elif kind == "fence":
             batch.append({"type": r.FENCE_BROKER if args[1] else r.UNFENCE_BROKER,
                           "node_id": args[0]})
+        elif kind == "unregister":
+            batch.append({"type": r.UNREGISTER_BROKER, "node_id": args[0]})
         elif kind == "topic" and args[0] not in topics:
             name, tid, count, replicas, partition_epoch = args
             topics[name] = (str(tid), count)
