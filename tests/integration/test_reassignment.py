@@ -152,24 +152,28 @@ def _wait_gone(cluster: LocalCluster, topic: str, before: dict[int, list[int]],
 
 
 
-def _execute(tools: KafkaTools, bootstrap: str, plan_file: Path) -> None:
+def _execute(tools: KafkaTools, bootstrap: str, plan_file: Path, *extra: str) -> None:
     executed = tools.run("kafka-reassign-partitions", "--bootstrap-server", bootstrap,
-                         "--execute", "--reassignment-json-file", str(plan_file)).ok()
+                         "--execute", "--reassignment-json-file", str(plan_file), *extra).ok()
     assert "Successfully started partition reassignment" in executed.stdout, \
         executed.describe()
 
 
-def _verify(tools: KafkaTools, bootstrap: str, plan_file: Path, partitions: int) -> None:
+def _verify(tools: KafkaTools, bootstrap: str, plan_file: Path, partitions: int,
+            preserve_throttles: bool = True) -> str:
     def verify() -> str:
-        # --preserve-throttles: no throttle was set, and clearing them needs dynamic broker
-        # configs (IncrementalAlterConfigs on brokers), which this test is not about.
+        # Without --preserve-throttles, a --verify that finds the move complete removes the
+        # throttle configs --execute --throttle set (IncrementalAlterConfigs on brokers and
+        # topics).
+        keep = ["--preserve-throttles"] if preserve_throttles else []
         return tools.run("kafka-reassign-partitions", "--bootstrap-server", bootstrap,
-                         "--verify", "--preserve-throttles",
+                         "--verify", *keep,
                          "--reassignment-json-file", str(plan_file)).stdout
 
     out = read_until(verify, lambda o: o.count("is completed") == partitions, MOVE_S,
                      interval=1)
     assert out.count("is completed") == partitions, out
+    return out
 
 
 def _plan_file(tmp_path: Path, topic: str, plan: dict[int, list[int]]) -> Path:
@@ -204,21 +208,43 @@ def test_generate_then_execute_the_generated_plan(cluster: LocalCluster, kafka_j
     _wait_gone(cluster, topic, original, plan)
 
 
-def test_execute_verify_under_load(cluster: LocalCluster, kafka_jars: Path,
-                                   tmp_path: Path) -> None:
-    """Eight partitions on brokers 1-3 spread over 1-4 (rack-aware, as --generate would):
-    leaders moved off, replicas added and removed, while an idempotent acks=all producer
-    and a consumer group run. Started with rillet's admin client (AlterPartitionReassignments),
-    followed with kafka-reassign-partitions --verify."""
+THROTTLE_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                 "leader.replication.throttled.replicas",
+                 "follower.replication.throttled.replicas")
+
+
+def _throttle_configs(tools: KafkaTools, topic: str) -> str:
+    """The throttle settings Kafka's tool put on broker 1 and on `topic`, as described."""
+    out = tools.run("kafka-configs", "--bootstrap-server", tools.bootstrap, "--describe",
+                    "--entity-type", "brokers",
+                    "--entity-name", "1").ok().stdout
+    out += tools.run("kafka-configs", "--bootstrap-server", tools.bootstrap, "--describe",
+                     "--entity-type", "topics",
+                     "--entity-name", topic).ok().stdout
+    return "\n".join(line for line in out.splitlines()
+                     if any(f"{key}=" in line for key in THROTTLE_KEYS))
+
+
+def test_generate_execute_throttled_verify_under_load(cluster: LocalCluster, kafka_jars: Path,
+                                                      tmp_path: Path) -> None:
+    """Eight partitions RF=3 on brokers 1-3: kafka-reassign-partitions --generate over 1-4,
+    --execute --throttle, --verify until done, while an idempotent acks=all producer and a
+    consumer group run. The final replica sets are the plan, the removed replicas' files are
+    gone, nothing acknowledged is lost or duplicated, and --verify removed the throttle."""
     topic = "moving"
     original = {p: [1 + (p + i) % 3 for i in range(3)] for p in range(8)}
-    # racks: 1 a, 2 b, 3 c, 4 a. Each target keeps the three racks; every partition changes.
-    plan = {0: [4, 2, 3], 1: [2, 3, 4], 2: [3, 4, 2], 3: [4, 3, 2],
-            4: [2, 1, 3], 5: [3, 2, 4], 6: [4, 2, 3], 7: [1, 3, 2]}
-    assert all(plan[p] != original[p] for p in plan)
     _replicated_topic(cluster, topic, 8, assignment=[original[p] for p in range(8)])
     tools = KafkaTools(cluster.bootstrap)
-    plan_file = _plan_file(tmp_path, topic, plan)
+    to_move = tmp_path / "topics.json"
+    to_move.write_text(json.dumps({"version": 1, "topics": [{"topic": topic}]}))
+    generated = tools.run("kafka-reassign-partitions", "--bootstrap-server", cluster.bootstrap,
+                          "--generate", "--topics-to-move-json-file", str(to_move),
+                          "--broker-list", "1,2,3,4").ok()
+    proposed_json = [line for line in generated.lines if line.startswith("{")][-1]
+    plan = {p["partition"]: p["replicas"] for p in json.loads(proposed_json)["partitions"]}
+    assert any(4 in r for r in plan.values()), plan
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(proposed_json)
 
     producer = AckingProducer(cluster.bootstrap, topic).start()
     observed: list[Read] = []
@@ -247,9 +273,11 @@ def test_execute_verify_under_load(cluster: LocalCluster, kafka_jars: Path,
     try:
         wait_until(lambda: len(producer.acked) > 1500 and len(observed) > 500, WAIT_S,
                    "records flowing before the move")
-        accepted = _alter(cluster, {(topic, p): r for p, r in plan.items()})
-        assert accepted == {(topic, p): 0 for p in plan}, accepted
-        _verify(tools, cluster.bootstrap, plan_file, 8)
+        _execute(tools, cluster.bootstrap, plan_file, "--throttle", "50000000")
+        set_throttles = _throttle_configs(tools, topic)
+        assert "leader.replication.throttled.rate=50000000" in set_throttles, set_throttles
+        assert "follower.replication.throttled.replicas=" in set_throttles, set_throttles
+        verified = _verify(tools, cluster.bootstrap, plan_file, 8, preserve_throttles=False)
         acked_at_end = len(producer.acked)
         wait_until(lambda: len(producer.acked) > acked_at_end + 1000, WAIT_S,
                    "the producer to carry on after the move")
@@ -270,6 +298,7 @@ def test_execute_verify_under_load(cluster: LocalCluster, kafka_jars: Path,
     for p, replicas in plan.items():
         wait_until(lambda: _replicas_identical(cluster, topic, p, replicas), WAIT_S,
                    f"the replicas of {topic}-{p} to be byte-identical")
+    assert _throttle_configs(tools, topic) == "", f"--verify left throttles behind:\n{verified}"
 
 
 # -- cancel -------------------------------------------------------------------------------------

@@ -44,6 +44,16 @@ def test_non_dynamic_and_unknown_keys_are_refused_by_name_and_nothing_is_stored(
                 "log.retention.ms": "1", key: "2"}, False)
 
 
+def test_removing_a_key_that_is_not_set_is_accepted_whatever_the_key() -> None:
+    # kafka-reassign-partitions --verify clears every throttle key it knows, set or not.
+    image = _apply(MetadataImage(cluster_id="c"), "1", {"leader.replication.throttled.rate": "9"})
+    image = _apply(image, "1", {"leader.replication.throttled.rate": None,
+                                "replica.alter.log.dirs.io.max.bytes.per.second": None})
+    assert (BROKER_RESOURCE, "1") not in image.configs
+    with pytest.raises(errors.InvalidRequest, match="replica.alter.log.dirs"):
+        _apply(image, "1", {"replica.alter.log.dirs.io.max.bytes.per.second": "5"})
+
+
 def test_bad_values_are_invalid_config_naming_the_key() -> None:
     image = MetadataImage(cluster_id="c")
     with pytest.raises(errors.InvalidConfig, match="leader.replication.throttled.rate"):

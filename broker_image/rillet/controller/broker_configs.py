@@ -23,7 +23,11 @@ def decide_broker_configs(image: MetadataImage, name: str, changes_for: ChangesF
     """
     check_resource_name(name)
     current = dict(image.configs.get((BROKER_RESOURCE, name), {}))
-    changes = changes_for(current)
+    # Removing a key that is not set changes nothing, whatever the key: Kafka's tools clear
+    # every throttle key they know of (e.g. replica.alter.log.dirs.io.max.bytes.per.second
+    # after a --verify), set or not.
+    changes = {key: value for key, value in changes_for(current).items()
+               if value is not None or key in current}
     validate_dynamic(changes)
     target = {} if replace_all else dict(current)
     for key, value in changes.items():
