@@ -208,6 +208,23 @@ class _ScrapeCollector(Collector):
                      "broker", counts.partitions)
         yield from self._logs()
         yield self._lags()
+        yield from self._consumer_fetches()
+
+    def _consumer_fetches(self) -> Iterator[CounterMetricFamily]:
+        """Consumer fetches answered here as leader or as follower (KIP-392 follower fetching)."""
+        served = self.broker.replication.consumer_fetches
+        fetches = CounterMetricFamily("rillet_server_consumer_fetches", "Consumer fetch "
+                                      "answers by this broker's role", labels=["role"])
+        sent = CounterMetricFamily("rillet_server_consumer_fetch_bytes", "Record bytes sent "
+                                   "to consumers by this broker's role", labels=["role"])
+        for role in sorted(served.fetches):
+            fetches.add_metric([role], served.fetches[role])
+            sent.add_metric([role], served.bytes[role])
+        yield fetches
+        yield sent
+        yield _counter("rillet_server_preferred_read_replica_redirects", "Consumer fetches "
+                       "answered with a preferred read replica in the consumer's rack",
+                       served.redirected)
 
     def _state(self) -> GaugeMetricFamily:
         lifecycle = self.broker.lifecycle

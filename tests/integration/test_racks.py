@@ -4,7 +4,8 @@ replica (KIP-392).
 Nodes 1-6 sit in zone-a, zone-b, zone-c, zone-a, zone-b, zone-c (voters 1-3). Topics are
 created with Kafka's own kafka-topics (the Java client) and confluent-kafka; consumers
 that name their rack (client.rack) read from the in-sync follower of their rack, which
-each broker's log reports (replication/read_replica.py).
+each broker's counters on its /metrics endpoint (rillet_server_consumer_fetch_bytes by role)
+and its log report (replication/read_replica.py).
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from confluent_kafka.admin import AdminClient as KafkaAdmin
 from confluent_kafka.admin import NewPartitions
 
 from tests.cluster import LocalCluster
+from tests.harness import free_ports
+from tests.integration.test_admin_http import samples
 from tests.integration.java_tools import KafkaTools, kafka_jars  # noqa: F401 (fixture)
 from tests.integration.java_tools import parse_consumed
 from tests.integration.test_cluster import WAIT_S, _create_topic, _partitions
@@ -35,6 +38,8 @@ SERVING = "serving consumer fetches as a follower"
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     c = LocalCluster(tmp_path_factory.mktemp("racks"), nodes=6, racks=RACKS, voter_count=3,
                      extra_config=SETTINGS)
+    for n, port in zip(c.node_ids, free_ports(len(c.node_ids))):
+        c.node(n).config["admin.http.listener"] = f"127.0.0.1:{port}"
     try:
         c.start(timeout=120)
         yield c
@@ -101,6 +106,13 @@ def _serving_nodes(cluster: LocalCluster, topic: str) -> list[int]:
     return [i for i in cluster.node_ids if line in cluster.node(i).log()]
 
 
+def _follower_bytes(cluster: LocalCluster) -> dict[int, float]:
+    """Record bytes each node has sent to consumers as a follower (its /metrics counter)."""
+    key = ("rillet_server_consumer_fetch_bytes_total", (("role", "follower"),))
+    return {n: samples(cluster.node(n).config["admin.http.listener"]).get(key, 0.0)
+            for n in cluster.node_ids}
+
+
 def _consume_in_rack(bootstrap: str, topic: str, rack: str, count: int) -> list[bytes]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4()}",
                          "client.rack": rack, "auto.offset.reset": "earliest",
@@ -129,8 +141,13 @@ def test_a_consumer_reads_from_the_follower_in_its_rack(cluster: LocalCluster) -
     wait_until(lambda: _partitions(cluster.bootstrap, "near").get(0, (0, (), ()))[2] ==
                (1, 2, 3), WAIT_S, "near-0 fully in sync")
     _produce(cluster.bootstrap, "near", 300)
+    before = _follower_bytes(cluster)
     values = _consume_in_rack(cluster.bootstrap, "near", "zone-b", 300)
     assert values == [b"value-%d" % i for i in range(300)]
+    after = _follower_bytes(cluster)
+    grew = [n for n in cluster.node_ids if after[n] > before[n]]
+    assert grew == [2], (before, after)
+    assert after[2] - before[2] >= sum(len(v) for v in values)
     assert _serving_nodes(cluster, "near") == [2], cluster.logs()
 
 
