@@ -81,6 +81,12 @@ def config_text(value: Any) -> str:
 
 
 def _config(raw: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
+    for key, value in (raw or {}).items():
+        if value is None or isinstance(value, dict) or (
+                isinstance(value, (list, tuple)) and any(isinstance(v, (dict, list))
+                                                         for v in value)):
+            raise SpecError("InvalidConfig", f"spec.config.{key} must be a string, number, "
+                                             f"boolean or list of them, got {value!r}")
     return tuple(sorted((str(k), config_text(v)) for k, v in (raw or {}).items()))
 
 

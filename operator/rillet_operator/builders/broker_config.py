@@ -145,7 +145,7 @@ def start_script(spec: ClusterSpec) -> str:
         f' --set "listeners=$listeners"'
         f' --set "advertised.listeners={CLIENT}://$HOSTNAME.{domain}:{names.CLIENT_PORT}"',
         f'if [ -s {RACK_FILE} ]; then set -- "$@" --set "broker.rack=$(cat {RACK_FILE})"; fi',
-        'echo "rillet: starting node $ordinal ($roles) with $*"',
+        'echo "rillet: starting node $ordinal ($roles) with $*" >&2',
         'exec rillet serve "$@"',
     ])
 
