@@ -6,6 +6,7 @@ event, an operator restart or someone else's edit is fixed on the next pass.
 from __future__ import annotations
 
 import os
+import random
 from typing import Any
 
 import kopf
@@ -21,7 +22,12 @@ TOPICS = (GROUP, VERSION, "topics")
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-    # Peering (two replicas, one active) comes from the command line (--peering NAME).
+    # Peering (--peering NAME on the command line): Kopf pauses every operator that sees a
+    # peer of the same or higher priority, so equal priorities would pause both replicas.
+    # A random priority per process makes exactly one (the highest) active; the standby
+    # resumes when the active one's peering record expires (settings.peering.lifetime).
+    settings.peering.priority = int(os.environ.get("RILLET_PEERING_PRIORITY")
+                                    or random.randrange(1, 2**31))
     settings.posting.level = 20  # INFO and above become Events
     settings.watching.server_timeout = 60
     settings.persistence.finalizer = "rillet.io/finalizer"
