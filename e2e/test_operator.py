@@ -73,7 +73,7 @@ def _manifest(name: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def operator(k8s, helm) -> Iterator[str]:
+def operator(k8s, helm) -> Iterator[tuple[str, str]]:
     """The chart, installed into its own namespace; uninstalled at the end (and checked)."""
     kube = k8s.kube
     ns = f"rillet-system-{uuid.uuid4().hex[:5]}"
@@ -84,7 +84,7 @@ def operator(k8s, helm) -> Iterator[str]:
                    "reconcileIntervalSeconds=5", "--wait", "--timeout", "240s")
     assert out.returncode == 0, out.stdout + out.stderr
     try:
-        yield ns
+        yield ns, release
     finally:
         out = helm_run(helm, k8s.kubeconfig, "uninstall", release, "--namespace", ns, "--wait",
                        "--timeout", "120s")
@@ -177,6 +177,20 @@ def test_cluster_ready_with_brokers_in_three_zones_and_racks(k8s, cluster_ns):
     assert f"{CLUSTER}-bootstrap.{ns}" in printed.stdout
 
 
+def test_two_operator_replicas_one_active(k8s, operator, cluster_ns):
+    """Kopf peering: the chart's two replicas both register (distinct priorities) and only one
+    of them handled the Cluster."""
+    ns, release = operator
+    peering = k8s.kube.request("GET", f"/apis/kopf.dev/v1/clusterkopfpeerings/{release}-rillet")
+    priorities = [p["priority"] for p in (peering.get("status") or {}).values()]
+    assert len(priorities) == 2 and len(set(priorities)) == 2, peering.get("status")
+    pods = k8s.kube.list("Pod", ns, labelSelector=f"app.kubernetes.io/instance={release}")
+    assert len(pods) == 2
+    handled = [p["metadata"]["name"] for p in pods
+               if f"[{cluster_ns}/{CLUSTER}] Handler" in k8s.kube.logs(p["metadata"]["name"], ns)]
+    assert len(handled) == 1, handled
+
+
 def test_topic_ready_and_every_partition_spans_three_racks(k8s, cluster_ns):
     kube, ns = k8s.kube, cluster_ns
     topic = _manifest("topic.yaml")
@@ -234,6 +248,25 @@ def test_deleted_headless_service_comes_back(k8s, cluster_ns):
     assert svc["spec"]["publishNotReadyAddresses"] is True
 
 
+def test_topic_partitions_increase_and_config_change(k8s, cluster_ns):
+    kube, ns = k8s.kube, cluster_ns
+    patch_cr(kube, ns, "topics", TOPIC, {"spec": {"partitions": 8,
+                                                  "config": {"retention.ms": 3600000}}})
+    kube.wait_for("8 partitions, Ready", lambda: (lambda t: t["status"].get("partitions") == 8
+                  and condition(t).get("status") == "True" and t["status"].get(
+                      "observedGeneration") == t["metadata"]["generation"])(
+        get_cr(kube, ns, "topics", TOPIC)), timeout=90)
+    # Events are posted by Kopf in the background: wait for both.
+    def reasons() -> dict | None:
+        found = {e["reason"]: e["message"] for e in
+                 kube.list("Event", ns, fieldSelector=f"involvedObject.name={TOPIC}")}
+        ok = "PartitionsAdded" in found and "retention.ms" in found.get("ConfigChanged", "")
+        return found if ok else None
+    kube.wait_for("PartitionsAdded and ConfigChanged events", reasons, timeout=60)
+    seen = run_job(kube, ns, ["inspect", BOOTSTRAP, TOPIC])
+    assert len(seen["partitions"]) == 8
+
+
 def test_partition_decrease_is_refused_with_a_condition(k8s, cluster_ns):
     kube, ns = k8s.kube, cluster_ns
     patch_cr(kube, ns, "topics", TOPIC, {"spec": {"partitions": 3}})
@@ -241,9 +274,9 @@ def test_partition_decrease_is_refused_with_a_condition(k8s, cluster_ns):
         "reason") == "PartitionDecreaseNotSupported" else None)(condition(get_cr(
             kube, ns, "topics", TOPIC))), timeout=90)
     assert ready["status"] == "False"
-    assert get_cr(kube, ns, "topics", TOPIC)["status"]["partitions"] == 6
+    assert get_cr(kube, ns, "topics", TOPIC)["status"]["partitions"] == 8
     seen = run_job(kube, ns, ["inspect", BOOTSTRAP, TOPIC])
-    assert len(seen["partitions"]) == 6
+    assert len(seen["partitions"]) == 8
 
 
 def test_bad_cluster_config_gets_invalid_config_and_creates_nothing(k8s, cluster_ns):

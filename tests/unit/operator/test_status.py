@@ -76,3 +76,21 @@ def test_topic_plans():
 def test_topic_name_defaults_to_metadata_name():
     assert _topic().topic_name == "orders"
     assert parse_topic("t", "ns", {"cluster": "c", "topicName": "real"}).topic_name == "real"
+
+
+def test_peering_priority_is_random_per_process_unless_given(monkeypatch):
+    """Kopf pauses every replica that sees a peer of equal priority: two replicas must differ."""
+    import kopf
+
+    from rillet_operator.main import configure
+    monkeypatch.delenv("RILLET_PEERING_PRIORITY", raising=False)
+    priorities = set()
+    for _ in range(5):
+        settings = kopf.OperatorSettings()
+        configure(settings=settings)
+        priorities.add(settings.peering.priority)
+    assert len(priorities) == 5 and min(priorities) > 0
+    monkeypatch.setenv("RILLET_PEERING_PRIORITY", "7")
+    settings = kopf.OperatorSettings()
+    configure(settings=settings)
+    assert settings.peering.priority == 7
