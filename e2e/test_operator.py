@@ -72,16 +72,37 @@ def _manifest(name: str) -> dict:
     return yaml.safe_load((REPO / "examples" / name).read_text())
 
 
+def _installed_release(helm: str, kubeconfig: str) -> tuple[str, str] | None:
+    """(release, namespace) of a rillet chart already installed (kind.sh installs one)."""
+    out = helm_run(helm, kubeconfig, "list", "--all-namespaces", "--output", "json")
+    assert out.returncode == 0, out.stderr
+    for rel in json.loads(out.stdout or "[]"):
+        if rel.get("chart", "").startswith("rillet-"):
+            return rel["name"], rel["namespace"]
+    return None
+
+
 @pytest.fixture(scope="module")
 def operator(k8s, helm) -> Iterator[tuple[str, str]]:
-    """The chart, installed into its own namespace; uninstalled at the end (and checked)."""
+    """The chart with two operator replicas. Installed into its own namespace and uninstalled
+    (checked) at the end; where a release is already installed (kind.sh), that one is upgraded
+    to these values and left in place, since two operators would both act on every Cluster."""
     kube = k8s.kube
+    values = ["--set", "replicas=2", "--set", "reconcileIntervalSeconds=5", "--wait",
+              "--timeout", "240s"]
+    existing = _installed_release(helm, k8s.kubeconfig)
+    if existing:
+        release, ns = existing
+        out = helm_run(helm, k8s.kubeconfig, "upgrade", release, str(REPO / "helm" / "rillet"),
+                       "--namespace", ns, "--reuse-values", *values)
+        assert out.returncode == 0, out.stdout + out.stderr
+        yield ns, release
+        return
     ns = f"rillet-system-{uuid.uuid4().hex[:5]}"
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     release = f"op{uuid.uuid4().hex[:4]}"
     out = helm_run(helm, k8s.kubeconfig, "install", release, str(REPO / "helm" / "rillet"),
-                   "--namespace", ns, "--set", "replicas=2", "--set",
-                   "reconcileIntervalSeconds=5", "--wait", "--timeout", "240s")
+                   "--namespace", ns, *values)
     assert out.returncode == 0, out.stdout + out.stderr
     try:
         yield ns, release
