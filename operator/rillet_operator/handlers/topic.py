@@ -9,7 +9,7 @@ import datetime
 from typing import Any
 
 import kopf
-from rillet.client import AdminClient
+from rillet.client import AdminClient, KafkaClientError
 from rillet.config import ConfigError
 from rillet.topic_config import validate_topic_configs
 
@@ -101,7 +101,6 @@ async def _reconcile(body: Any, spec: Any, name: str, namespace: str, patch: kop
 
 
 def _is_connection(exc: Exception) -> bool:
-    from rillet.client import KafkaClientError
     return isinstance(exc, (KafkaClientError, OSError, asyncio.TimeoutError))
 
 
