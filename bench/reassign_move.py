@@ -119,10 +119,11 @@ def main() -> None:
             LocalCluster(Path(tmp), nodes=4, proxied=False) as cluster:
         cluster.start()
         bootstrap = cluster.bootstrap
+        tool("kafka-topics", "--bootstrap-server", bootstrap, "--create", "--topic", "bulk",
+             "--replica-assignment", ",".join(["1"] * args.partitions))
         admin = AdminClient({"bootstrap.servers": bootstrap})
-        topics = [NewTopic("bulk", replica_assignment=[[1]] * args.partitions),
-                  NewTopic("live", 3, 3, config={"min.insync.replicas": "2"})]
-        for future in admin.create_topics(topics, request_timeout=60).values():
+        live_topic = NewTopic("live", 3, 3, config={"min.insync.replicas": "2"})
+        for future in admin.create_topics([live_topic], request_timeout=60).values():
             future.result()
         print(f"filling bulk with {total / (1 << 30):.2f} GiB ...", flush=True)
         fill_start = time.monotonic()

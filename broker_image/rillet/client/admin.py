@@ -19,6 +19,9 @@ METADATA, LIST_OFFSETS, FIND_COORDINATOR, OFFSET_FETCH = 3, 2, 10, 9
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, CREATE_TOPICS = 15, 16, 42, 19
 DESCRIBE_QUORUM, DESCRIBE_CLUSTER = 55, 60
 ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS = 45, 46
+DELETE_TOPICS, CREATE_PARTITIONS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 20, 37, 32, 44
+TOPIC_RESOURCE, DYNAMIC_TOPIC_CONFIG = 2, 1
+SET_CONFIG, DELETE_CONFIG = 0, 1
 LATEST, EARLIEST = -1, -2
 
 
@@ -96,6 +99,16 @@ class ClusterDescription:
     cluster_id: str
     controller_id: int
     brokers: dict[int, tuple[str, int, str | None]]   # node id -> host, port, rack
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    """A topic as Metadata reports it: id (UUID text), replicas and ISR per partition."""
+    name: str
+    topic_id: str
+    replicas: dict[int, tuple[int, ...]]
+    isr: dict[int, tuple[int, ...]]
+    leaders: dict[int, int]
 
 
 @dataclass
@@ -320,3 +333,61 @@ class AdminClient:
         return {(t.name, p.partition_index): Reassignment(
                     tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
                 for t in resp.topics for p in t.partitions}
+
+    # -- topics (the operator's Topic handling) --------------------------------------
+
+    async def describe_topic(self, name: str) -> TopicDescription | None:
+        """The topic by Metadata v12, or None when it does not exist."""
+        resp = await self._any(METADATA, 12, {"topics": [{"name": name, "topic_id": None}],
+                                              "allow_auto_topic_creation": False,
+                                              "include_topic_authorized_operations": False})
+        t = resp.topics[0]
+        if int(t.error_code) == 3:  # UNKNOWN_TOPIC_OR_PARTITION
+            return None
+        raise_for(t.error_code, f"describe topic {name}")
+        return TopicDescription(
+            t.name, str(t.topic_id),
+            {p.partition_index: tuple(p.replica_nodes) for p in t.partitions},
+            {p.partition_index: tuple(p.isr_nodes) for p in t.partitions},
+            {p.partition_index: p.leader_id for p in t.partitions})
+
+    async def topic_config_overrides(self, name: str) -> dict[str, str]:
+        """The topic's own configs (DescribeConfigs source DYNAMIC_TOPIC_CONFIG), no defaults."""
+        resp = await self._any(DESCRIBE_CONFIGS, 4, {
+            "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": name,
+                           "configuration_keys": None}],
+            "include_synonyms": False, "include_documentation": False})
+        r = resp.results[0]
+        raise_for(r.error_code, f"describe configs of {name}")
+        return {c.name: c.value for c in r.configs
+                if int(c.config_source) == DYNAMIC_TOPIC_CONFIG and c.value is not None}
+
+    async def create_partitions(self, name: str, total: int) -> None:
+        resp = await self._any(CREATE_PARTITIONS, 3, {
+            "topics": [{"name": name, "count": total, "assignments": None}],
+            "timeout_ms": 30000, "validate_only": False})
+        for r in resp.results:
+            raise_for(r.error_code, f"create partitions of {r.name}")
+
+    async def alter_topic_configs(self, name: str, set_configs: dict[str, str],
+                                  delete: list[str] | tuple[str, ...] = ()) -> None:
+        """IncrementalAlterConfigs: SET each of `set_configs`, DELETE each of `delete`."""
+        configs = [{"name": k, "config_operation": SET_CONFIG, "value": v}
+                   for k, v in set_configs.items()]
+        configs += [{"name": k, "config_operation": DELETE_CONFIG, "value": None}
+                    for k in delete]
+        resp = await self._any(INCREMENTAL_ALTER_CONFIGS, 1, {
+            "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": name,
+                           "configs": configs}],
+            "validate_only": False})
+        for r in resp.responses:
+            raise_for(r.error_code, f"alter configs of {name}")
+
+    async def delete_topic(self, name: str) -> bool:
+        """True when deleted, False when there was no such topic."""
+        resp = await self._any(DELETE_TOPICS, 5, {"topic_names": [name], "timeout_ms": 30000})
+        r = resp.responses[0]
+        if int(r.error_code) == 3:
+            return False
+        raise_for(r.error_code, f"delete topic {name}")
+        return True

@@ -1,0 +1,352 @@
+"""The rillet operator on a real API server: helm install, a 3-broker Cluster spread over three
+zones with rack-aware brokers, a Topic whose partitions span all racks, a real client in a Job,
+self-healing (a deleted broker pod, a deleted owned Service), refusals as conditions, namespace
+deletion, helm uninstall.
+
+One Cluster serves the module (module-scoped fixtures) to keep the wall time small; the tests
+run in file order and build on each other's state (produce before the pod restart).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import yaml
+
+from localk8s.kube import ApiError, Kube
+from localk8s.testing import pod_ready
+
+pytestmark = pytest.mark.timeout(900)
+
+REPO = Path(__file__).resolve().parents[1]
+ZONE = "topology.kubernetes.io/zone"
+CLIENT_IMAGE = "rillet/e2e-kafka-client:dev"
+CLUSTER = "events"
+TOPIC = "orders"
+BOOTSTRAP = f"{CLUSTER}-bootstrap:9092"
+CR = "/apis/rillet.io/v1alpha1/namespaces/{ns}/{plural}"
+
+
+def _cr_path(ns: str, plural: str, name: str | None = None) -> str:
+    return CR.format(ns=ns, plural=plural) + (f"/{name}" if name else "")
+
+
+def get_cr(kube: Kube, ns: str, plural: str, name: str) -> dict | None:
+    try:
+        return kube.request("GET", _cr_path(ns, plural, name))
+    except ApiError as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+def patch_cr(kube: Kube, ns: str, plural: str, name: str, patch: dict) -> dict:
+    return kube.request("PATCH", _cr_path(ns, plural, name), patch,
+                        content_type="application/merge-patch+json")
+
+
+def condition(obj: dict | None, type_: str = "Ready") -> dict:
+    return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or ()
+                 if c["type"] == type_), {})
+
+
+def kubectl(kubeconfig: str, *args: str, timeout: float = 360) -> subprocess.CompletedProcess:
+    exe = shutil.which("kubectl")
+    assert exe, "kubectl is not on PATH"
+    return subprocess.run([exe, *args], env={**os.environ, "KUBECONFIG": kubeconfig},
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def helm_run(helm: str, kubeconfig: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([helm, *args], env={**os.environ, "KUBECONFIG": kubeconfig},
+                          capture_output=True, text=True, timeout=400)
+
+
+def _manifest(name: str) -> dict:
+    return yaml.safe_load((REPO / "examples" / name).read_text())
+
+
+def _installed_release(helm: str, kubeconfig: str) -> tuple[str, str] | None:
+    """(release, namespace) of a rillet chart already installed (kind.sh installs one)."""
+    out = helm_run(helm, kubeconfig, "list", "--all-namespaces", "--output", "json")
+    assert out.returncode == 0, out.stderr
+    for rel in json.loads(out.stdout or "[]"):
+        if rel.get("chart", "").startswith("rillet-"):
+            return rel["name"], rel["namespace"]
+    return None
+
+
+@pytest.fixture(scope="module")
+def operator(k8s, helm) -> Iterator[tuple[str, str]]:
+    """The chart with two operator replicas. Installed into its own namespace and uninstalled
+    (checked) at the end; where a release is already installed (kind.sh), that one is upgraded
+    to these values and left in place, since two operators would both act on every Cluster."""
+    kube = k8s.kube
+    values = ["--set", "replicas=2", "--set", "reconcileIntervalSeconds=5", "--wait",
+              "--timeout", "240s"]
+    existing = _installed_release(helm, k8s.kubeconfig)
+    if existing:
+        release, ns = existing
+        out = helm_run(helm, k8s.kubeconfig, "upgrade", release, str(REPO / "helm" / "rillet"),
+                       "--namespace", ns, "--reuse-values", *values)
+        assert out.returncode == 0, out.stdout + out.stderr
+        yield ns, release
+        return
+    ns = f"rillet-system-{uuid.uuid4().hex[:5]}"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    release = f"op{uuid.uuid4().hex[:4]}"
+    out = helm_run(helm, k8s.kubeconfig, "install", release, str(REPO / "helm" / "rillet"),
+                   "--namespace", ns, *values)
+    assert out.returncode == 0, out.stdout + out.stderr
+    try:
+        yield ns, release
+    finally:
+        out = helm_run(helm, k8s.kubeconfig, "uninstall", release, "--namespace", ns, "--wait",
+                       "--timeout", "120s")
+        kube.delete("Namespace", ns)
+        assert out.returncode == 0, out.stderr
+        assert kube.get_or_none("Deployment", f"{release}-operator", ns) is None
+
+
+@pytest.fixture(scope="module")
+def cluster_ns(k8s, operator) -> Iterator[str]:
+    """A namespace with the example Cluster (3 brokers, zone-aware, persistent) Ready in it."""
+    kube = k8s.kube
+    ns = f"e2e-rillet-{uuid.uuid4().hex[:5]}"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    cluster = _manifest("cluster.yaml")
+    cluster["metadata"]["namespace"] = ns
+    kube.request("POST", _cr_path(ns, "clusters"), cluster)
+    out = kubectl(k8s.kubeconfig, "wait", "--for=condition=Ready", f"cluster.rillet.io/{CLUSTER}",
+                  "-n", ns, "--timeout=420s", timeout=450)
+    if out.returncode != 0:
+        pytest.fail(f"Cluster not Ready: {out.stderr}\n{_debug(kube, ns)}")
+    try:
+        yield ns
+    finally:
+        if kube.get_or_none("Namespace", ns) is not None:
+            kube.delete("Namespace", ns)
+
+
+def _debug(kube: Kube, ns: str) -> str:
+    lines = [json.dumps((get_cr(kube, ns, "clusters", CLUSTER) or {}).get("status"), indent=1)]
+    for p in kube.list("Pod", ns):
+        lines.append(f"{p['metadata']['name']}: {p['status'].get('phase')} "
+                     f"{[c.get('state') for c in p['status'].get('containerStatuses') or []]}")
+        for c in ("rack", "broker"):
+            try:
+                lines.append(kube.logs(p["metadata"]["name"], ns, c)[-2000:])
+            except ApiError:
+                pass
+    return "\n".join(lines)
+
+
+def run_job(kube: Kube, ns: str, args: list[str], timeout: float = 240) -> dict:
+    """Run the kafka-python client image as a Job; its RESULT line, decoded."""
+    name = f"client-{uuid.uuid4().hex[:6]}"
+    kube.create({"apiVersion": "batch/v1", "kind": "Job",
+                 "metadata": {"name": name, "namespace": ns},
+                 "spec": {"backoffLimit": 0, "template": {"spec": {
+                     "restartPolicy": "Never",
+                     "containers": [{"name": "client", "image": CLIENT_IMAGE,
+                                     "imagePullPolicy": "IfNotPresent", "args": args}]}}}})
+
+    def finished() -> dict | None:
+        status = kube.get("Job", name, ns).get("status") or {}
+        return status if status.get("succeeded") or status.get("failed") else None
+    status = kube.wait_for(f"job {name} finished", finished, timeout)
+    pod = kube.list("Pod", ns, labelSelector=f"job-name={name}")[0]["metadata"]["name"]
+    log = kube.logs(pod, ns, "client")
+    assert status.get("succeeded"), f"job {name} failed:\n{log}"
+    line = next(l for l in log.splitlines() if l.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
+
+def test_cluster_ready_with_brokers_in_three_zones_and_racks(k8s, cluster_ns):
+    kube, ns = k8s.kube, cluster_ns
+    cluster = get_cr(kube, ns, "clusters", CLUSTER)
+    status = cluster["status"]
+    assert status["readyBrokers"] == 3 and status["observedGeneration"] == \
+        cluster["metadata"]["generation"]
+    assert len(status["clusterId"]) == 22
+    assert status["bootstrapServers"] == f"{CLUSTER}-bootstrap.{ns}.svc.cluster.local:9092"
+    pods = {p["metadata"]["name"]: p for p in kube.list("Pod", ns,
+                                                         labelSelector=f"rillet.io/cluster={CLUSTER}")}
+    assert sorted(pods) == [f"{CLUSTER}-broker-{i}" for i in range(3)]
+    zones = {name: kube.get("Node", p["spec"]["nodeName"])["metadata"]["labels"][ZONE]
+             for name, p in pods.items()}
+    assert len(set(zones.values())) == 3, zones
+    by_pod = {b["pod"]: b for b in status["brokers"]}
+    for name, zone in zones.items():
+        assert by_pod[name]["rack"] == zone and by_pod[name]["state"] == "Ready"
+    sts = kube.get("StatefulSet", f"{CLUSTER}-broker", ns)["spec"]
+    assert sts["podManagementPolicy"] == "Parallel" and sts["updateStrategy"]["type"] == "OnDelete"
+    headless = kube.get("Service", f"{CLUSTER}-brokers", ns)["spec"]
+    assert headless["clusterIP"] == "None" and headless["publishNotReadyAddresses"] is True
+    assert kube.get_or_none("PodDisruptionBudget", f"{CLUSTER}-broker", ns) is not None
+    for i in range(3):
+        pvc = kube.get("PersistentVolumeClaim", f"data-{CLUSTER}-broker-{i}", ns)
+        assert pvc["status"]["phase"] == "Bound"
+    printed = kubectl(k8s.kubeconfig, "get", "rlc", "-n", ns)
+    assert printed.returncode == 0 and "BOOTSTRAP" in printed.stdout, printed
+    assert f"{CLUSTER}-bootstrap.{ns}" in printed.stdout
+
+
+def _paused(log: str) -> bool:
+    """Whether Kopf's peering left this operator paused: its last pause/resume line."""
+    state = False
+    for line in log.splitlines():
+        if "Pausing operations in favour of" in line or "Pausing all operators" in line:
+            state = True
+        elif "Resuming operations after the pause" in line:
+            state = False
+    return state
+
+
+def test_two_operator_replicas_one_active(k8s, operator, cluster_ns):
+    """Kopf peering: the chart's two replicas both register (distinct priorities) and exactly
+    one of them is active (a later one with a higher priority may have taken over: that is
+    the hand-over peering promises)."""
+    ns, release = operator
+    peering = k8s.kube.request("GET", f"/apis/kopf.dev/v1/clusterkopfpeerings/{release}-rillet")
+    priorities = [p["priority"] for p in (peering.get("status") or {}).values()]
+    assert len(priorities) == 2 and len(set(priorities)) == 2, peering.get("status")
+    pods = k8s.kube.list("Pod", ns, labelSelector=f"app.kubernetes.io/instance={release}")
+    assert len(pods) == 2
+    active = [p["metadata"]["name"] for p in pods
+              if not _paused(k8s.kube.logs(p["metadata"]["name"], ns))]
+    assert len(active) == 1, active
+
+
+def test_topic_ready_and_every_partition_spans_three_racks(k8s, cluster_ns):
+    kube, ns = k8s.kube, cluster_ns
+    topic = _manifest("topic.yaml")
+    topic["metadata"]["namespace"] = ns
+    kube.request("POST", _cr_path(ns, "topics"), topic)
+    out = kubectl(k8s.kubeconfig, "wait", "--for=condition=Ready", f"topic.rillet.io/{TOPIC}",
+                  "-n", ns, "--timeout=180s", timeout=200)
+    assert out.returncode == 0, (out.stderr, get_cr(kube, ns, "topics", TOPIC))
+    status = get_cr(kube, ns, "topics", TOPIC)["status"]
+    assert status["partitions"] == 6 and status["replicas"] == 3
+    assert len(status["topicId"]) == 36
+    # What each broker registered (Metadata through the bootstrap address, from a pod).
+    seen = run_job(kube, ns, ["inspect", BOOTSTRAP, TOPIC])
+    racks = {int(k): v for k, v in seen["brokers"].items()}
+    zones = {b["id"]: b["rack"] for b in
+             get_cr(kube, ns, "clusters", CLUSTER)["status"]["brokers"]}
+    assert racks == zones, "each broker's registered rack is its node's zone"
+    assert len(seen["partitions"]) == 6
+    for p, info in seen["partitions"].items():
+        assert {racks[r] for r in info["replicas"]} == set(zones.values()), (p, info)
+
+
+def test_job_produces_and_consumes_through_bootstrap(k8s, cluster_ns):
+    out = run_job(k8s.kube, cluster_ns, ["produce-consume", BOOTSTRAP, TOPIC, "300"])
+    assert out == {"produced": 300, "consumed_back": 300}
+
+
+def test_deleted_broker_pod_returns_with_its_data_and_full_isr(k8s, cluster_ns):
+    kube, ns = k8s.kube, cluster_ns
+    pod_name = f"{CLUSTER}-broker-1"
+    old = kube.get("Pod", pod_name, ns)
+    claim_uid = kube.get("PersistentVolumeClaim", f"data-{pod_name}", ns)["metadata"]["uid"]
+    kube.delete("Pod", pod_name, ns)
+    kube.wait_for(f"{pod_name} back and ready", lambda: (lambda p: p and p["metadata"]["uid"] !=
+                  old["metadata"]["uid"] and pod_ready(p))(kube.get_or_none("Pod", pod_name, ns)),
+                  timeout=300)
+    assert kube.get("PersistentVolumeClaim", f"data-{pod_name}", ns)["metadata"]["uid"] == claim_uid
+    seen = run_job(kube, ns, ["inspect", BOOTSTRAP, TOPIC, "--full-isr", "120"])
+    assert seen["full_isr"], seen["partitions"]
+    assert all(len(p["isr"]) == 3 for p in seen["partitions"].values())
+    kube.wait_for("cluster Ready again", lambda: condition(
+        get_cr(kube, ns, "clusters", CLUSTER)).get("status") == "True", timeout=120)
+    # Everything produced before the restart is still there.
+    out = run_job(kube, ns, ["produce-consume", BOOTSTRAP, TOPIC, "10"])
+    assert out["consumed_back"] == 10
+
+
+def test_deleted_headless_service_comes_back(k8s, cluster_ns):
+    kube, ns = k8s.kube, cluster_ns
+    name = f"{CLUSTER}-brokers"
+    uid = kube.get("Service", name, ns)["metadata"]["uid"]
+    kube.delete("Service", name, ns)
+    svc = kube.wait_for("headless service recreated", lambda: (lambda s: s if s and s["metadata"][
+        "uid"] != uid else None)(kube.get_or_none("Service", name, ns)), timeout=90)
+    assert svc["spec"]["publishNotReadyAddresses"] is True
+
+
+def test_topic_partitions_increase_and_config_change(k8s, cluster_ns):
+    kube, ns = k8s.kube, cluster_ns
+    patch_cr(kube, ns, "topics", TOPIC, {"spec": {"partitions": 8,
+                                                  "config": {"retention.ms": 3600000}}})
+    kube.wait_for("8 partitions, Ready", lambda: (lambda t: t["status"].get("partitions") == 8
+                  and condition(t).get("status") == "True" and t["status"].get(
+                      "observedGeneration") == t["metadata"]["generation"])(
+        get_cr(kube, ns, "topics", TOPIC)), timeout=90)
+    # Events are posted by Kopf in the background: wait for both.
+    def reasons() -> dict | None:
+        found = {e["reason"]: e["message"] for e in
+                 kube.list("Event", ns, fieldSelector=f"involvedObject.name={TOPIC}")}
+        ok = "PartitionsAdded" in found and "retention.ms" in found.get("ConfigChanged", "")
+        return found if ok else None
+    kube.wait_for("PartitionsAdded and ConfigChanged events", reasons, timeout=60)
+    seen = run_job(kube, ns, ["inspect", BOOTSTRAP, TOPIC])
+    assert len(seen["partitions"]) == 8
+
+
+def test_partition_decrease_is_refused_with_a_condition(k8s, cluster_ns):
+    kube, ns = k8s.kube, cluster_ns
+    patch_cr(kube, ns, "topics", TOPIC, {"spec": {"partitions": 3}})
+    ready = kube.wait_for("PartitionDecreaseNotSupported", lambda: (lambda c: c if c.get(
+        "reason") == "PartitionDecreaseNotSupported" else None)(condition(get_cr(
+            kube, ns, "topics", TOPIC))), timeout=90)
+    assert ready["status"] == "False"
+    assert get_cr(kube, ns, "topics", TOPIC)["status"]["partitions"] == 8
+    seen = run_job(kube, ns, ["inspect", BOOTSTRAP, TOPIC])
+    assert len(seen["partitions"]) == 8
+
+
+def test_bad_cluster_config_gets_invalid_config_and_creates_nothing(k8s, cluster_ns):
+    kube, ns = k8s.kube, cluster_ns
+    kube.request("POST", _cr_path(ns, "clusters"), {
+        "apiVersion": "rillet.io/v1alpha1", "kind": "Cluster",
+        "metadata": {"name": "bad", "namespace": ns},
+        "spec": {"replicas": 1, "config": {"min.insync.replicas": 0}}})
+    cond = kube.wait_for("InvalidConfig", lambda: (lambda c: c if c.get("reason") ==
+                         "InvalidConfig" else None)(condition(get_cr(kube, ns, "clusters", "bad"))),
+                         timeout=90)
+    assert cond["status"] == "False" and "min.insync.replicas" in cond["message"]
+    assert kube.get_or_none("StatefulSet", "bad-broker", ns) is None
+    # The API server itself refuses what the schema rules out.
+    with pytest.raises(ApiError) as err:
+        kube.request("POST", _cr_path(ns, "clusters"), {
+            "apiVersion": "rillet.io/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": "zero", "namespace": ns}, "spec": {"replicas": 0}})
+    assert err.value.status == 422
+
+
+def test_topic_waits_for_its_cluster(k8s, cluster_ns):
+    kube, ns = k8s.kube, cluster_ns
+    kube.request("POST", _cr_path(ns, "topics"), {
+        "apiVersion": "rillet.io/v1alpha1", "kind": "Topic",
+        "metadata": {"name": "later", "namespace": ns},
+        "spec": {"cluster": "not-yet", "partitions": 1, "replicas": 1}})
+    kube.wait_for("ClusterNotFound", lambda: condition(get_cr(
+        kube, ns, "topics", "later")).get("reason") == "ClusterNotFound", timeout=90)
+
+
+def test_namespace_deletion_finishes(k8s, cluster_ns):
+    kube, ns = k8s.kube, cluster_ns
+    binding = f"rillet-{ns}-{CLUSTER}-broker-rack"
+    assert kube.get_or_none("ClusterRoleBinding", binding) is not None
+    kube.delete("Namespace", ns)
+    kube.wait_for(f"namespace {ns} gone", lambda: kube.get_or_none("Namespace", ns) is None,
+                  timeout=240)
+    kube.wait_for("rack binding gone", lambda: kube.get_or_none("ClusterRoleBinding", binding)
+                  is None, timeout=60)

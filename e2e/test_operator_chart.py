@@ -1,0 +1,56 @@
+"""The operator chart offline: `helm lint` is clean and the values shape what is rendered
+(watched namespaces -> RoleBindings and KopfPeerings there instead of cluster-wide ones)."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import yaml
+
+CHART = Path(__file__).resolve().parents[1] / "helm" / "rillet"
+
+
+def _helm(helm: str, *args: str) -> str:
+    out = subprocess.run([helm, *args], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def _render(helm: str, *sets: str) -> list[dict]:
+    args = ["template", "r", str(CHART), "--namespace", "ops"]
+    for s in sets:
+        args += ["--set", s]
+    return [d for d in yaml.safe_load_all(_helm(helm, *args)) if d]
+
+
+def test_chart_lints_clean(helm):
+    out = _helm(helm, "lint", str(CHART), "--strict")
+    assert "0 chart(s) failed" in out and "[WARNING]" not in out and "[ERROR]" not in out
+
+
+def test_chart_values_all_namespaces_by_default(helm):
+    docs = _render(helm)
+    kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
+    assert ("ClusterKopfPeering", "r-rillet") in kinds
+    assert ("ClusterRoleBinding", "r-operator") in kinds
+    assert not [k for k in kinds if k[0] in ("RoleBinding", "KopfPeering")]
+    dep = next(d for d in docs if d["kind"] == "Deployment")
+    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--all-namespaces" in args and "--peering=r-rillet" in args and "--verbose" in args
+
+
+def test_chart_values_watched_namespaces_replicas_and_log_level(helm):
+    docs = _render(helm, "watchNamespaces={team-a,team-b}", "replicas=2", "logLevel=DEBUG",
+                   "image.tag=1.2.3")
+    bindings = {d["metadata"]["namespace"] for d in docs if d["kind"] == "RoleBinding"}
+    peerings = {d["metadata"]["namespace"] for d in docs if d["kind"] == "KopfPeering"}
+    assert bindings == peerings == {"team-a", "team-b"}
+    # Namespaced permissions are not granted cluster-wide.
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRoleBinding"] == \
+        ["r-operator-cluster"]
+    dep = next(d for d in docs if d["kind"] == "Deployment")
+    assert dep["spec"]["replicas"] == 2
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "rillet/operator:1.2.3"
+    assert {"--namespace=team-a", "--namespace=team-b", "--debug"} <= set(container["args"])
+    assert "--all-namespaces" not in container["args"]

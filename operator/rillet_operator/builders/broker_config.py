@@ -1,0 +1,179 @@
+"""The broker configuration of a Cluster: rendering and validation with rillet's own config
+definitions (rillet.config), so the operator refuses exactly what a broker would refuse.
+
+One ConfigMap serves every pod (one StatefulSet template), so it holds what all brokers share;
+what differs per broker (node.id = pod ordinal, process.roles and listeners of voters vs
+brokers, advertised.listeners = the pod's DNS name, broker.rack = its node's zone) is added by
+the start command from the pod's own identity (see `start_script`).
+"""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from rillet.config import BROKER_DEFS, BrokerConfig, ConfigError, parse_value
+
+from ..spec import ClusterSpec
+from . import names
+
+CLIENT, CONTROLLER = "PLAINTEXT", "CONTROLLER"
+DATA_MOUNT = "/var/lib/rillet"
+LOG_DIR = f"{DATA_MOUNT}/data"
+CONFIG_MOUNT = "/etc/rillet"
+CONFIG_FILE = f"{CONFIG_MOUNT}/server.properties"
+RACK_MOUNT = "/var/run/rillet"
+RACK_FILE = f"{RACK_MOUNT}/rack"
+ADMIN_KEY = "admin.http.listener"
+
+# Keys the operator sets: a user value would make a broker disagree with its Services,
+# its voters or its storage.
+OWNED_KEYS = frozenset({
+    "node.id", "process.roles", "listeners", "advertised.listeners", "controller.listener.names",
+    "inter.broker.listener.name", "listener.security.protocol.map", "controller.quorum.voters",
+    "cluster.id", "log.dirs", "log.dir", "metadata.log.dir", "broker.rack", ADMIN_KEY,
+})
+
+
+def admin_http_supported() -> bool:
+    """Whether this rillet knows the HTTP admin port (health, readiness, metrics)."""
+    return ADMIN_KEY in BROKER_DEFS
+
+
+@dataclass(frozen=True)
+class InvalidConfig(Exception):
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def voters(spec: ClusterSpec) -> str:
+    return ",".join(f"{i}@{names.pod_fqdn(spec.name, spec.namespace, i)}:{names.CONTROLLER_PORT}"
+                    for i in range(names.voter_count(spec.replicas)))
+
+
+def shared_settings(spec: ClusterSpec, cluster_id: str, admin_http: bool) -> dict[str, str]:
+    """What every broker of the cluster is configured with (the ConfigMap's properties)."""
+    rf = str(min(3, spec.replicas))
+    settings = {
+        # Defaults a cluster of this size can meet (rillet's own default is 3).
+        "offsets.topic.replication.factor": rf,
+        "transaction.state.log.replication.factor": rf,
+    }
+    settings.update(spec.config_dict)
+    settings.update({
+        "controller.listener.names": CONTROLLER,
+        "listener.security.protocol.map": f"{CLIENT}:PLAINTEXT,{CONTROLLER}:PLAINTEXT",
+        "controller.quorum.voters": voters(spec),
+        "cluster.id": cluster_id,
+        "log.dirs": LOG_DIR,
+    })
+    if admin_http:
+        settings[ADMIN_KEY] = f"0.0.0.0:{names.ADMIN_PORT}"
+    return settings
+
+
+def node_settings(spec: ClusterSpec, ordinal: int, rack: str | None = None) -> dict[str, str]:
+    """What the start command adds for the broker of this ordinal (mirrors `start_script`)."""
+    voter = ordinal < names.voter_count(spec.replicas)
+    listeners = f"{CLIENT}://0.0.0.0:{names.CLIENT_PORT}"
+    if voter:
+        listeners += f",{CONTROLLER}://0.0.0.0:{names.CONTROLLER_PORT}"
+    out = {"node.id": str(ordinal),
+           "process.roles": "broker,controller" if voter else "broker",
+           "listeners": listeners,
+           "advertised.listeners":
+               f"{CLIENT}://{names.pod_fqdn(spec.name, spec.namespace, ordinal)}:"
+               f"{names.CLIENT_PORT}"}
+    if rack:
+        out["broker.rack"] = rack
+    return out
+
+
+def render_properties(settings: dict[str, str]) -> str:
+    lines = ["# Rendered by the rillet operator; per-broker settings are added at start."]
+    lines += [f"{k}={v}" for k, v in sorted(settings.items())]
+    return "\n".join(lines) + "\n"
+
+
+def validate(spec: ClusterSpec, cluster_id: str) -> None:
+    """Raise InvalidConfig naming the key when spec.config would keep a broker from starting.
+
+    Loads the full configuration of a voter and (if any) a broker-only node with rillet's own
+    BrokerConfig, the code the broker runs at start."""
+    for key in spec.config_dict:
+        if key in OWNED_KEYS:
+            raise InvalidConfig(key, f"spec.config.{key} is set by the operator and cannot be "
+                                     f"overridden")
+        if key not in BROKER_DEFS:
+            raise InvalidConfig(key, f"spec.config.{key} is not a rillet broker config")
+        try:
+            parse_value(BROKER_DEFS[key], spec.config_dict[key])
+        except ConfigError as exc:
+            raise InvalidConfig(key, f"spec.config: {exc}") from None
+    # Without the admin listener: the operator renders that one itself.
+    shared = shared_settings(spec, cluster_id, admin_http=False)
+    ordinals = {0}
+    if spec.replicas > names.MAX_VOTERS:
+        ordinals.add(names.MAX_VOTERS)
+    for ordinal in sorted(ordinals):
+        try:
+            BrokerConfig.load(overrides={**shared, **node_settings(spec, ordinal, "rack")})
+        except ConfigError as exc:
+            key = next((k for k in spec.config_dict if k in str(exc)), "")
+            raise InvalidConfig(key, f"spec.config: {exc}") from None
+
+
+def start_script(spec: ClusterSpec) -> str:
+    """The broker container's command: node identity from the pod's name, rack from the file
+    the init container wrote, then `rillet serve` on the shared properties."""
+    headless = names.headless_service(spec.name)
+    domain = f"{headless}.{spec.namespace}.svc.{names.CLUSTER_DOMAIN}"
+    voters_n = names.voter_count(spec.replicas)
+    client = f"{CLIENT}://0.0.0.0:{names.CLIENT_PORT}"
+    controller = f"{CONTROLLER}://0.0.0.0:{names.CONTROLLER_PORT}"
+    return "\n".join([
+        "set -eu",
+        'ordinal="${HOSTNAME##*-}"',
+        f'if [ "$ordinal" -lt {voters_n} ]; then',
+        f'  roles=broker,controller; listeners={shlex.quote(client + "," + controller)}',
+        "else",
+        f"  roles=broker; listeners={shlex.quote(client)}",
+        "fi",
+        f'set -- --config {CONFIG_FILE} --set "node.id=$ordinal" --set "process.roles=$roles"'
+        f' --set "listeners=$listeners"'
+        f' --set "advertised.listeners={CLIENT}://$HOSTNAME.{domain}:{names.CLIENT_PORT}"',
+        f'if [ -s {RACK_FILE} ]; then set -- "$@" --set "broker.rack=$(cat {RACK_FILE})"; fi',
+        'echo "rillet: starting node $ordinal ($roles) with $*" >&2',
+        'exec rillet serve "$@"',
+    ])
+
+
+# The init container: reads its Node through the API (service-account token) and writes the
+# label value named by RACK_TOPOLOGY_KEY into RACK_FILE, where the start command takes
+# broker.rack from. Python, because the broker image has it and no kubectl.
+RACK_INIT_SCRIPT = f"""\
+import json, os, ssl, sys, time, urllib.request
+sa = "/var/run/secrets/kubernetes.io/serviceaccount"
+node, key = os.environ["NODE_NAME"], os.environ["RACK_TOPOLOGY_KEY"]
+url = "https://%s:%s/api/v1/nodes/%s" % (os.environ["KUBERNETES_SERVICE_HOST"],
+                                         os.environ["KUBERNETES_SERVICE_PORT"], node)
+ctx = ssl.create_default_context(cafile=sa + "/ca.crt")
+for attempt in range(30):
+    try:
+        req = urllib.request.Request(url, headers={{"Authorization": "Bearer "
+                                     + open(sa + "/token").read().strip()}})
+        labels = json.load(urllib.request.urlopen(req, context=ctx, timeout=10))["metadata"].get("labels", {{}})
+        break
+    except Exception as exc:
+        print("rack: reading node %s failed (%s), retrying" % (node, exc), flush=True)
+        time.sleep(2)
+else:
+    sys.exit("rack: cannot read node %s" % node)
+rack = labels.get(key)
+if not rack:
+    sys.exit("rack: node %s has no label %s" % (node, key))
+open("{RACK_FILE}", "w").write(rack)
+print("rack: node %s, %s=%s" % (node, key, rack), flush=True)
+"""

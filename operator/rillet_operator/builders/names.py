@@ -1,0 +1,73 @@
+"""Names and labels of what a Cluster owns: one place, so builders, handlers and tests agree."""
+from __future__ import annotations
+
+GROUP = "rillet.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+CLIENT_PORT = 9092
+CONTROLLER_PORT = 9093
+ADMIN_PORT = 8080
+MAX_VOTERS = 3
+CLUSTER_DOMAIN = "cluster.local"
+
+MANAGED_BY = "rillet-operator"
+LABEL_CLUSTER = "rillet.io/cluster"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+# The ClusterRole every broker is bound to (installed by the chart): get on nodes.
+NODE_READER_ROLE = "rillet-broker-node-reader"
+
+
+def statefulset(cluster: str) -> str:
+    return f"{cluster}-broker"
+
+
+def pod(cluster: str, ordinal: int) -> str:
+    return f"{statefulset(cluster)}-{ordinal}"
+
+
+def headless_service(cluster: str) -> str:
+    return f"{cluster}-brokers"
+
+
+def bootstrap_service(cluster: str) -> str:
+    return f"{cluster}-bootstrap"
+
+
+def config_map(cluster: str) -> str:
+    return f"{cluster}-config"
+
+
+def service_account(cluster: str) -> str:
+    return f"{cluster}-broker"
+
+
+def pdb(cluster: str) -> str:
+    return f"{cluster}-broker"
+
+
+def rack_binding(namespace: str, cluster: str) -> str:
+    """Cluster-scoped, so the namespace is part of the name."""
+    return f"rillet-{namespace}-{cluster}-broker-rack"
+
+
+def pod_fqdn(cluster: str, namespace: str, ordinal: int) -> str:
+    return f"{pod(cluster, ordinal)}.{headless_service(cluster)}.{namespace}.svc.{CLUSTER_DOMAIN}"
+
+
+def bootstrap_address(cluster: str, namespace: str) -> str:
+    return f"{bootstrap_service(cluster)}.{namespace}.svc.{CLUSTER_DOMAIN}:{CLIENT_PORT}"
+
+
+def voter_count(replicas: int) -> int:
+    return min(replicas, MAX_VOTERS)
+
+
+def selector_labels(cluster: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "rillet", "app.kubernetes.io/instance": cluster,
+            LABEL_COMPONENT: "broker"}
+
+
+def labels(cluster: str) -> dict[str, str]:
+    return {**selector_labels(cluster), "app.kubernetes.io/managed-by": MANAGED_BY,
+            LABEL_CLUSTER: cluster}

@@ -1,0 +1,110 @@
+"""Cluster reconcile: validate, apply the owned objects, measure the brokers, write status.
+
+Level-based and idempotent: the same function serves create, update, resume and the timer,
+so a deleted or edited owned object is put back within one timer interval.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import kopf
+from rillet.storage_format import new_cluster_id
+
+from .. import cluster_status
+from ..builders import broker_config as bc
+from ..builders import cluster as builders
+from ..builders import names
+from ..conditions import Outcome
+from ..kube import ApiError
+from ..spec import SpecError, parse_cluster
+from .common import kube, lock, write_outcome
+
+
+async def _cluster_id(name: str, namespace: str, status: dict) -> str:
+    """Generated once and kept in status; written before anything uses it, so a broker's
+    storage is never formatted with an id the status does not hold."""
+    if status.get("clusterId"):
+        return status["clusterId"]
+    k = kube()
+    existing = await asyncio.to_thread(k.get, "ConfigMap", names.config_map(name), namespace)
+    found = None
+    for line in ((existing or {}).get("data") or {}).get("server.properties", "").splitlines():
+        if line.startswith("cluster.id="):
+            found = line.split("=", 1)[1].strip()
+    cluster_id = found or new_cluster_id()
+    await asyncio.to_thread(k.patch, "Cluster", name, {"status": {"clusterId": cluster_id}},
+                            namespace, "status")
+    return cluster_id
+
+
+async def reconcile(body: Any, meta: Any, spec: Any, status: Any, name: str, namespace: str,
+                    patch: kopf.Patch, logger: Any, memo: Any, **_: Any) -> None:
+    async with lock(memo):
+        await _reconcile(body, meta, spec, dict(status), name, namespace, patch, logger)
+
+
+async def _reconcile(body: Any, meta: Any, spec: Any, status: dict, name: str, namespace: str,
+                     patch: kopf.Patch, logger: Any) -> None:
+    generation = meta.get("generation") or 0
+    k = kube()
+    cluster_id = await _cluster_id(name, namespace, status)
+    patch.status["clusterId"] = cluster_id
+    try:
+        cs = parse_cluster(name, namespace, dict(spec))
+        bc.validate(cs, cluster_id)
+    except SpecError as exc:
+        write_outcome(patch, status, Outcome(False, exc.reason, str(exc), error=True),
+                      generation, body, logger)
+        return
+    except bc.InvalidConfig as exc:
+        write_outcome(patch, status, Outcome(False, "InvalidConfig", str(exc), error=True),
+                      generation, body, logger)
+        return
+    admin_http = bc.admin_http_supported()
+    try:
+        for obj in builders.owned_objects(cs, cluster_id, admin_http):
+            kopf.append_owner_reference(obj, owner=body)
+            await _apply(obj, body, logger)
+        if cs.rack_topology_key:
+            binding = builders.rack_binding(cs)
+            # Cluster-scoped, so it cannot be owned by the Cluster: the namespace owns it (it
+            # goes with the namespace), and the delete handler removes it with the Cluster.
+            ns = await asyncio.to_thread(k.get, "Namespace", namespace)
+            if ns:
+                kopf.append_owner_reference(binding, owner=ns, controller=False,
+                                            block_owner_deletion=False)
+            await _apply(binding, body, logger)
+    except ApiError as exc:
+        write_outcome(patch, status, Outcome(False, "ApplyFailed", str(exc), error=True),
+                      generation, body, logger)
+        return
+    pods = {p["metadata"]["name"]: p for p in await asyncio.to_thread(
+        k.list, "Pod", namespace, names.selector_labels(name))}
+    node_labels: dict[str, dict] = {}
+    for node in {(p.get("spec") or {}).get("nodeName") for p in pods.values()} - {None}:
+        got = await asyncio.to_thread(k.get, "Node", node)
+        node_labels[node] = ((got or {}).get("metadata") or {}).get("labels") or {}
+    brokers = cluster_status.brokers(cs, pods, node_labels)
+    patch.status["brokers"] = brokers
+    patch.status["readyBrokers"] = sum(1 for b in brokers if b["state"] == "Ready")
+    patch.status["bootstrapServers"] = names.bootstrap_address(name, namespace)
+    write_outcome(patch, status, cluster_status.outcome(cs, brokers), generation, body, logger)
+
+
+async def _apply(obj: dict, owner: Any, logger: Any) -> None:
+    what = f"{obj['kind']} {obj['metadata']['name']}"
+    result = await asyncio.to_thread(kube().apply, obj)
+    if result == "created":
+        kopf.info(owner, reason="Created", message=f"created {what}")
+        logger.info("created %s", what)
+    elif result == "patched":
+        kopf.info(owner, reason="Corrected", message=f"corrected {what}")
+        logger.info("corrected %s", what)
+
+
+async def delete(name: str, namespace: str, logger: Any, **_: Any) -> None:
+    """The cluster-scoped rack binding goes with the Cluster (namespaced objects go by GC)."""
+    if await asyncio.to_thread(kube().delete, "ClusterRoleBinding",
+                               names.rack_binding(namespace, name)):
+        logger.info("deleted ClusterRoleBinding %s", names.rack_binding(namespace, name))

@@ -1,0 +1,145 @@
+"""Topic reconcile through rillet's admin client: create, add partitions, alter configs;
+refusals (partition decrease, replication factor change) become conditions; the finalizer
+deletes the topic, and lets go when the Cluster is gone or unreachable for long.
+"""
+from __future__ import annotations
+
+import asyncio
+import datetime
+from typing import Any
+
+import kopf
+from rillet.client import AdminClient, KafkaClientError
+from rillet.config import ConfigError
+from rillet.topic_config import validate_topic_configs
+
+from .. import topics
+from ..builders import names
+from ..conditions import Outcome
+from ..spec import SpecError, parse_topic
+from .common import kube, lock, write_outcome
+
+ADMIN_TIMEOUT_S = 10.0
+# How long a Topic's deletion waits for an unreachable cluster before it lets go.
+DELETE_GIVE_UP_S = 120.0
+
+
+def _bootstrap(cluster: dict, name: str, namespace: str) -> str:
+    return ((cluster.get("status") or {}).get("bootstrapServers")
+            or names.bootstrap_address(name, namespace))
+
+
+async def _observe(admin: AdminClient, topic: str) -> topics.ObservedTopic | None:
+    described = await admin.describe_topic(topic)
+    if described is None:
+        return None
+    configs = await admin.topic_config_overrides(topic)
+    return topics.ObservedTopic(described.name, described.topic_id, described.replicas,
+                                described.isr, configs)
+
+
+async def reconcile(body: Any, meta: Any, spec: Any, status: Any, name: str, namespace: str,
+                    patch: kopf.Patch, logger: Any, memo: Any, **_: Any) -> None:
+    async with lock(memo):
+        outcome = await _reconcile(body, spec, name, namespace, patch, logger)
+        write_outcome(patch, dict(status), outcome, meta.get("generation") or 0, body, logger)
+
+
+async def _reconcile(body: Any, spec: Any, name: str, namespace: str, patch: kopf.Patch,
+                     logger: Any) -> Outcome:
+    try:
+        ts = parse_topic(name, namespace, dict(spec))
+        validate_topic_configs(ts.config_dict)
+    except SpecError as exc:
+        return Outcome(False, exc.reason, str(exc), error=True)
+    except ConfigError as exc:
+        return Outcome(False, "InvalidConfig", f"spec.config: {exc}", error=True)
+    patch.status["topicName"] = ts.topic_name
+    cluster = await asyncio.to_thread(kube().get, "Cluster", ts.cluster, namespace)
+    if cluster is None:
+        return Outcome(False, "ClusterNotFound",
+                       f"no Cluster {ts.cluster} in namespace {namespace}; waiting for it",
+                       reconciling=True)
+    try:
+        async with AdminClient(_bootstrap(cluster, ts.cluster, namespace),
+                               timeout=ADMIN_TIMEOUT_S) as admin:
+            observed = await _observe(admin, ts.topic_name)
+            step = topics.plan(ts, observed)
+            if step.refusal:
+                reason, message = step.refusal
+                _record(patch, observed)
+                return Outcome(False, reason, message, error=True)
+            if step.create:
+                await admin.create_topic(ts.topic_name, ts.partitions, ts.replicas,
+                                         ts.config_dict)
+                kopf.info(body, reason="TopicCreated",
+                          message=f"created topic {ts.topic_name} ({ts.partitions} partitions, "
+                                  f"{ts.replicas} replicas)")
+            if step.partitions_to:
+                await admin.create_partitions(ts.topic_name, step.partitions_to)
+                kopf.info(body, reason="PartitionsAdded",
+                          message=f"topic {ts.topic_name} now has {step.partitions_to} "
+                                  f"partitions")
+            if step.set_configs or step.delete_configs:
+                await admin.alter_topic_configs(ts.topic_name, step.set_configs,
+                                                step.delete_configs)
+                kopf.info(body, reason="ConfigChanged",
+                          message=f"topic {ts.topic_name}: set {sorted(step.set_configs)}, "
+                                  f"removed {list(step.delete_configs)}")
+            if not step.empty:
+                observed = await _observe(admin, ts.topic_name)
+    except Exception as exc:  # unreachable cluster, broker error: retried by the timer
+        logger.info("topic %s: %s", ts.topic_name, exc)
+        return Outcome(False, "ClusterNotReady" if _is_connection(exc) else "TopicError",
+                       f"{type(exc).__name__}: {exc}", reconciling=True)
+    _record(patch, observed)
+    if observed is None:
+        return Outcome(False, "TopicNotFound", "topic not visible yet", reconciling=True)
+    return Outcome(True, "Ready", f"topic {ts.topic_name}: {observed.partition_count} "
+                                  f"partitions, replication factor "
+                                  f"{observed.replication_factor}")
+
+
+def _is_connection(exc: Exception) -> bool:
+    return isinstance(exc, (KafkaClientError, OSError, asyncio.TimeoutError))
+
+
+def _record(patch: kopf.Patch, observed: topics.ObservedTopic | None) -> None:
+    if observed is not None:
+        patch.status["topicId"] = observed.topic_id
+        patch.status["partitions"] = observed.partition_count
+        patch.status["replicas"] = observed.replication_factor
+
+
+async def delete(spec: Any, meta: Any, name: str, namespace: str, body: Any, logger: Any,
+                 **_: Any) -> None:
+    """Delete the Kafka topic; let go (never hang a namespace) when the Cluster is gone,
+    being deleted, or unreachable for DELETE_GIVE_UP_S."""
+    cluster_name = spec.get("cluster")
+    topic = spec.get("topicName") or name
+    cluster = await asyncio.to_thread(kube().get, "Cluster", cluster_name, namespace) \
+        if cluster_name else None
+    if cluster is None or (cluster.get("metadata") or {}).get("deletionTimestamp"):
+        logger.info("cluster %s is gone: letting topic %s go", cluster_name, topic)
+        return
+    try:
+        async with AdminClient(_bootstrap(cluster, cluster_name, namespace),
+                               timeout=ADMIN_TIMEOUT_S) as admin:
+            deleted = await admin.delete_topic(topic)
+        logger.info("topic %s %s", topic, "deleted" if deleted else "was already gone")
+    except Exception as exc:
+        since = _seconds_since(meta.get("deletionTimestamp"))
+        if since is not None and since > DELETE_GIVE_UP_S:
+            kopf.warn(body, reason="DeleteAbandoned",
+                      message=f"cluster {cluster_name} unreachable for {since:.0f} s: "
+                              f"letting topic {topic} go ({exc})")
+            return
+        raise kopf.TemporaryError(f"cannot delete topic {topic} yet: {exc}", delay=10)
+
+
+def _seconds_since(stamp: str | None) -> float | None:
+    if not stamp:
+        return None
+    t = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=datetime.timezone.utc)
+    return (datetime.datetime.now(datetime.timezone.utc) - t).total_seconds()

@@ -1,0 +1,126 @@
+"""The one Kubernetes API wrapper the handlers use (pykube-ng's HTTP client underneath).
+
+Blocking calls: handlers run them with `asyncio.to_thread`. `apply` is the level-based verb:
+create when missing, otherwise merge-patch what the builder says onto what is there (a
+deleted or edited owned object comes back as built).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pykube
+
+# kind -> (apiVersion, plural, namespaced)
+RESOURCES: dict[str, tuple[str, str, bool]] = {
+    "ConfigMap": ("v1", "configmaps", True),
+    "Service": ("v1", "services", True),
+    "ServiceAccount": ("v1", "serviceaccounts", True),
+    "Pod": ("v1", "pods", True),
+    "PersistentVolumeClaim": ("v1", "persistentvolumeclaims", True),
+    "Node": ("v1", "nodes", False),
+    "Namespace": ("v1", "namespaces", False),
+    "StatefulSet": ("apps/v1", "statefulsets", True),
+    "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets", True),
+    "ClusterRoleBinding": ("rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
+    "Cluster": ("rillet.io/v1alpha1", "clusters", True),
+    "Topic": ("rillet.io/v1alpha1", "topics", True),
+}
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+
+
+@dataclass
+class Kube:
+    api: pykube.HTTPClient
+
+    @classmethod
+    def from_env(cls) -> "Kube":
+        return cls(pykube.HTTPClient(pykube.KubeConfig.from_env()))
+
+    def _call(self, method: str, kind: str, namespace: str | None, name: str | None = None,
+              sub: str | None = None, **kwargs: Any) -> Any:
+        version, plural, namespaced = RESOURCES[kind]
+        url = "/".join(p for p in (plural, name, sub) if p)
+        resp = self.api.request(method, version=version, url=url,
+                                namespace=namespace if namespaced else None, **kwargs)
+        if resp.status_code >= 300:
+            try:
+                message = resp.json().get("message", resp.text)
+            except ValueError:
+                message = resp.text
+            raise ApiError(resp.status_code, f"{method} {kind} {name or ''}: {message}")
+        return resp.json() if resp.content else None
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict | None:
+        try:
+            return self._call("GET", kind, namespace, name)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list(self, kind: str, namespace: str | None = None, selector: dict | None = None
+             ) -> list[dict]:
+        params = {"labelSelector": ",".join(f"{k}={v}" for k, v in selector.items())} \
+            if selector else None
+        return self._call("GET", kind, namespace, params=params)["items"]
+
+    def create(self, obj: dict) -> dict:
+        return self._call("POST", obj["kind"], obj["metadata"].get("namespace"),
+                          data=json.dumps(obj))
+
+    def patch(self, kind: str, name: str, patch: dict, namespace: str | None = None,
+              sub: str | None = None) -> dict:
+        return self._call("PATCH", kind, namespace, name, sub, data=json.dumps(patch),
+                          headers={"Content-Type": "application/merge-patch+json"})
+
+    def delete(self, kind: str, name: str, namespace: str | None = None) -> bool:
+        try:
+            self._call("DELETE", kind, namespace, name)
+            return True
+        except ApiError as exc:
+            if exc.status == 404:
+                return False
+            raise
+
+    def apply(self, obj: dict) -> str:
+        """Create or correct `obj`; returns "created", "patched" or "unchanged"."""
+        kind, meta = obj["kind"], obj["metadata"]
+        current = self.get(kind, meta["name"], meta.get("namespace"))
+        if current is None:
+            try:
+                self.create(obj)
+                return "created"
+            except ApiError as exc:
+                if exc.status != 409:  # created meanwhile: correct it below
+                    raise
+                current = self.get(kind, meta["name"], meta.get("namespace")) or {}
+        if drifted(obj, current):
+            self.patch(kind, meta["name"], desired_patch(obj), meta.get("namespace"))
+            return "patched"
+        return "unchanged"
+
+
+def desired_patch(obj: dict) -> dict:
+    """The merge patch that makes an existing object what the builder says (no status)."""
+    return {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "status")}
+
+
+def drifted(desired: Any, current: Any) -> bool:
+    """Whether `current` differs from `desired` in anything `desired` states (fields the
+    API server adds, such as defaults and clusterIP, are not drift)."""
+    if isinstance(desired, dict):
+        if not isinstance(current, dict):
+            return True
+        return any(drifted(v, current.get(k)) for k, v in desired.items())
+    if isinstance(desired, list):
+        if not isinstance(current, list) or len(desired) != len(current):
+            return True
+        return any(drifted(d, c) for d, c in zip(desired, current))
+    return desired != current

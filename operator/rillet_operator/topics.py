@@ -1,0 +1,68 @@
+"""What to do to bring a Kafka topic to its Topic resource's spec: pure decisions.
+
+`plan(spec, observed)` compares the spec with the topic as the cluster reports it and returns
+the steps (create, add partitions, alter configs) or the refusal that becomes a condition
+(PartitionDecreaseNotSupported, ReplicationFactorChangeNotSupported). A refusal changes nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .spec import TopicSpec
+
+
+@dataclass(frozen=True)
+class ObservedTopic:
+    """The topic as the cluster reports it (Metadata + DescribeConfigs)."""
+    name: str
+    topic_id: str
+    partitions: dict[int, tuple[int, ...]]         # partition -> replica broker ids
+    isr: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    configs: dict[str, str] = field(default_factory=dict)  # topic-level overrides only
+
+    @property
+    def partition_count(self) -> int:
+        return len(self.partitions)
+
+    @property
+    def replication_factor(self) -> int:
+        return min((len(r) for r in self.partitions.values()), default=0)
+
+
+@dataclass(frozen=True)
+class Plan:
+    create: bool = False
+    partitions_to: int | None = None            # CreatePartitions total count
+    set_configs: dict[str, str] = field(default_factory=dict)
+    delete_configs: tuple[str, ...] = ()
+    refusal: tuple[str, str] | None = None       # (reason, message)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.create or self.partitions_to or self.set_configs or self.delete_configs)
+
+
+def plan(spec: TopicSpec, observed: ObservedTopic | None) -> Plan:
+    if observed is None:
+        return Plan(create=True)
+    if spec.partitions < observed.partition_count:
+        return Plan(refusal=("PartitionDecreaseNotSupported",
+                             f"topic {spec.topic_name} has {observed.partition_count} partitions;"
+                             f" Kafka cannot decrease that to {spec.partitions}"))
+    if spec.replicas != observed.replication_factor:
+        return Plan(refusal=("ReplicationFactorChangeNotSupported",
+                             f"topic {spec.topic_name} has replication factor "
+                             f"{observed.replication_factor}; changing it to {spec.replicas} "
+                             f"needs partition reassignment, which the operator does not do "
+                             f"yet"))
+    want = spec.config_dict
+    set_configs = {k: v for k, v in want.items() if observed.configs.get(k) != v}
+    # The operator owns the topic's config: an override not in the spec is removed.
+    delete = tuple(sorted(k for k in observed.configs if k not in want))
+    return Plan(partitions_to=spec.partitions if spec.partitions > observed.partition_count
+                else None, set_configs=set_configs, delete_configs=delete)
+
+
+def under_replicated(observed: ObservedTopic) -> list[int]:
+    return sorted(p for p, replicas in observed.partitions.items()
+                  if len(observed.isr.get(p, ())) < len(replicas))
