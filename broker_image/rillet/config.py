@@ -333,6 +333,14 @@ def check_security_protocols(config: "BrokerConfig") -> None:
                               f"does not implement yet; refusing to serve it as PLAINTEXT")
 
 
+def config_text(value: Any) -> str:
+    """A value as a properties file or `--set` wants it: Java's spelling of booleans, lists comma-separated."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(config_text(v) for v in value)
+    return str(value)
+
 class BrokerConfig:
     """Validated broker configuration; values are typed. Immutable after load."""
 

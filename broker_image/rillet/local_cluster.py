@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TextIO
 
+from .config import config_text
 from .storage_format import new_cluster_id
 
 PORT_STRIDE = 10
@@ -122,15 +123,6 @@ def check_cluster_id(cluster_id: str) -> str:
     if not _CLUSTER_ID.match(cluster_id):
         raise ValueError(f"cluster id must be 22 base64url characters, got {cluster_id!r}")
     return cluster_id
-
-
-def config_text(value: Any) -> str:
-    """A value as `--set` wants it: Java's spelling of booleans, lists comma-separated."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return ",".join(config_text(v) for v in value)
-    return str(value)
 
 
 def voters_value(node: NodeSpec, specs: Sequence[NodeSpec],

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from rillet.config import config_text
+
 DEFAULT_IMAGE = "rillet/broker:dev"
 
 
@@ -69,15 +71,6 @@ class TopicSpec:
     @property
     def config_dict(self) -> dict[str, str]:
         return dict(self.config)
-
-
-def config_text(value: Any) -> str:
-    """A config value from YAML as the broker wants it: Java's booleans, lists comma-joined."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return ",".join(config_text(v) for v in value)
-    return str(value)
 
 
 def _config(raw: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
