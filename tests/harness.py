@@ -3,6 +3,7 @@ resume (SIGCONT), restart."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -17,12 +18,36 @@ def free_port(host: str = "127.0.0.1") -> int:
     return free_ports(1, host)[0]
 
 
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """`count` distinct ports free right now (all held open until all are chosen)."""
-    socks = [socket.socket() for _ in range(count)]
+def _listen_range() -> tuple[int, int]:
+    """Ports below the kernel's ephemeral range (net.ipv4.ip_local_port_range).
+
+    A port the kernel hands out for binding to port 0 comes from the range every outgoing
+    connection on the machine also draws from: a client's socket could take it between the
+    moment a test picks it and the moment its broker binds it, or while a stopped broker is
+    down before its restart ("Address already in use"). Ports below that range are only ever
+    taken by an explicit bind.
+    """
     try:
-        for s in socks:
-            s.bind((host, 0))
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return (10000, low) if low > 20000 else (1024, low)
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` distinct ports free right now (all held open until all are chosen), picked at
+    random outside the ephemeral range so concurrent test runs rarely even try the same."""
+    low, high = _listen_range()
+    socks: list[socket.socket] = []
+    try:
+        while len(socks) < count:
+            s = socket.socket()
+            try:
+                s.bind((host, random.randrange(low, high)))
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)
         return [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:
