@@ -13,6 +13,7 @@ from rillet.coordinator.records import group_partition
 from rillet.metadata.image import MetadataImage, PartitionInfo, TopicInfo
 from rillet.metrics import (BrokerMetrics, api_label, consumer_lags, isr_change,
                             partition_counts)
+from rillet.replication.read_replica import ConsumerFetchCounters
 
 TOPIC_ID = uuid.uuid4()
 
@@ -118,9 +119,14 @@ def test_exposition_walks_partitions_logs_and_groups():
     coordinator = SimpleNamespace(num_partitions=lambda: 50, groups={"g": group, "other": group},
                                   loaded={group_partition("g", 50)})
     assert group_partition("other", 50) not in coordinator.loaded  # coordinated elsewhere
+    served = ConsumerFetchCounters()
+    served.count(("t", 0), "follower", 300, "zone-b")
+    served.count(("t", 1), "leader", 20, "")
     broker = _broker(controller=object(), image=image, logs=logs, coordinator=coordinator,
-                     lifecycle=None)
+                     lifecycle=None, replication=SimpleNamespace(consumer_fetches=served))
     s = _samples(BrokerMetrics(broker))
+    assert s[("rillet_server_consumer_fetch_bytes_total", (("role", "follower"),))] == 300
+    assert s[("rillet_server_consumer_fetches_total", (("role", "leader"),))] == 1
     assert s[("rillet_replica_under_replicated_partitions", ())] == 1
     assert s[("rillet_replica_leader_count", ())] == 1
     assert s[("rillet_replica_partition_count", ())] == 2
