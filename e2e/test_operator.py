@@ -319,37 +319,6 @@ def test_partition_decrease_is_refused_with_a_condition(k8s, cluster_ns):
     assert len(seen["partitions"]) == 8
 
 
-def test_replication_factor_change_moves_replicas(k8s, cluster_ns):
-    """spec.replicas 1 -> 3 on a topic with data: the operator reassigns (one replica per
-    zone), the Topic is Ready again at factor 3 and Metadata agrees."""
-    kube, ns = k8s.kube, cluster_ns
-    name = "resized"
-    kube.request("POST", _cr_path(ns, "topics"), {
-        "apiVersion": "rillet.io/v1alpha1", "kind": "Topic",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"cluster": CLUSTER, "partitions": 3, "replicas": 1}})
-
-    def settled(replicas: int):
-        t = get_cr(kube, ns, "topics", name)
-        return t if t and t.get("status", {}).get("replicas") == replicas and \
-            condition(t).get("status") == "True" and \
-            t["status"].get("observedGeneration") == t["metadata"]["generation"] else None
-
-    kube.wait_for("topic resized Ready at factor 1", lambda: settled(1), timeout=90)
-    assert run_job(kube, ns, ["produce-consume", BOOTSTRAP, name, "100"]) == {
-        "produced": 100, "consumed_back": 100}
-    patch_cr(kube, ns, "topics", name, {"spec": {"replicas": 3}})
-    kube.wait_for("topic resized Ready at factor 3", lambda: settled(3), timeout=180)
-    seen = run_job(kube, ns, ["inspect", BOOTSTRAP, name])
-    racks = {int(k): v for k, v in seen["brokers"].items()}
-    for p, info in seen["partitions"].items():
-        assert len(info["replicas"]) == 3, (p, info)
-        assert {racks[r] for r in info["replicas"]} == set(racks.values()), (p, info)
-    reasons = {e["reason"] for e in
-               kube.list("Event", ns, fieldSelector=f"involvedObject.name={name}")}
-    assert "ReplicationFactorChanging" in reasons, reasons
-
-
 def test_bad_cluster_config_gets_invalid_config_and_creates_nothing(k8s, cluster_ns):
     kube, ns = k8s.kube, cluster_ns
     kube.request("POST", _cr_path(ns, "clusters"), {

@@ -1,6 +1,5 @@
-"""Topic reconcile through rillet's admin client: create, add partitions, alter configs,
-change the replication factor by partition reassignment; refusals (partition decrease, a
-factor above the broker count) become conditions; the finalizer
+"""Topic reconcile through rillet's admin client: create, add partitions, alter configs;
+refusals (partition decrease, replication factor change) become conditions; the finalizer
 deletes the topic, and lets go when the Cluster is gone or unreachable for long.
 """
 from __future__ import annotations
@@ -35,14 +34,8 @@ async def _observe(admin: AdminClient, topic: str) -> topics.ObservedTopic | Non
     if described is None:
         return None
     configs = await admin.topic_config_overrides(topic)
-    moving = await admin.list_partition_reassignments({topic: sorted(described.replicas)})
     return topics.ObservedTopic(described.name, described.topic_id, described.replicas,
-                                described.isr, configs, reassigning=bool(moving))
-
-
-async def _brokers(admin: AdminClient) -> dict[int, str | None]:
-    """Registered brokers and their racks, where a replication factor change may place."""
-    return {b: rack for b, (_, _, rack) in (await admin.describe_cluster()).brokers.items()}
+                                described.isr, configs)
 
 
 async def reconcile(body: Any, meta: Any, spec: Any, status: Any, name: str, namespace: str,
@@ -71,7 +64,7 @@ async def _reconcile(body: Any, spec: Any, name: str, namespace: str, patch: kop
         async with AdminClient(_bootstrap(cluster, ts.cluster, namespace),
                                timeout=ADMIN_TIMEOUT_S) as admin:
             observed = await _observe(admin, ts.topic_name)
-            step = topics.plan(ts, observed, await _brokers(admin) if observed else None)
+            step = topics.plan(ts, observed)
             if step.refusal:
                 reason, message = step.refusal
                 _record(patch, observed)
@@ -93,12 +86,6 @@ async def _reconcile(body: Any, spec: Any, name: str, namespace: str, patch: kop
                 kopf.info(body, reason="ConfigChanged",
                           message=f"topic {ts.topic_name}: set {sorted(step.set_configs)}, "
                                   f"removed {list(step.delete_configs)}")
-            if step.replicas_to:
-                await admin.alter_partition_reassignments(
-                    {(ts.topic_name, p): list(r) for p, r in step.replicas_to.items()})
-                kopf.info(body, reason="ReplicationFactorChanging",
-                          message=f"topic {ts.topic_name}: moving {len(step.replicas_to)} "
-                                  f"partition(s) to {ts.replicas} replicas")
             if not step.empty:
                 observed = await _observe(admin, ts.topic_name)
     except Exception as exc:  # unreachable cluster, broker error: retried by the timer
@@ -108,11 +95,6 @@ async def _reconcile(body: Any, spec: Any, name: str, namespace: str, patch: kop
     _record(patch, observed)
     if observed is None:
         return Outcome(False, "TopicNotFound", "topic not visible yet", reconciling=True)
-    if step.replicas_to or step.awaiting_moves:
-        # The timer comes back until the moves are done and every partition has the factor.
-        return Outcome(False, "ReplicationFactorChanging",
-                       f"topic {ts.topic_name}: replicas moving to replication factor "
-                       f"{ts.replicas}", reconciling=True)
     return Outcome(True, "Ready", f"topic {ts.topic_name}: {observed.partition_count} "
                                   f"partitions, replication factor "
                                   f"{observed.replication_factor}")

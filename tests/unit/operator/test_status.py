@@ -1,8 +1,6 @@
 """Conditions, broker status and topic plans: the operator's pure decisions."""
 from __future__ import annotations
 
-import dataclasses
-
 from rillet_operator import cluster_status, conditions, topics
 from rillet_operator.conditions import Outcome
 from rillet_operator.spec import parse_cluster, parse_topic
@@ -66,15 +64,8 @@ def test_topic_plans():
     assert up.partitions_to == 8 and not up.create
     down = topics.plan(_topic(partitions=3), _observed())
     assert down.refusal[0] == "PartitionDecreaseNotSupported" and down.empty
-    brokers = {0: "a", 1: "b", 2: "c", 3: "a"}
-    rf = topics.plan(_topic(replicas=2), _observed(), brokers)
-    assert rf.refusal is None and set(rf.replicas_to) == set(range(6))
-    assert all(len(r) == 2 for r in rf.replicas_to.values())
-    too_many = topics.plan(_topic(replicas=5), _observed(), brokers)
-    assert too_many.refusal[0] == "InvalidReplicationFactor" and too_many.empty
-    moving = topics.plan(_topic(replicas=2), dataclasses.replace(_observed(), reassigning=True),
-                         brokers)
-    assert moving.awaiting_moves and moving.empty and moving.refusal is None
+    rf = topics.plan(_topic(replicas=2), _observed())
+    assert rf.refusal[0] == "ReplicationFactorChangeNotSupported" and rf.empty
     cfg = topics.plan(_topic(config={"retention.ms": 1000, "cleanup.policy": "delete"}),
                       _observed(configs={"retention.ms": "5", "segment.bytes": "1048576",
                                          "cleanup.policy": "delete"}))
