@@ -84,8 +84,8 @@ def _installed_release(helm: str, kubeconfig: str) -> tuple[str, str] | None:
 
 @pytest.fixture(scope="module")
 def operator(k8s, helm) -> Iterator[tuple[str, str]]:
-    """The chart with one operator replica (two-replica peering is not proven yet: in two
-    of four runs both replicas stayed active). Installed into its own namespace and uninstalled
+    """The chart with one operator replica (two replicas and their peering:
+    test_operator_peering.py). Installed into its own namespace and uninstalled
     (checked) at the end; where a release is already installed (kind.sh), that one is upgraded
     to these values and left in place, since two operators would both act on every Cluster."""
     kube = k8s.kube
@@ -285,6 +285,51 @@ def test_partition_decrease_is_refused_with_a_condition(k8s, cluster_ns):
     assert get_cr(kube, ns, "topics", TOPIC)["status"]["partitions"] == 8
     seen = run_job(kube, ns, ["inspect", BOOTSTRAP, TOPIC])
     assert len(seen["partitions"]) == 8
+
+
+def test_replication_factor_change_moves_replicas_and_keeps_the_data(k8s, cluster_ns):
+    """A Topic's spec.replicas 1 -> 3 is carried out by partition reassignment: every
+    partition ends on three brokers in three zones with a full ISR, nothing produced is lost;
+    then 3 -> 2 keeps each partition's preferred leader."""
+    kube, ns = k8s.kube, cluster_ns
+    name = "ledger"
+    kube.request("POST", _cr_path(ns, "topics"), {
+        "apiVersion": "rillet.io/v1alpha1", "kind": "Topic",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"cluster": CLUSTER, "partitions": 3, "replicas": 1}})
+    out = kubectl(k8s.kubeconfig, "wait", "--for=condition=Ready", f"topic.rillet.io/{name}",
+                  "-n", ns, "--timeout=120s", timeout=150)
+    assert out.returncode == 0, (out.stderr, get_cr(kube, ns, "topics", name))
+    assert run_job(kube, ns, ["produce-consume", BOOTSTRAP, name, "200"])["consumed_back"] == 200
+    before = run_job(kube, ns, ["inspect", BOOTSTRAP, name])["partitions"]
+    assert all(len(p["replicas"]) == 1 for p in before.values())
+
+    patch_cr(kube, ns, "topics", name, {"spec": {"replicas": 3}})
+    done = kube.wait_for("replication factor 3, Ready", lambda: (lambda t: t if t["status"].get(
+        "replicas") == 3 and condition(t).get("status") == "True" and t["status"].get(
+        "observedGeneration") == t["metadata"]["generation"] else None)(
+        get_cr(kube, ns, "topics", name)), timeout=240)
+    assert done["status"]["partitions"] == 3
+    seen = run_job(kube, ns, ["inspect", BOOTSTRAP, name, "--full-isr", "60"])
+    zones = {b["id"]: b["rack"] for b in get_cr(kube, ns, "clusters", CLUSTER)["status"]["brokers"]}
+    for p, info in seen["partitions"].items():
+        assert len(info["replicas"]) == 3 and sorted(info["isr"]) == sorted(info["replicas"])
+        assert {zones[r] for r in info["replicas"]} == set(zones.values()), (p, info)
+        assert info["replicas"][0] == before[p]["replicas"][0], "the old replica stays first"
+    events = {e["reason"] for e in kube.list("Event", ns, fieldSelector=f"involvedObject.name={name}")}
+    assert "ReplicationFactorChanging" in events
+    assert run_job(kube, ns, ["count", BOOTSTRAP, name]) == {"records": 200, "end_offsets": 200}
+
+    patch_cr(kube, ns, "topics", name, {"spec": {"replicas": 2}})
+    kube.wait_for("replication factor 2, Ready", lambda: (lambda t: t["status"].get(
+        "replicas") == 2 and condition(t).get("status") == "True" and t["status"].get(
+        "observedGeneration") == t["metadata"]["generation"])(
+        get_cr(kube, ns, "topics", name)), timeout=240)
+    shrunk = run_job(kube, ns, ["inspect", BOOTSTRAP, name, "--full-isr", "60"])["partitions"]
+    for p, info in shrunk.items():
+        assert len(info["replicas"]) == 2 and info["replicas"][0] == before[p]["replicas"][0]
+        assert len({zones[r] for r in info["replicas"]}) == 2
+    assert run_job(kube, ns, ["count", BOOTSTRAP, name]) == {"records": 200, "end_offsets": 200}
 
 
 def test_bad_cluster_config_gets_invalid_config_and_creates_nothing(k8s, cluster_ns):

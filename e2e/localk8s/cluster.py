@@ -185,7 +185,8 @@ def network_up(layout: Layout) -> None:
 
 
 def network_down(layout: Layout) -> None:
-    podman(layout, "network", "rm", "-f", host.NETWORK, check=False)
+    if shutil.which("podman"):
+        podman(layout, "network", "rm", "-f", host.NETWORK, check=False)
     if run("ip", "link", "show", host.ANCHOR, check=False).returncode == 0:
         run("ip", "link", "delete", host.ANCHOR, check=False)
     if run("ip", "link", "show", host.BRIDGE, check=False).returncode == 0:
@@ -198,6 +199,8 @@ def network_down(layout: Layout) -> None:
 
 def up(layout: Layout, build_images: bool = True) -> Path:
     """Brings the cluster up (idempotent: a running cluster is left as is). Returns kubeconfig."""
+    # Host tools first: on a fresh machine even the clean-up below needs podman and ip.
+    host.ensure_packages()
     if status(layout, quiet=True):
         return layout.kubeconfig
     down(layout, quiet=True)  # a half-started previous run must not leak into this one

@@ -1,8 +1,8 @@
 """What to do to bring a Kafka topic to its Topic resource's spec: pure decisions.
 
 `plan(spec, observed)` compares the spec with the topic as the cluster reports it and returns
-the steps (create, add partitions, alter configs) or the refusal that becomes a condition
-(PartitionDecreaseNotSupported, ReplicationFactorChangeNotSupported). A refusal changes nothing.
+the steps (create, add partitions, alter configs, change the replication factor) or the refusal
+that becomes a condition (PartitionDecreaseNotSupported). A refusal changes nothing.
 """
 from __future__ import annotations
 
@@ -35,11 +35,13 @@ class Plan:
     partitions_to: int | None = None            # CreatePartitions total count
     set_configs: dict[str, str] = field(default_factory=dict)
     delete_configs: tuple[str, ...] = ()
+    replicas_to: int | None = None               # replication factor change by reassignment
     refusal: tuple[str, str] | None = None       # (reason, message)
 
     @property
     def empty(self) -> bool:
-        return not (self.create or self.partitions_to or self.set_configs or self.delete_configs)
+        return not (self.create or self.partitions_to or self.set_configs or self.delete_configs
+                    or self.replicas_to)
 
 
 def plan(spec: TopicSpec, observed: ObservedTopic | None) -> Plan:
@@ -49,18 +51,17 @@ def plan(spec: TopicSpec, observed: ObservedTopic | None) -> Plan:
         return Plan(refusal=("PartitionDecreaseNotSupported",
                              f"topic {spec.topic_name} has {observed.partition_count} partitions;"
                              f" Kafka cannot decrease that to {spec.partitions}"))
-    if spec.replicas != observed.replication_factor:
-        return Plan(refusal=("ReplicationFactorChangeNotSupported",
-                             f"topic {spec.topic_name} has replication factor "
-                             f"{observed.replication_factor}; changing it to {spec.replicas} "
-                             f"needs partition reassignment, which the operator does not do "
-                             f"yet"))
+    # A replication factor change is carried out by partition reassignment (see
+    # handlers/topic.py); partitions and configs are brought in line in the same pass.
+    replicas_to = spec.replicas if spec.replicas != observed.replication_factor or any(
+        len(r) != spec.replicas for r in observed.partitions.values()) else None
     want = spec.config_dict
     set_configs = {k: v for k, v in want.items() if observed.configs.get(k) != v}
     # The operator owns the topic's config: an override not in the spec is removed.
     delete = tuple(sorted(k for k in observed.configs if k not in want))
     return Plan(partitions_to=spec.partitions if spec.partitions > observed.partition_count
-                else None, set_configs=set_configs, delete_configs=delete)
+                else None, set_configs=set_configs, delete_configs=delete,
+                replicas_to=replicas_to)
 
 
 def under_replicated(observed: ObservedTopic) -> list[int]:

@@ -351,6 +351,16 @@ class AdminClient:
             {p.partition_index: tuple(p.isr_nodes) for p in t.partitions},
             {p.partition_index: p.leader_id for p in t.partitions})
 
+    async def assignment(self, topics: list[str] | None = None
+                         ) -> dict[tuple[str, int], tuple[int, ...]]:
+        """(topic, partition) -> replicas, for every topic (internal ones included) or those
+        named: what a move planner needs to weigh brokers' loads."""
+        resp = await self._any(METADATA, 12, {
+            "topics": None if topics is None else [{"name": t, "topic_id": None} for t in topics],
+            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+        return {(t.name, p.partition_index): tuple(p.replica_nodes)
+                for t in resp.topics if int(t.error_code) == 0 for p in t.partitions}
+
     async def topic_config_overrides(self, name: str) -> dict[str, str]:
         """The topic's own configs (DescribeConfigs source DYNAMIC_TOPIC_CONFIG), no defaults."""
         resp = await self._any(DESCRIBE_CONFIGS, 4, {

@@ -4,8 +4,12 @@
       brokers (id -> rack) and the topic's partitions (replicas, isr); with --full-isr, waits
       up to SECONDS until every partition's ISR equals its replicas.
   client.py produce-consume BOOTSTRAP TOPIC COUNT
-      produces COUNT records with acks=all, then consumes the topic from the beginning in a
-      group and reports how many of them it read back.
+      produces COUNT records with acks=all (a failed send fails the Job with its error), then
+      consumes the topic from the beginning in a group and reports how many of them it read
+      back.
+  client.py count BOOTSTRAP TOPIC
+      reads every partition from the beginning to its end offset (no group) and reports the
+      number of records.
 """
 import json
 import sys
@@ -49,9 +53,11 @@ def produce_consume(bootstrap, topic, count):
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=10,
                              request_timeout_ms=30000)
     payloads = [f"msg-{i}-{uuid.uuid4().hex}".encode() for i in range(count)]
-    for i, value in enumerate(payloads):
-        producer.send(topic, key=str(i).encode(), value=value)
+    futures = [producer.send(topic, key=str(i).encode(), value=value)
+               for i, value in enumerate(payloads)]
     producer.flush(60)
+    for f in futures:
+        f.get(timeout=60)  # raises the delivery error instead of counting it as lost later
     producer.close()
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"e2e-{uuid.uuid4().hex[:6]}",
                              auto_offset_reset="earliest", enable_auto_commit=True,
@@ -65,12 +71,29 @@ def produce_consume(bootstrap, topic, count):
     return {"produced": count, "consumed_back": len(wanted & seen)}
 
 
+def count(bootstrap, topic):
+    from kafka import TopicPartition
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+    consumer.assign(parts)
+    consumer.seek_to_beginning(*parts)
+    ends = consumer.end_offsets(parts)
+    n, deadline = 0, time.monotonic() + 90
+    while any(consumer.position(tp) < ends[tp] for tp in parts) and time.monotonic() < deadline:
+        for batch in consumer.poll(timeout_ms=2000).values():
+            n += len(batch)
+    consumer.close()
+    return {"records": n, "end_offsets": sum(ends.values())}
+
+
 def main(argv):
     if argv[0] == "inspect":
         full = float(argv[4]) if len(argv) > 4 and argv[3] == "--full-isr" else 0.0
         out = inspect(argv[1], argv[2], full)
     elif argv[0] == "produce-consume":
         out = produce_consume(argv[1], argv[2], int(argv[3]))
+    elif argv[0] == "count":
+        out = count(argv[1], argv[2])
     else:
         sys.exit(f"unknown command {argv[0]!r}")
     print("RESULT " + json.dumps(out), flush=True)

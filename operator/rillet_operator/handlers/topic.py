@@ -1,6 +1,7 @@
-"""Topic reconcile through rillet's admin client: create, add partitions, alter configs;
-refusals (partition decrease, replication factor change) become conditions; the finalizer
-deletes the topic, and lets go when the Cluster is gone or unreachable for long.
+"""Topic reconcile through rillet's admin client: create, add partitions, alter configs,
+change the replication factor by partition reassignment; a partition decrease becomes a
+condition; the finalizer deletes the topic, and lets go when the Cluster is gone or unreachable
+for long.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from rillet.client import AdminClient, KafkaClientError
 from rillet.config import ConfigError
 from rillet.topic_config import validate_topic_configs
 
-from .. import topics
+from .. import topics  # TEMP planner
 from ..builders import names
 from ..conditions import Outcome
 from ..spec import SpecError, parse_topic
@@ -88,6 +89,16 @@ async def _reconcile(body: Any, spec: Any, name: str, namespace: str, patch: kop
                                   f"removed {list(step.delete_configs)}")
             if not step.empty:
                 observed = await _observe(admin, ts.topic_name)
+            if step.replicas_to and observed is not None:
+                moving = await _change_replication_factor(admin, observed, step.replicas_to,
+                                                          body)
+                if moving:
+                    _record(patch, observed)
+                    return Outcome(False, "ReplicationFactorChanging", moving,
+                                   reconciling=True)
+    except TopicRefused as exc:
+        _record(patch, observed)
+        return Outcome(False, exc.reason, str(exc), error=True)
     except Exception as exc:  # unreachable cluster, broker error: retried by the timer
         logger.info("topic %s: %s", ts.topic_name, exc)
         return Outcome(False, "ClusterNotReady" if _is_connection(exc) else "TopicError",
@@ -98,6 +109,48 @@ async def _reconcile(body: Any, spec: Any, name: str, namespace: str, patch: kop
     return Outcome(True, "Ready", f"topic {ts.topic_name}: {observed.partition_count} "
                                   f"partitions, replication factor "
                                   f"{observed.replication_factor}")
+
+
+async def _change_replication_factor(admin: AdminClient, observed: topics.ObservedTopic,
+                                     factor: int, body: Any) -> str | None:
+    """Moves the topic's partitions to `factor` replicas (AlterPartitionReassignments, the
+    brokers copy the data); what is still under way, or None when every partition has it.
+
+    Level-based: while any partition of the topic is moving nothing new is submitted, so an
+    operator restart mid-change never issues a move twice; each pass re-reads the cluster."""
+    from .. import planner  # TEMP
+    topic = observed.name
+    ongoing = await admin.list_partition_reassignments({topic: sorted(observed.partitions)})
+    if ongoing:
+        return (f"changing topic {topic}'s replication factor to {factor}: "
+                f"{len(ongoing)} of {observed.partition_count} partitions moving")
+    if all(len(r) == factor for r in observed.partitions.values()):
+        return None
+    described = await admin.describe_cluster()
+    brokers = [planner.Broker(b, rack) for b, (_, _, rack) in sorted(described.brokers.items())]
+    if factor > len(brokers):
+        raise TopicRefused("InvalidReplicationFactor",
+                           f"topic {topic}: replication factor {factor} needs {factor} brokers;"
+                           f" the cluster has {len(brokers)}")
+    everything = await admin.assignment()
+    moves = planner.resize_replicas(everything, topic, factor, brokers)
+    codes = await admin.alter_partition_reassignments({k: list(v) for k, v in moves.items()})
+    refused = {f"{t}-{p}": c for (t, p), c in codes.items() if c}
+    if refused:
+        raise KafkaClientError(f"reassignment refused for {refused}")
+    kopf.info(body, reason="ReplicationFactorChanging",
+              message=f"topic {topic}: moving {len(moves)} partitions to replication factor "
+                      f"{factor}")
+    return (f"changing topic {topic}'s replication factor to {factor}: {len(moves)} of "
+            f"{observed.partition_count} partitions moving")
+
+
+class TopicRefused(Exception):
+    """A spec the cluster cannot carry out: a condition, not a retry."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def _is_connection(exc: Exception) -> bool:

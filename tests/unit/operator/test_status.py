@@ -65,7 +65,13 @@ def test_topic_plans():
     down = topics.plan(_topic(partitions=3), _observed())
     assert down.refusal[0] == "PartitionDecreaseNotSupported" and down.empty
     rf = topics.plan(_topic(replicas=2), _observed())
-    assert rf.refusal[0] == "ReplicationFactorChangeNotSupported" and rf.empty
+    assert rf.replicas_to == 2 and rf.refusal is None and not rf.empty
+    grow = topics.plan(_topic(partitions=8, replicas=5), _observed())
+    assert grow.replicas_to == 5 and grow.partitions_to == 8
+    # A move in flight lists more replicas than the factor: not done yet.
+    moving = _observed()
+    moving.partitions[0] = (0, 1, 2, 3)
+    assert topics.plan(_topic(), moving).replicas_to == 3
     cfg = topics.plan(_topic(config={"retention.ms": 1000, "cleanup.policy": "delete"}),
                       _observed(configs={"retention.ms": "5", "segment.bytes": "1048576",
                                          "cleanup.policy": "delete"}))
