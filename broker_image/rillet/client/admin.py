@@ -5,22 +5,33 @@ rillet; it does not negotiate down for old brokers). The consumer-group
 describe joins DescribeGroups (members and their assignments), OffsetFetch
 (committed offsets) and ListOffsets (end offsets at the partitions'
 leaders) into per-partition lag, as kafka-consumer-groups --describe does.
+
+The broker-level calls a scale-down needs: replica sizes per broker (DescribeLogDirs,
+asked of every broker, since each answers only for its own disks), under-replicated
+partitions, dynamic broker configs (throttles) and UnregisterBroker.
 """
 from __future__ import annotations
 
 import asyncio
 import struct
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable, Mapping
 
-from .connection import BrokerConnection, raise_for
+from ..protocol.errors import BrokerNotAvailable
+from .connection import BrokerConnection, KafkaClientError, raise_for
 
 METADATA, LIST_OFFSETS, FIND_COORDINATOR, OFFSET_FETCH = 3, 2, 10, 9
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, CREATE_TOPICS = 15, 16, 42, 19
 DESCRIBE_QUORUM, DESCRIBE_CLUSTER = 55, 60
 ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS = 45, 46
 DELETE_TOPICS, CREATE_PARTITIONS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 20, 37, 32, 44
-TOPIC_RESOURCE, DYNAMIC_TOPIC_CONFIG = 2, 1
+DESCRIBE_LOG_DIRS, UNREGISTER_BROKER = 35, 64
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+# DescribeConfigs config_source ids.
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
+CLUSTER_DEFAULT = ""  # the broker resource name of the cluster-wide default
+# What a broker that is down or gone looks like to a request.
+_UNREACHABLE = (OSError, asyncio.TimeoutError, KafkaClientError)
 SET_CONFIG, DELETE_CONFIG = 0, 1
 LATEST, EARLIEST = -1, -2
 
@@ -111,6 +122,42 @@ class TopicDescription:
     leaders: dict[int, int]
 
 
+def max_partition_sizes(by_broker: Mapping[int, Mapping[tuple[str, int], int]]
+                        ) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> the largest size any broker reports for its replica."""
+    out: dict[tuple[str, int], int] = {}
+    for sizes in by_broker.values():
+        for tp, size in sizes.items():
+            out[tp] = max(size, out.get(tp, size))
+    return out
+
+
+def short_isr(replicas: Mapping[tuple[str, int], tuple[int, ...]],
+              isr: Mapping[tuple[str, int], tuple[int, ...]]) -> list[tuple[str, int]]:
+    """The partitions whose ISR has fewer members than their replicas, sorted."""
+    return sorted(tp for tp, rs in replicas.items() if len(isr.get(tp, ())) < len(rs))
+
+
+def _log_dir_sizes(results: Iterable[Any]) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> bytes, from DescribeLogDirs results of one broker.
+
+    A dir reporting an error has nothing to count; a future replica (a move between
+    dirs) is a copy, not the replica itself."""
+    out: dict[tuple[str, int], int] = {}
+    for d in results:
+        if int(getattr(d.error_code, "value", d.error_code)):
+            continue
+        for t in d.topics:
+            for p in t.partitions:
+                if not p.is_future_key:
+                    out[(t.name, p.partition_index)] = p.partition_size
+    return out
+
+
+def _broker_resource_name(broker: int | None) -> str:
+    return CLUSTER_DEFAULT if broker is None else str(broker)
+
+
 @dataclass
 class _Cluster:
     brokers: dict[int, tuple[str, int]] = field(default_factory=dict)
@@ -181,6 +228,117 @@ class AdminClient:
             for p in t.partitions:
                 cluster.leaders[(t.name, p.partition_index)] = p.leader_id
         return cluster
+
+    # -- brokers (what a scale-down needs) -------------------------------------------
+
+    async def describe_log_dirs(self) -> dict[int, dict[tuple[str, int], int]]:
+        """Broker id -> {(topic, partition): size in bytes} of the replicas on its disks.
+
+        DescribeLogDirs is answered by each broker for itself, so every broker that
+        Metadata lists is asked directly, all at once. A broker that cannot be reached
+        (down, or not answering within the client's timeout) is left out rather than
+        failing the call: a plan must still be made while one broker is away. An error
+        code in an answer does raise.
+        """
+        cluster = await self._cluster([])
+        ids = sorted(cluster.brokers)
+        answers = await asyncio.gather(*(self._log_dirs_at(*cluster.brokers[i]) for i in ids))
+        return {i: sizes for i, sizes in zip(ids, answers) if sizes is not None}
+
+    async def _log_dirs_at(self, host: str, port: int) -> dict[tuple[str, int], int] | None:
+        try:
+            resp = await self._conn(host, port).request(DESCRIBE_LOG_DIRS, 4, {"topics": None})
+        except _UNREACHABLE:
+            return None
+        raise_for(resp.error_code, f"describe log dirs at {host}:{port}")
+        return _log_dir_sizes(resp.results)
+
+    async def partition_sizes(self) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> the largest replica's size in bytes among the brokers
+        that answer (a lagging follower's copy is smaller: the largest is what a move
+        has to copy)."""
+        return max_partition_sizes(await self.describe_log_dirs())
+
+    async def unregister_broker(self, broker_id: int) -> None:
+        """UnregisterBroker: the cluster forgets `broker_id`.
+
+        Refused (InvalidRequest, the broker's message naming the partitions) while any
+        partition still lists the broker as a replica; BrokerIdNotRegistered when it is
+        not registered. Stop the broker first: a running one registers again.
+        """
+        resp = await self._any(UNREGISTER_BROKER, 0, {"broker_id": broker_id})
+        raise_for(resp.error_code, f"unregister broker {broker_id}", resp.error_message)
+
+    async def alter_broker_configs(self, broker: int | None, set_configs: Mapping[str, str],
+                                   delete: Iterable[str] = ()) -> None:
+        """IncrementalAlterConfigs on a BROKER resource: SET each of `set_configs`, DELETE
+        each of `delete`, for node `broker` or, when None, the cluster-wide default.
+
+        Any broker takes the request (it is relayed to the active controller, as KRaft
+        Kafka forwards it), so a node id that is down can still be configured. The change
+        is committed to the metadata log; each broker applies it when it replays that, so
+        a describe right afterwards may still show the old value for a moment. A key that
+        cannot change without a restart is refused with InvalidRequest.
+        """
+        name = _broker_resource_name(broker)
+        configs = [{"name": k, "config_operation": SET_CONFIG, "value": v}
+                   for k, v in set_configs.items()]
+        configs += [{"name": k, "config_operation": DELETE_CONFIG, "value": None}
+                    for k in delete]
+        resp = await self._any(INCREMENTAL_ALTER_CONFIGS, 1, {
+            "resources": [{"resource_type": BROKER_RESOURCE, "resource_name": name,
+                           "configs": configs}],
+            "validate_only": False})
+        for r in resp.responses:
+            raise_for(r.error_code, f"alter configs of broker {name!r}", r.error_message)
+
+    async def broker_config_overrides(self, broker: int | None) -> dict[str, str]:
+        """The dynamic configs set on node `broker` itself (config source
+        DYNAMIC_BROKER_CONFIG), or, when None, the cluster-wide defaults
+        (DYNAMIC_DEFAULT_BROKER_CONFIG); static and default values are left out.
+
+        A node describes only its own configs, so a node id is asked of that broker
+        directly: BrokerNotAvailable when Metadata does not list it as live.
+        """
+        name = _broker_resource_name(broker)
+        body = {"resources": [{"resource_type": BROKER_RESOURCE, "resource_name": name,
+                               "configuration_keys": None}],
+                "include_synonyms": False, "include_documentation": False}
+        if broker is None:
+            resp = await self._any(DESCRIBE_CONFIGS, 4, body)
+            source = DYNAMIC_DEFAULT_BROKER_CONFIG
+        else:
+            cluster = await self._cluster([])
+            if broker not in cluster.brokers:
+                raise BrokerNotAvailable(f"broker {broker} is not live (Metadata lists "
+                                         f"{sorted(cluster.brokers)})")
+            resp = await self._conn(*cluster.brokers[broker]).request(DESCRIBE_CONFIGS, 4,
+                                                                      body)
+            source = DYNAMIC_BROKER_CONFIG
+        r = resp.results[0]
+        raise_for(r.error_code, f"describe configs of broker {name!r}", r.error_message)
+        return {c.name: c.value for c in r.configs
+                if int(c.config_source) == source and c.value is not None}
+
+    async def isr(self) -> dict[tuple[str, int], tuple[int, ...]]:
+        """(topic, partition) -> in-sync replicas, for every topic, as Metadata reports."""
+        return {tp: isr for tp, (_, isr) in (await self._partition_states(None)).items()}
+
+    async def under_replicated(self) -> list[tuple[str, int]]:
+        """The partitions, of every topic, whose ISR is shorter than their replica list."""
+        states = await self._partition_states(None)
+        return short_isr({tp: rs for tp, (rs, _) in states.items()},
+                         {tp: isr for tp, (_, isr) in states.items()})
+
+    async def _partition_states(self, topics: list[str] | None
+                                ) -> dict[tuple[str, int], tuple[tuple[int, ...],
+                                                                 tuple[int, ...]]]:
+        """(topic, partition) -> (replicas, isr) by Metadata v12 (all topics when None)."""
+        resp = await self._any(METADATA, 12, {
+            "topics": None if topics is None else [{"name": t, "topic_id": None} for t in topics],
+            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+        return {(t.name, p.partition_index): (tuple(p.replica_nodes), tuple(p.isr_nodes))
+                for t in resp.topics if int(t.error_code) == 0 for p in t.partitions}
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int = 1,
                            configs: dict[str, str] | None = None) -> None:
@@ -355,11 +513,8 @@ class AdminClient:
                          ) -> dict[tuple[str, int], tuple[int, ...]]:
         """(topic, partition) -> replicas, for every topic (internal ones included) or those
         named: what a move planner needs to weigh brokers' loads."""
-        resp = await self._any(METADATA, 12, {
-            "topics": None if topics is None else [{"name": t, "topic_id": None} for t in topics],
-            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
-        return {(t.name, p.partition_index): tuple(p.replica_nodes)
-                for t in resp.topics if int(t.error_code) == 0 for p in t.partitions}
+        return {tp: replicas
+                for tp, (replicas, _) in (await self._partition_states(topics)).items()}
 
     async def topic_config_overrides(self, name: str) -> dict[str, str]:
         """The topic's own configs (DescribeConfigs source DYNAMIC_TOPIC_CONFIG), no defaults."""

@@ -20,12 +20,16 @@ class KafkaClientError(Exception):
     """A request failed on the wire (connection lost, timeout, bad response)."""
 
 
-def raise_for(code: Any, what: str) -> None:
-    """Raise the rillet KafkaError class of a non-zero error code."""
+def raise_for(code: Any, what: str, message: str | None = None) -> None:
+    """Raise the rillet KafkaError class of a non-zero error code.
+
+    ``message``: the response's error_message, kept in the exception because it often
+    says why (e.g. which partitions a broker still holds)."""
     value = int(getattr(code, "value", code))
     if value:
         cls = error_for_code(value)
-        err: KafkaError = cls(f"{what}: error {value} ({cls.__name__})")
+        reason = f": {message}" if message else ""
+        err: KafkaError = cls(f"{what}: error {value} ({cls.__name__}){reason}")
         err.code = value
         raise err
 
