@@ -150,6 +150,11 @@ def _debug(kube: Kube, ns: str) -> str:
 
 def run_job(kube: Kube, ns: str, args: list[str], timeout: float = 240) -> dict:
     """Run the kafka-python client image as a Job; its RESULT line, decoded."""
+    return job_result(kube, ns, start_job(kube, ns, args), timeout)
+
+
+def start_job(kube: Kube, ns: str, args: list[str]) -> str:
+    """Starts the kafka-python client image as a Job; its name."""
     name = f"client-{uuid.uuid4().hex[:6]}"
     kube.create({"apiVersion": "batch/v1", "kind": "Job",
                  "metadata": {"name": name, "namespace": ns},
@@ -157,7 +162,11 @@ def run_job(kube: Kube, ns: str, args: list[str], timeout: float = 240) -> dict:
                      "restartPolicy": "Never",
                      "containers": [{"name": "client", "image": CLIENT_IMAGE,
                                      "imagePullPolicy": "IfNotPresent", "args": args}]}}}})
+    return name
 
+
+def job_result(kube: Kube, ns: str, name: str, timeout: float) -> dict:
+    """Waits for the Job to end; its RESULT line, decoded (a failed Job fails the test)."""
     def finished() -> dict | None:
         status = kube.get("Job", name, ns).get("status") or {}
         return status if status.get("succeeded") or status.get("failed") else None

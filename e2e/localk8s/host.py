@@ -15,6 +15,7 @@ import os
 import resource
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,8 @@ def ensure_packages() -> None:
     if not missing:
         return
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    print(f"local-cluster: installing host packages {' '.join(missing)} (apt, about a minute)",
+          file=sys.stderr, flush=True)
     subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, timeout=600)
     subprocess.run(["apt-get", "install", "-y", "-qq", *missing], check=True, env=env, timeout=1200)
 

@@ -27,6 +27,13 @@ class Storage:
     type: str = "ephemeral"          # ephemeral | persistent-claim
     size: str | None = None          # e.g. 1Gi (persistent-claim)
     storage_class: str | None = None  # None: the cluster's default StorageClass
+    delete_claim: bool = False       # a removed broker's claim goes with it on scale-down
+
+
+@dataclass(frozen=True)
+class Rebalance:
+    throttle_bytes_per_second: int = 50 * 1024 * 1024   # 0 = unthrottled
+    batch_size: int = 10
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,7 @@ class ClusterSpec:
     rack_topology_key: str | None = None
     pod: PodTemplate = field(default_factory=PodTemplate)
     pdb_max_unavailable: int = 1
+    rebalance: Rebalance = field(default_factory=Rebalance)
 
     @property
     def config_dict(self) -> dict[str, str]:
@@ -83,10 +91,12 @@ def _config(raw: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((str(k), config_text(v)) for k, v in (raw or {}).items()))
 
 
-def _positive_int(spec: Mapping[str, Any], key: str, default: int | None = None) -> int:
+def _positive_int(spec: Mapping[str, Any], key: str, default: int | None = None,
+                  where: str = "spec") -> int:
     value = spec.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SpecError("InvalidSpec", f"spec.{key} must be a whole number >= 1, got {value!r}")
+        raise SpecError("InvalidSpec", f"{where}.{key} must be a whole number >= 1, "
+                                       f"got {value!r}")
     return value
 
 
@@ -99,7 +109,7 @@ def parse_storage(raw: Mapping[str, Any] | None) -> Storage:
         size = raw.get("size")
         if not size:
             raise SpecError("InvalidSpec", "spec.storage.size is required for persistent-claim")
-        return Storage(kind, str(size), raw.get("class"))
+        return Storage(kind, str(size), raw.get("class"), bool(raw.get("deleteClaim", False)))
     raise SpecError("InvalidSpec", f"spec.storage.type must be ephemeral or persistent-claim, "
                                    f"got {kind!r}")
 
@@ -127,7 +137,18 @@ def parse_cluster(name: str, namespace: str, spec: Mapping[str, Any]) -> Cluster
             labels=tuple(sorted((pod.get("labels") or {}).items())),
             annotations=tuple(sorted((pod.get("annotations") or {}).items())),
             priority_class_name=pod.get("priorityClassName") or None),
-        pdb_max_unavailable=max_unavailable)
+        pdb_max_unavailable=max_unavailable,
+        rebalance=parse_rebalance(spec.get("rebalance")))
+
+
+def parse_rebalance(raw: Mapping[str, Any] | None) -> Rebalance:
+    raw = raw or {}
+    throttle = raw.get("throttleBytesPerSecond", Rebalance.throttle_bytes_per_second)
+    if isinstance(throttle, bool) or not isinstance(throttle, int) or throttle < 0:
+        raise SpecError("InvalidSpec", f"spec.rebalance.throttleBytesPerSecond must be a whole "
+                                       f"number >= 0, got {throttle!r}")
+    return Rebalance(throttle, _positive_int(raw, "batchSize", Rebalance.batch_size,
+                                             where="spec.rebalance"))
 
 
 def parse_topic(name: str, namespace: str, spec: Mapping[str, Any]) -> TopicSpec:

@@ -11,6 +11,11 @@ from dataclasses import dataclass, field
 from .spec import TopicSpec
 
 
+# Topic configs the Cluster's rebalance sets and clears (KIP-73 throttled replicas).
+REBALANCE_OWNED = frozenset({"leader.replication.throttled.replicas",
+                             "follower.replication.throttled.replicas"})
+
+
 @dataclass(frozen=True)
 class ObservedTopic:
     """The topic as the cluster reports it (Metadata + DescribeConfigs)."""
@@ -57,8 +62,10 @@ def plan(spec: TopicSpec, observed: ObservedTopic | None) -> Plan:
         len(r) != spec.replicas for r in observed.partitions.values()) else None
     want = spec.config_dict
     set_configs = {k: v for k, v in want.items() if observed.configs.get(k) != v}
-    # The operator owns the topic's config: an override not in the spec is removed.
-    delete = tuple(sorted(k for k in observed.configs if k not in want))
+    # The operator owns the topic's config: an override not in the spec is removed, except
+    # the replication throttles a Cluster's rebalance sets for the length of a move.
+    delete = tuple(sorted(k for k in observed.configs
+                          if k not in want and k not in REBALANCE_OWNED))
     return Plan(partitions_to=spec.partitions if spec.partitions > observed.partition_count
                 else None, set_configs=set_configs, delete_configs=delete,
                 replicas_to=replicas_to)

@@ -7,6 +7,14 @@
       produces COUNT records with acks=all (a failed send fails the Job with its error), then
       consumes the topic from the beginning in a group and reports how many of them it read
       back.
+  client.py stream BOOTSTRAP TOPIC RATE MAX_SECONDS
+      produces records "seq-<i>" with acks=all and idempotence at RATE per second until a
+      topic named TOPIC-stop exists (or MAX_SECONDS passed), then reads the topic back and
+      reports failed deliveries, records missing and records seen twice.
+  client.py fill BOOTSTRAP TOPIC COUNT SIZE
+      produces COUNT records of SIZE bytes as fast as it can (acks=all), for data to move.
+  client.py broker-config BOOTSTRAP BROKER KEY
+      the value broker BROKER reports for config KEY (DescribeConfigs).
   client.py count BOOTSTRAP TOPIC
       reads every partition from the beginning to its end offset (no group) and reports the
       number of records.
@@ -46,6 +54,7 @@ def inspect(bootstrap, topic, full_isr_s=0.0):
         time.sleep(1)
     return {"brokers": {_get(b, "broker_id", "node_id"): b.get("rack")
                         for b in cluster["brokers"]},
+            "controller": cluster.get("controller_id"),
             "partitions": parts, "full_isr": full}
 
 
@@ -71,19 +80,100 @@ def produce_consume(bootstrap, topic, count):
     return {"produced": count, "consumed_back": len(wanted & seen)}
 
 
-def count(bootstrap, topic):
+def stream(bootstrap, topic, rate, max_s):
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True,
+                             retries=2**31 - 1, delivery_timeout_ms=300000,
+                             request_timeout_ms=30000, linger_ms=5)
+    failed, sent = [], 0
+    started = time.monotonic()
+    next_check = started
+    stop_topic = f"{topic}-stop"
+    while time.monotonic() - started < max_s:
+        now = time.monotonic()
+        if now >= next_check:
+            if _topic_exists(bootstrap, stop_topic):
+                break
+            next_check = now + 2
+            print(f"stream: {sent} sent, {len(failed)} failed", flush=True)
+        due = int((now - started) * rate) + 1
+        while sent < due:
+            f = producer.send(topic, key=str(sent % 64).encode(), value=f"seq-{sent}".encode())
+            f.add_errback(lambda exc, i=sent: failed.append((i, repr(exc))))
+            sent += 1
+        time.sleep(0.01)
+    producer.flush(300)
+    producer.close()
+    seen = {}
+    for value in _read_all(bootstrap, topic):
+        seen[value] = seen.get(value, 0) + 1
+    wanted = {f"seq-{i}".encode() for i in range(sent)}
+    return {"sent": sent, "failed": len(failed), "failures": failed[:5],
+            "missing": len(wanted - set(seen)), "duplicates": sum(c - 1 for c in seen.values()),
+            "seconds": round(time.monotonic() - started)}
+
+
+def fill(bootstrap, topic, count, size):
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20,
+                             batch_size=256 * 1024, compression_type=None)
+    started = time.monotonic()
+    payload = b"x" * size
+    futures = [producer.send(topic, value=payload) for _ in range(count)]
+    producer.flush(600)
+    for f in futures:
+        f.get(timeout=60)
+    producer.close()
+    return {"records": count, "bytes": count * size,
+            "seconds": round(time.monotonic() - started, 1)}
+
+
+def broker_config(bootstrap, broker, key):
+    from kafka.admin import ConfigResource, ConfigResourceType
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=20000)
+    try:
+        got = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, broker)],
+                                     config_filter="all")
+    finally:
+        admin.close()
+    entry = (got.get("broker") or {}).get(broker, {}).get(key)
+    return {"key": key, "entry": entry}
+
+
+def _topic_exists(bootstrap, name):
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        return name in consumer.topics()
+    finally:
+        consumer.close()
+
+
+def _read_all(bootstrap, topic):
     from kafka import TopicPartition
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
     consumer.assign(parts)
     consumer.seek_to_beginning(*parts)
     ends = consumer.end_offsets(parts)
-    n, deadline = 0, time.monotonic() + 90
+    deadline = time.monotonic() + 120
     while any(consumer.position(tp) < ends[tp] for tp in parts) and time.monotonic() < deadline:
         for batch in consumer.poll(timeout_ms=2000).values():
-            n += len(batch)
+            for r in batch:
+                yield r.value
     consumer.close()
-    return {"records": n, "end_offsets": sum(ends.values())}
+
+
+def count(bootstrap, topic):
+    n = sum(1 for _ in _read_all(bootstrap, topic))
+    return {"records": n, "end_offsets": _end_offsets(bootstrap, topic)}
+
+
+def _end_offsets(bootstrap, topic):
+    from kafka import TopicPartition
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
+        return sum(consumer.end_offsets(parts).values())
+    finally:
+        consumer.close()
 
 
 def main(argv):
@@ -92,6 +182,12 @@ def main(argv):
         out = inspect(argv[1], argv[2], full)
     elif argv[0] == "produce-consume":
         out = produce_consume(argv[1], argv[2], int(argv[3]))
+    elif argv[0] == "stream":
+        out = stream(argv[1], argv[2], float(argv[3]), float(argv[4]))
+    elif argv[0] == "fill":
+        out = fill(argv[1], argv[2], int(argv[3]), int(argv[4]))
+    elif argv[0] == "broker-config":
+        out = broker_config(argv[1], argv[2], argv[3])
     elif argv[0] == "count":
         out = count(argv[1], argv[2])
     else:

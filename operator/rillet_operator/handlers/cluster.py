@@ -6,6 +6,7 @@ so a deleted or edited owned object is put back within one timer interval.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import kopf
@@ -19,6 +20,7 @@ from ..conditions import Outcome
 from ..kube import ApiError
 from ..spec import SpecError, parse_cluster
 from .common import kube, lock, write_outcome
+from .scaling import scale_step
 
 
 async def _cluster_id(name: str, namespace: str, status: dict) -> str:
@@ -62,8 +64,12 @@ async def _reconcile(body: Any, meta: Any, spec: Any, status: dict, name: str, n
                       generation, body, logger)
         return
     admin_http = bc.admin_http_supported()
+    # How many broker pods to run now: scaling decides (never fewer than hold data).
+    decision = await scale_step(cs, body, meta, status, patch, logger,
+                                names.bootstrap_address(name, namespace))
+    running = dataclasses.replace(cs, replicas=decision.statefulset_replicas)
     try:
-        for obj in builders.owned_objects(cs, cluster_id, admin_http):
+        for obj in builders.owned_objects(running, cluster_id, admin_http):
             kopf.append_owner_reference(obj, owner=body)
             await _apply(obj, body, logger)
         if cs.rack_topology_key:
@@ -85,11 +91,14 @@ async def _reconcile(body: Any, meta: Any, spec: Any, status: dict, name: str, n
     for node in {(p.get("spec") or {}).get("nodeName") for p in pods.values()} - {None}:
         got = await asyncio.to_thread(k.get, "Node", node)
         node_labels[node] = ((got or {}).get("metadata") or {}).get("labels") or {}
-    brokers = cluster_status.brokers(cs, pods, node_labels)
+    brokers = cluster_status.brokers(running, pods, node_labels)
     patch.status["brokers"] = brokers
     patch.status["readyBrokers"] = sum(1 for b in brokers if b["state"] == "Ready")
     patch.status["bootstrapServers"] = names.bootstrap_address(name, namespace)
-    write_outcome(patch, status, cluster_status.outcome(cs, brokers), generation, body, logger)
+    outcome = cluster_status.outcome(running, brokers)
+    if outcome.ready and decision.outcome is not None:
+        outcome = decision.outcome
+    write_outcome(patch, status, outcome, generation, body, logger)
 
 
 async def _apply(obj: dict, owner: Any, logger: Any) -> None:

@@ -14,7 +14,7 @@ from rillet.client import AdminClient, KafkaClientError
 from rillet.config import ConfigError
 from rillet.topic_config import validate_topic_configs
 
-from .. import topics  # TEMP planner
+from .. import planner, topics
 from ..builders import names
 from ..conditions import Outcome
 from ..spec import SpecError, parse_topic
@@ -118,7 +118,6 @@ async def _change_replication_factor(admin: AdminClient, observed: topics.Observ
 
     Level-based: while any partition of the topic is moving nothing new is submitted, so an
     operator restart mid-change never issues a move twice; each pass re-reads the cluster."""
-    from .. import planner  # TEMP
     topic = observed.name
     ongoing = await admin.list_partition_reassignments({topic: sorted(observed.partitions)})
     if ongoing:

@@ -77,6 +77,10 @@ def test_topic_plans():
                                          "cleanup.policy": "delete"}))
     assert cfg.set_configs == {"retention.ms": "1000"}
     assert cfg.delete_configs == ("segment.bytes",)
+    # A rebalance's throttle on the topic is left alone (the Cluster clears it when done).
+    throttled = topics.plan(_topic(), _observed(configs={
+        "leader.replication.throttled.replicas": "*", "retention.ms": "5"}))
+    assert throttled.delete_configs == ("retention.ms",)
 
 
 def test_topic_name_defaults_to_metadata_name():

@@ -1,0 +1,197 @@
+"""Scaling a Cluster on a real API server, with a real client producing acks=all idempotent
+records all through (a Job) and reading them back at the end: 3 -> 5 (data and leaders move
+onto the new brokers), an unsafe 3 -> 2 refused, 5 -> 3 with the operator pod killed in the
+middle of the drain, a config change rolling the brokers one at a time.
+
+One Cluster serves the module; the tests run in file order and build on each other's state.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Iterator
+
+import pytest
+
+from localk8s.kube import Kube
+from test_operator import (ZONE, _cr_path, _debug, condition, get_cr, job_result, kubectl,
+                           operator, patch_cr, run_job, start_job)  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.timeout(1200)
+
+CLUSTER = "scaled"
+BOOTSTRAP = f"{CLUSTER}-bootstrap:9092"
+STREAM = "stream"           # produced to all through the module
+BULK = "bulk"               # data for the moves to carry
+BULK_RECORDS, BULK_SIZE = 40_000, 1024
+MOVE_TIMEOUT_S = 900
+TIMINGS: dict[str, float] = {}
+
+
+@pytest.fixture(scope="module")
+def scaled(k8s, operator) -> Iterator[dict]:  # noqa: F811
+    """A 3-broker zone-aware Cluster with two Topics, bulk data, and the stream Job running."""
+    kube = k8s.kube
+    ns = f"e2e-scale-{uuid.uuid4().hex[:5]}"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    kube.request("POST", _cr_path(ns, "clusters"), {
+        "apiVersion": "rillet.io/v1alpha1", "kind": "Cluster",
+        "metadata": {"name": CLUSTER, "namespace": ns},
+        "spec": {"replicas": 3, "rack": {"topologyKey": ZONE},
+                 "storage": {"type": "persistent-claim", "size": "1Gi", "deleteClaim": True},
+                 "config": {"min.insync.replicas": 2},
+                 "rebalance": {"throttleBytesPerSecond": 8 * 1024 * 1024, "batchSize": 4}}})
+    try:
+        out = kubectl(k8s.kubeconfig, "wait", "--for=condition=Ready",
+                      f"cluster.rillet.io/{CLUSTER}", "-n", ns, "--timeout=420s", timeout=450)
+        if out.returncode != 0:
+            pytest.fail(f"Cluster not Ready: {out.stderr}\n{_debug(kube, ns)}")
+        for topic, partitions in ((STREAM, 6), (BULK, 8)):
+            kube.request("POST", _cr_path(ns, "topics"), {
+                "apiVersion": "rillet.io/v1alpha1", "kind": "Topic",
+                "metadata": {"name": topic, "namespace": ns},
+                "spec": {"cluster": CLUSTER, "partitions": partitions, "replicas": 3}})
+            out = kubectl(k8s.kubeconfig, "wait", "--for=condition=Ready",
+                          f"topic.rillet.io/{topic}", "-n", ns, "--timeout=120s", timeout=150)
+            assert out.returncode == 0, out.stderr
+        filled = run_job(kube, ns, ["fill", BOOTSTRAP, BULK, str(BULK_RECORDS),
+                                    str(BULK_SIZE)], timeout=600)
+        stream_job = start_job(kube, ns, ["stream", BOOTSTRAP, STREAM, "40", "2400"])
+        yield {"ns": ns, "stream_job": stream_job, "filled": filled}
+    finally:
+        print(f"\nscaling timings (s): {TIMINGS}")
+        if kube.get_or_none("Namespace", ns) is not None:
+            kube.delete("Namespace", ns)
+
+
+def _cluster(kube: Kube, ns: str) -> dict:
+    return get_cr(kube, ns, "clusters", CLUSTER) or {}
+
+
+def _settled(kube: Kube, ns: str, replicas: int) -> dict | None:
+    c = _cluster(kube, ns)
+    st = c.get("status") or {}
+    ok = (condition(c).get("status") == "True"
+          and st.get("observedGeneration") == c["metadata"]["generation"]
+          and (st.get("scaling") or {}).get("phase") in (None, "Done")
+          and (st.get("rebalance") or {}).get("phase") in (None, "Done", "Idle")
+          and st.get("readyBrokers") == replicas)
+    return c if ok else None
+
+
+def _layout(kube: Kube, ns: str, topic: str) -> dict:
+    return run_job(kube, ns, ["inspect", BOOTSTRAP, topic, "--full-isr", "120"])
+
+
+def _watch_rebalance(kube: Kube, ns: str, replicas: int, on_moving=None) -> list[dict]:
+    """Polls status.rebalance until the cluster settles at `replicas`; the snapshots seen."""
+    seen: list[dict] = []
+    deadline = time.monotonic() + MOVE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        c = _cluster(kube, ns)
+        rb = (c.get("status") or {}).get("rebalance")
+        if rb and (not seen or rb != seen[-1]):
+            seen.append(rb)
+            if on_moving and rb.get("phase") == "Moving":
+                on_moving(rb)
+        if _settled(kube, ns, replicas):
+            return seen
+        time.sleep(1)
+    pytest.fail(f"not settled at {replicas} brokers: {(_cluster(kube, ns).get('status'))}\n"
+                f"{_debug(kube, ns)}")
+
+
+def test_scale_up_3_to_5_moves_replicas_and_leaders_onto_the_new_brokers(k8s, scaled):
+    kube, ns = k8s.kube, scaled["ns"]
+    t0 = time.monotonic()
+    patch_cr(kube, ns, "clusters", CLUSTER, {"spec": {"replicas": 5}})
+    seen = _watch_rebalance(kube, ns, 5)
+    TIMINGS["3->5"] = round(time.monotonic() - t0)
+    final = (_cluster(kube, ns)["status"]).get("rebalance") or {}
+    assert final.get("phase") == "Done" and final.get("goal") == "scale-up", final
+    assert any(s.get("phase") == "Moving" for s in seen), "progress was visible in status"
+    assert final["total"] > 0 and len(final["done"]) == final["total"]
+    assert len(set(final["submitted"])) == len(final["submitted"]), "no move issued twice"
+    assert final["bytesMoved"] > 0
+    TIMINGS["3->5 partitions moved"] = final["total"]
+    holds = {b: 0 for b in range(5)}
+    leads = {b: 0 for b in range(5)}
+    for topic in (BULK, STREAM):
+        layout = _layout(kube, ns, topic)
+        assert layout["full_isr"], layout
+        for info in layout["partitions"].values():
+            assert len(info["replicas"]) == 3
+            assert len({layout["brokers"][str(r)] for r in info["replicas"]}) == 3, info
+            for r in info["replicas"]:
+                holds[r] += 1
+            leads[info["leader"]] += 1
+    assert holds[3] > 0 and holds[4] > 0, holds
+    assert leads[3] > 0 and leads[4] > 0, leads
+    assert max(holds.values()) - min(holds.values()) <= 2, holds
+
+
+def test_unsafe_scale_down_is_refused_and_changes_nothing(k8s, scaled):
+    """RF=3 topics on two brokers cannot be: refused (ScaleDownUnsafe), nothing moves."""
+    kube, ns = k8s.kube, scaled["ns"]
+    patch_cr(kube, ns, "clusters", CLUSTER, {"spec": {"replicas": 2}})
+    cond = kube.wait_for("ScaleDownUnsafe", lambda: (lambda c: c if c.get("reason") ==
+                         "ScaleDownUnsafe" else None)(condition(_cluster(kube, ns))),
+                         timeout=120)
+    assert cond["status"] == "False" and "replication factor 3" in cond["message"], cond
+    assert kube.get("StatefulSet", f"{CLUSTER}-broker", ns)["spec"]["replicas"] == 5
+    assert (_cluster(kube, ns)["status"].get("rebalance") or {}).get("goal") == "scale-up"
+    patch_cr(kube, ns, "clusters", CLUSTER, {"spec": {"replicas": 5}})
+    kube.wait_for("Ready at 5 again", lambda: _settled(kube, ns, 5), timeout=120)
+
+
+def test_scale_down_5_to_3_drains_first_with_the_operator_killed_mid_move(k8s, scaled, operator):  # noqa: F811
+    kube, ns = k8s.kube, scaled["ns"]
+    op_ns, release = operator
+    killed: list[str] = []
+
+    def kill_operator(rb: dict) -> None:
+        if killed or not rb.get("done"):
+            return   # once, after at least one move finished
+        for pod in kube.list("Pod", op_ns, labelSelector=f"app.kubernetes.io/instance={release}"):
+            kube.delete("Pod", pod["metadata"]["name"], op_ns)
+            killed.append(pod["metadata"]["name"])
+
+    t0 = time.monotonic()
+    patch_cr(kube, ns, "clusters", CLUSTER, {"spec": {"replicas": 3}})
+    # While draining, the two highest brokers still run.
+    kube.wait_for("draining", lambda: ((_cluster(kube, ns)["status"].get("scaling") or {})
+                                       .get("phase") == "Draining"), timeout=120)
+    assert kube.get("StatefulSet", f"{CLUSTER}-broker", ns)["spec"]["replicas"] == 5
+    _watch_rebalance(kube, ns, 3, on_moving=kill_operator)
+    TIMINGS["5->3"] = round(time.monotonic() - t0)
+    assert killed, "the operator pod was killed mid-move"
+    final = _cluster(kube, ns)["status"]["rebalance"]
+    assert final["goal"] == "scale-down" and final["phase"] == "Done"
+    assert len(set(final["submitted"])) == len(final["submitted"]), "no move issued twice"
+    TIMINGS["5->3 partitions moved"] = final["total"]
+    assert kube.get("StatefulSet", f"{CLUSTER}-broker", ns)["spec"]["replicas"] == 3
+    for b in (3, 4):
+        assert kube.get_or_none("Pod", f"{CLUSTER}-broker-{b}", ns) is None
+        kube.wait_for(f"claim of broker {b} deleted", lambda b=b: kube.get_or_none(
+            "PersistentVolumeClaim", f"data-{CLUSTER}-broker-{b}", ns) is None, timeout=60)
+    for topic in (BULK, STREAM):
+        layout = _layout(kube, ns, topic)
+        assert layout["full_isr"], layout
+        assert sorted(int(b) for b in layout["brokers"]) == [0, 1, 2], "3 and 4 unregistered"
+        for info in layout["partitions"].values():
+            assert sorted(info["replicas"]) == [0, 1, 2], info
+    bulk = run_job(kube, ns, ["count", BOOTSTRAP, BULK], timeout=300)
+    assert bulk["records"] == BULK_RECORDS == bulk["end_offsets"]
+
+
+def test_the_stream_lost_nothing_and_has_no_duplicates(k8s, scaled):
+    kube, ns = k8s.kube, scaled["ns"]
+    kube.request("POST", _cr_path(ns, "topics"), {
+        "apiVersion": "rillet.io/v1alpha1", "kind": "Topic",
+        "metadata": {"name": f"{STREAM}-stop", "namespace": ns},
+        "spec": {"cluster": CLUSTER, "partitions": 1, "replicas": 1}})
+    result = job_result(kube, ns, scaled["stream_job"], timeout=600)
+    print(f"\nstream: {result}")
+    assert result["sent"] > 0
+    assert result["failed"] == 0, result
+    assert result["missing"] == 0 and result["duplicates"] == 0, result
