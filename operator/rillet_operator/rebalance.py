@@ -147,6 +147,11 @@ def step(state: RebalanceState, observed: Observed, *, batch_size: int,
             break
         if k in state.submitted or k in state.done or set(target) & set(down):
             continue
+        if parse_key(k) in observed.ongoing:
+            # Already moving: submitted by a pass whose status write this one has not seen.
+            state.submitted.append(k)
+            in_flight += 1
+            continue
         submit[parse_key(k)] = tuple(target)
     state.submitted += [key_str(k) for k in submit]
     return state, Actions(submit=submit, throttle=first and bool(state.copies))

@@ -23,20 +23,21 @@ def check_scale_down(current: int, new: int, topic_rf: Mapping[str, int],
     if new < 1:
         return f"a cluster needs at least one broker, not {new}"
     voters = min(3, current) if voters is None else voters
+    reasons = []
     gone_voters = [b for b in removed_brokers(current, new) if b < voters]
     if gone_voters:
-        return (f"would remove controller voter{'s' if len(gone_voters) > 1 else ''} "
-                f"{', '.join(map(str, gone_voters))} (voters are "
-                f"{', '.join(map(str, range(voters)))})")
+        reasons.append(f"would remove controller voter{'s' if len(gone_voters) > 1 else ''} "
+                       f"{', '.join(map(str, gone_voters))} (voters are "
+                       f"{', '.join(map(str, range(voters)))})")
     too_wide = sorted((rf, t) for t, rf in topic_rf.items() if rf > new)
     if too_wide:
         rf, topic = too_wide[-1]
         more = f" and {len(too_wide) - 1} more" if len(too_wide) > 1 else ""
-        return (f"topic {topic}{more} has replication factor {rf}; {new} brokers cannot "
-                f"hold it")
+        reasons.append(f"topic {topic}{more} has replication factor {rf}; {new} brokers "
+                       f"cannot hold it")
     strict = sorted((m, t) for t, m in topic_min_isr.items() if m > new)
     if strict:
         m, topic = strict[-1]
-        return (f"topic {topic} has min.insync.replicas {m}; with {new} brokers acks=all "
-                f"writes to it would fail")
-    return None
+        reasons.append(f"topic {topic} has min.insync.replicas {m}; with {new} brokers "
+                       f"acks=all writes to it would fail")
+    return "; ".join(reasons) or None

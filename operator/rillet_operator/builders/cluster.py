@@ -5,7 +5,10 @@ Owner references are added by the handler (kopf.adopt); everything else is here.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+
+from rillet.dynamic_config import DYNAMIC_KEYS
 
 from ..spec import ClusterSpec
 from . import broker_config as bc
@@ -93,8 +96,12 @@ def _probes(admin_http: bool) -> dict:
 
 
 def config_hash(spec: ClusterSpec, cluster_id: str, admin_http: bool) -> str:
-    """Of the rendered properties: a pod started with other properties needs a restart."""
-    text = config_map(spec, cluster_id, admin_http)["data"]["server.properties"]
+    """Of the rendered properties without the dynamic keys: a pod started with other static
+    properties needs a restart; dynamic ones are applied live (handlers/rolling.py), so
+    changing only them changes no pod template."""
+    static = dataclasses.replace(spec, config=tuple(
+        (k, v) for k, v in spec.config if k not in DYNAMIC_KEYS))
+    text = config_map(static, cluster_id, admin_http)["data"]["server.properties"]
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

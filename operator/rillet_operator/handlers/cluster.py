@@ -10,6 +10,7 @@ import dataclasses
 from typing import Any
 
 import kopf
+from rillet.client import KafkaClientError
 from rillet.storage_format import new_cluster_id
 
 from .. import cluster_status
@@ -20,6 +21,7 @@ from ..conditions import Outcome
 from ..kube import ApiError
 from ..spec import SpecError, parse_cluster
 from .common import kube, lock, write_outcome
+from .rolling import apply_dynamic_configs, roll_step
 from .scaling import scale_step
 
 
@@ -96,8 +98,19 @@ async def _reconcile(body: Any, meta: Any, spec: Any, status: dict, name: str, n
     patch.status["readyBrokers"] = sum(1 for b in brokers if b["state"] == "Ready")
     patch.status["bootstrapServers"] = names.bootstrap_address(name, namespace)
     outcome = cluster_status.outcome(running, brokers)
-    if outcome.ready and decision.outcome is not None:
-        outcome = decision.outcome
+    bootstrap = names.bootstrap_address(name, namespace)
+    try:
+        rolling = await roll_step(running, body, meta, status, patch, logger, bootstrap)
+        if outcome.ready:
+            await apply_dynamic_configs(running, status, patch, body, logger, bootstrap)
+    except (KafkaClientError, OSError, asyncio.TimeoutError) as exc:
+        logger.info("cluster %s not reachable for restarts or configs: %s", name, exc)
+        rolling = Outcome(False, "ClusterNotReady", f"{type(exc).__name__}: {exc}",
+                          reconciling=True) if outcome.ready else None
+    for pending in (rolling, decision.outcome):
+        if pending is not None and (outcome.ready or pending.error):
+            outcome = pending
+            break
     write_outcome(patch, status, outcome, generation, body, logger)
 
 

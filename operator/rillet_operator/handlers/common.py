@@ -46,3 +46,13 @@ def write_outcome(patch: kopf.Patch, status: dict, outcome: conditions.Outcome,
         else:
             kopf.info(body, reason=outcome.reason, message=outcome.message)
         logger.info("%s: %s", outcome.reason, outcome.message)
+
+
+def replacing(old: Any, new: Any) -> Any:
+    """A merge-patch value that leaves exactly `new`: status patches are JSON merge patches,
+    which merge objects key by key, so keys of `old` missing from `new` are sent as null."""
+    if not isinstance(new, dict) or not isinstance(old, dict):
+        return new
+    out = {k: replacing(old.get(k), v) for k, v in new.items()}
+    out.update({k: None for k in old if k not in new})
+    return out

@@ -29,7 +29,7 @@ from .. import planner, rebalance, scale_safety
 from ..builders import names
 from ..conditions import Outcome
 from ..spec import ClusterSpec
-from .common import kube, now
+from .common import kube, now, replacing
 
 REBALANCE_ANNOTATION = "rillet.io/rebalance"
 ADMIN_TIMEOUT_S = 15.0
@@ -89,8 +89,8 @@ async def scale_step(cs: ClusterSpec, body: Any, meta: Any, status: dict, patch:
                 patch.status["rebalanceToken"] = token   # asked once: one rebalance
             else:
                 requested = False
-            return await _advance(admin, cs, body, scaling, state, requested, current, patch,
-                                  logger)
+            return await _advance(admin, cs, body, status, scaling, state, requested, current,
+                                  patch, logger)
     except (KafkaClientError, OSError, asyncio.TimeoutError) as exc:
         logger.info("scaling: cluster not reachable: %s", exc)
         return ScaleDecision(current, Outcome(False, "ClusterNotReady", f"scaling waits for "
@@ -123,7 +123,7 @@ async def _observe(admin: AdminClient) -> tuple[rebalance.Observed, dict[int, st
                               live_brokers=frozenset(racks)), racks
 
 
-async def _advance(admin: AdminClient, cs: ClusterSpec, body: Any, scaling: dict,
+async def _advance(admin: AdminClient, cs: ClusterSpec, body: Any, status: dict, scaling: dict,
                    state: rebalance.RebalanceState, requested: bool, current: int,
                    patch: kopf.Patch, logger: Any) -> ScaleDecision:
     """One step of whatever is under way: waiting for new brokers, a move, the removal of
@@ -169,7 +169,7 @@ async def _advance(admin: AdminClient, cs: ClusterSpec, body: Any, scaling: dict
         state, actions = rebalance.step(state, observed, batch_size=cs.rebalance.batch_size,
                                         now=now())
         await _act(admin, cs, state, actions, body, logger)
-        patch.status["rebalance"] = state.to_status()
+        patch.status["rebalance"] = replacing(status.get("rebalance"), state.to_status())
         if state.phase in ("Planned", "Moving"):
             patch.status["scaling"] = scaling
             return ScaleDecision(current, Outcome(False, _reason(state), rebalance.progress(

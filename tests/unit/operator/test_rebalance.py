@@ -198,3 +198,18 @@ def test_any_completion_schedule_and_restart_rhythm_ends_done_with_one_submit_ea
     assert end.phase == "Done" and not end.diverged
     assert sorted(c.submissions) == sorted(plan)
     assert end.bytes_moved == end.bytes_total == 70
+
+
+def test_a_stale_status_does_not_resubmit_a_move_in_flight():
+    """A pass that reads the status from before the previous pass's write sees the move in
+    the cluster's ongoing list and records it instead of sending it again."""
+    before, plan = _plan(3)
+    c = FakeCluster(dict(before), {}, {0, 1, 2, 3, 4}, delay={k: 5 for k in before})
+    state = rb.start("scale-up", [0, 1, 2, 3, 4], plan, c.observe(), "t0")
+    stale = json.loads(json.dumps(state.to_status()))
+    state, actions = rb.step(state, c.observe(), batch_size=3, now="t1")
+    c.apply(actions)
+    again, more = rb.step(rb.RebalanceState.from_status(stale), c.observe(), batch_size=3,
+                          now="t2")
+    assert set(more.submit).isdisjoint(actions.submit)
+    assert set(actions.submit) <= {rb.parse_key(k) for k in again.submitted}

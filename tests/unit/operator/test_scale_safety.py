@@ -29,7 +29,8 @@ def test_min_insync_above_the_remaining_brokers_is_refused():
 
 def test_removing_a_controller_voter_is_refused():
     why = check_scale_down(3, 2, {"orders": 3}, {})
-    assert why == "would remove controller voter 2 (voters are 0, 1, 2)"
+    assert why == ("would remove controller voter 2 (voters are 0, 1, 2); topic orders has "
+                   "replication factor 3; 2 brokers cannot hold it")
     assert "voters 1, 2" in check_scale_down(3, 1, {}, {})
     assert check_scale_down(2, 0, {}, {}) == "a cluster needs at least one broker, not 0"
 

@@ -104,3 +104,12 @@ def test_peering_priority_is_random_per_process_unless_given(monkeypatch):
     settings = kopf.OperatorSettings()
     configure(settings=settings)
     assert settings.peering.priority == 7
+
+
+def test_status_values_replace_what_was_there_under_merge_patches():
+    from rillet_operator.handlers.common import replacing
+    old = {"plan": {"a/0": [1], "b/0": [2]}, "phase": "Moving", "current": {"pod": "p"}}
+    new = {"plan": {"a/0": [3]}, "phase": "Done"}
+    assert replacing(old, new) == {"plan": {"a/0": [3], "b/0": None}, "phase": "Done",
+                                   "current": None}
+    assert replacing(None, new) == new
