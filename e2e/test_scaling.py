@@ -113,7 +113,12 @@ def test_scale_up_3_to_5_moves_replicas_and_leaders_onto_the_new_brokers(k8s, sc
     assert final["total"] > 0 and len(final["done"]) == final["total"]
     assert len(set(final["submitted"])) == len(final["submitted"]), "no move issued twice"
     assert final["bytesMoved"] > 0
-    TIMINGS["3->5 partitions moved"] = final["total"]
+    TIMINGS["3->5 partitions changed"] = final["total"]
+    TIMINGS["3->5 replica moves / minimum"] = (final["replicaMoves"],
+                                                          final["minimumMoves"])
+    # Every topic has one replica per zone: moves stay in their zone, and the plan makes
+    # exactly the zone-by-zone minimum.
+    assert final["replicaMoves"] == final["minimumMoves"] > 0
     holds = {b: 0 for b in range(5)}
     leads = {b: 0 for b in range(5)}
     for topic in (BULK, STREAM):
@@ -127,9 +132,11 @@ def test_scale_up_3_to_5_moves_replicas_and_leaders_onto_the_new_brokers(k8s, sc
             leads[info["leader"]] += 1
     assert holds[3] > 0 and holds[4] > 0, holds
     assert leads[3] > 0 and leads[4] > 0, leads
-    # Zones a and b have two brokers each, zone c one (broker 2): with RF 3 over 3 zones
-    # broker 2 holds every partition, and the others share the rest.
-    assert holds[2] == sum(holds.values()) // 3, holds
+    # Five brokers over three zones: one zone has a single broker, which with RF 3 over
+    # three zones holds every partition; the others share the rest.
+    racks = {int(b): r for b, r in layout["brokers"].items()}
+    alone = [b for b in racks if list(racks.values()).count(racks[b]) == 1]
+    assert len(alone) == 1 and holds[alone[0]] == sum(holds.values()) // 3, (holds, racks)
 
 
 def test_unsafe_scale_down_is_refused_and_changes_nothing(k8s, scaled):
@@ -170,7 +177,9 @@ def test_scale_down_5_to_3_drains_first_with_the_operator_killed_mid_move(k8s, s
     final = _cluster(kube, ns)["status"]["rebalance"]
     assert final["goal"] == "scale-down" and final["phase"] == "Done"
     assert len(set(final["submitted"])) == len(final["submitted"]), "no move issued twice"
-    TIMINGS["5->3 partitions moved"] = final["total"]
+    TIMINGS["5->3 partitions changed"] = final["total"]
+    TIMINGS["5->3 replica moves / minimum"] = (final["replicaMoves"], final["minimumMoves"])
+    assert final["replicaMoves"] == final["minimumMoves"] > 0
     assert kube.get("StatefulSet", f"{CLUSTER}-broker", ns)["spec"]["replicas"] == 3
     for b in (3, 4):
         assert kube.get_or_none("Pod", f"{CLUSTER}-broker-{b}", ns) is None

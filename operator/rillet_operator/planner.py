@@ -309,11 +309,27 @@ def final_shares(load: Mapping[int, int], total: int) -> dict[int, int]:
     return {b: q + (1 if i < extra else 0) for i, b in enumerate(ranked)}
 
 
-def minimum_moves(assignment: Mapping[Key, Sequence[int]], targets: Iterable[int]) -> int:
-    """The fewest moves that leave every replica on a target and the replica counts within
-    one, ignoring racks: the replicas on departing brokers, plus what the targets hold above
-    their final shares (the most loaded keep the larger shares)."""
+def minimum_moves(assignment: Mapping[Key, Sequence[int]], targets: Iterable[int],
+                  racks: Mapping[int, str | None] | None = None) -> int:
+    """The fewest moves that leave every replica on a target with the replica counts levelled.
+
+    Without racks: the replicas on departing brokers plus what the targets hold above their
+    final shares (the most loaded keep the larger shares). With racks, where every partition
+    has one replica in each of the targets' racks (RF = number of racks), replicas can only
+    move within their rack, so the same count is taken rack by rack. Otherwise no minimum is
+    known and the rack-blind count is returned (a plan may then need fewer or more)."""
     targets = sorted(targets)
+    if racks and None not in {racks.get(b) for b in targets}:
+        names = {racks[b] for b in targets}
+        if all(len(r) == len(names) and {racks.get(b) for b in r} == names
+               for r in assignment.values()):
+            return sum(_blind_minimum(
+                {k: tuple(b for b in r if racks.get(b) == name) for k, r in assignment.items()},
+                [b for b in targets if racks[b] == name]) for name in sorted(names))
+    return _blind_minimum(assignment, targets)
+
+
+def _blind_minimum(assignment: Mapping[Key, Sequence[int]], targets: list[int]) -> int:
     load = Counter({b: 0 for b in targets})
     forced = 0
     total = 0

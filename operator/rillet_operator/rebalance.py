@@ -71,6 +71,8 @@ class RebalanceState:
     waiting: dict[str, int] = field(default_factory=dict)   # submitted key -> passes unseen
     broker_down_steps: int = 0
     total: int = 0
+    replica_moves: int = 0           # brokers added to replica sets by the plan
+    minimum_moves: int = 0           # the rack-blind lower bound, for comparison
     bytes_total: int = 0
     bytes_moved: int = 0
     started_at: str = ""
@@ -80,7 +82,8 @@ class RebalanceState:
                ("target_brokers", "targetBrokers"), ("plan", "plan"), ("copies", "copies"),
                ("submitted", "submitted"), ("done", "done"), ("diverged", "diverged"),
                ("waiting", "waiting"), ("broker_down_steps", "brokerDownSteps"),
-               ("total", "total"), ("bytes_total", "bytesTotal"),
+               ("total", "total"), ("replica_moves", "replicaMoves"),
+               ("minimum_moves", "minimumMoves"), ("bytes_total", "bytesTotal"),
                ("bytes_moved", "bytesMoved"), ("started_at", "startedAt"),
                ("finished_at", "finishedAt"))
 
@@ -105,12 +108,14 @@ def _copy(value: Any) -> Any:
 
 
 def start(goal: str, target_brokers: list[int], plan: Mapping[Key, tuple[int, ...]],
-          observed: Observed, now: str) -> RebalanceState:
+          observed: Observed, now: str, replica_moves: int = 0,
+          minimum_moves: int = 0) -> RebalanceState:
     copies = [key_str(k) for k, target in plan.items()
               if set(target) != set(observed.assignment.get(k, ()))]
     state = RebalanceState(
         phase="Planned" if plan else "Done", goal=goal, target_brokers=sorted(target_brokers),
         plan={key_str(k): list(v) for k, v in plan.items()}, copies=copies, total=len(plan),
+        replica_moves=replica_moves, minimum_moves=minimum_moves,
         bytes_total=sum(observed.sizes.get(parse_key(k), 0) for k in copies),
         started_at=now, finished_at="" if plan else now)
     return state

@@ -226,13 +226,12 @@ def _holds_nothing(observed: rebalance.Observed, brokers: set[int]) -> bool:
 
 def _start(goal: str, targets: list[int], observed: rebalance.Observed,
            racks: dict[int, str | None], logger: Any) -> rebalance.RebalanceState:
-    plan = planner.plan_rebalance(_effective(observed), _brokers(targets, racks),
-                                  observed.sizes)
-    logger.info("%s onto brokers %s: %d partitions to change, %d replica moves (minimum "
-                "without racks %d)", goal, targets, len(plan),
-                planner.count_moves(_effective(observed), plan),
-                planner.minimum_moves(_effective(observed), targets))
-    return rebalance.start(goal, targets, plan, observed, now())
+    current = _effective(observed)
+    plan = planner.plan_rebalance(current, _brokers(targets, racks), observed.sizes)
+    moves = planner.count_moves(current, plan)
+    minimum = planner.minimum_moves(current, targets, racks)
+    logger.info("%s onto brokers %s: %d partitions to change, %d replica moves (minimum %d)", goal, targets, len(plan), moves, minimum)
+    return rebalance.start(goal, targets, plan, observed, now(), moves, minimum)
 
 
 async def _act(admin: AdminClient, cs: ClusterSpec, state: rebalance.RebalanceState,

@@ -150,3 +150,27 @@ def test_resize_refuses_impossible_factors():
         resize_replicas({("t", 0): (0,)}, "t", 3, brokers)
     with pytest.raises(ValueError, match="at least 1"):
         resize_replicas({("t", 0): (0,)}, "t", 0, brokers)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 30), st.data())
+def test_one_replica_per_rack_moves_exactly_the_rack_by_rack_minimum(per_rack, parts, data):
+    """RF 3 over 3 racks: replicas can only move within their rack, and the plan makes
+    exactly the per-rack minimum of moves, levelled within one inside each rack."""
+    n = 3 * per_rack
+    rack = {b: f"r{b % 3}" for b in range(n + 6)}
+    before = {}
+    for p in range(parts):
+        before[("t", p)] = tuple(data.draw(st.sampled_from([b for b in range(n) if b % 3 == r]))
+                                 for r in data.draw(st.permutations(range(3))))
+    added = data.draw(st.integers(0, 6))
+    removed = data.draw(st.integers(0, per_rack - 1)) * 3 if per_rack > 1 else 0
+    targets = list(range(removed, n + added))
+    brokers = [Broker(b, rack[b]) for b in targets]
+    changed = plan_rebalance(before, brokers)
+    after = _apply(before, changed)
+    _check_valid(before, after, brokers)
+    assert count_moves(before, changed) == minimum_moves(before, targets, rack)
+    for r in ("r0", "r1", "r2"):
+        loads = [n for b, (n, _) in balance(after, targets).items() if rack[b] == r]
+        assert max(loads) - min(loads) <= 1
