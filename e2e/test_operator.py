@@ -82,6 +82,15 @@ def _installed_release(helm: str, kubeconfig: str) -> tuple[str, str] | None:
     return None
 
 
+def apply_crds(kubeconfig: str) -> None:
+    """Helm installs a chart's CRDs only when they are missing and never upgrades them, so on
+    a cluster that ran an older chart the current CRDs are applied first (as the README says
+    for upgrades); otherwise the API server would prune the fields they added."""
+    out = kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f",
+                  str(REPO / "crds"))
+    assert out.returncode == 0, out.stderr
+
+
 @pytest.fixture(scope="module")
 def operator(k8s, helm) -> Iterator[tuple[str, str]]:
     """The chart with one operator replica (two replicas and their peering:
@@ -89,6 +98,7 @@ def operator(k8s, helm) -> Iterator[tuple[str, str]]:
     (checked) at the end; where a release is already installed (kind.sh), that one is upgraded
     to these values and left in place, since two operators would both act on every Cluster."""
     kube = k8s.kube
+    apply_crds(k8s.kubeconfig)
     values = ["--set", "replicas=1", "--set", "reconcileIntervalSeconds=5", "--wait",
               "--timeout", "240s"]
     existing = _installed_release(helm, k8s.kubeconfig)

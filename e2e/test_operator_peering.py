@@ -14,7 +14,7 @@ import pytest
 
 from localk8s.kube import ApiError, Kube
 from localk8s.testing import pod_ready
-from test_operator import REPO, _cr_path, condition, get_cr, helm_run, patch_cr
+from test_operator import REPO, _cr_path, apply_crds, condition, get_cr, helm_run, patch_cr
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -27,6 +27,7 @@ def two_replicas(k8s, helm) -> Iterator[tuple[str, str]]:
     ns = f"rillet-peers-{uuid.uuid4().hex[:5]}"
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     release = f"pr{uuid.uuid4().hex[:4]}"
+    apply_crds(k8s.kubeconfig)
     try:
         out = helm_run(helm, k8s.kubeconfig, "install", release, str(REPO / "helm" / "rillet"),
                        "--namespace", ns, "--set", "replicas=2", "--set",

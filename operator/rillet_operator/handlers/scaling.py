@@ -24,10 +24,12 @@ from typing import Any
 
 import kopf
 from rillet.client import AdminClient, KafkaClientError
+from rillet.protocol import errors
 
 from .. import planner, rebalance, scale_safety
 from ..builders import names
 from ..conditions import Outcome
+from ..kube import ApiError
 from ..spec import ClusterSpec
 from .common import kube, now, replacing
 
@@ -269,12 +271,21 @@ async def _remove_brokers(admin: AdminClient, cs: ClusterSpec, scaling: dict,
         if await asyncio.to_thread(k.get, "Pod", pod, cs.namespace):
             waiting.append(pod)
             continue
-        if b in racks:
+        # Fenced brokers are not listed live, so ask whatever the listing says; an unknown
+        # id means an earlier pass (or someone else) unregistered it already.
+        try:
             await admin.unregister_broker(b)
             kopf.info(body, reason="BrokerUnregistered", message=f"broker {b} unregistered")
             logger.info("unregistered broker %d", b)
+        except errors.BrokerIdNotRegistered:
+            pass
         if cs.storage.type == "persistent-claim" and cs.storage.delete_claim:
             claim = f"data-{pod}"
-            if await asyncio.to_thread(k.delete, "PersistentVolumeClaim", claim, cs.namespace):
-                kopf.info(body, reason="ClaimDeleted", message=f"deleted {claim}")
+            try:
+                if await asyncio.to_thread(k.delete, "PersistentVolumeClaim", claim,
+                                           cs.namespace):
+                    kopf.info(body, reason="ClaimDeleted", message=f"deleted {claim}")
+            except ApiError as exc:   # e.g. no RBAC for it: say so, keep the scale going
+                kopf.warn(body, reason="ClaimDeleteFailed", message=f"{claim}: {exc}")
+                logger.warning("cannot delete %s: %s", claim, exc)
     return f"waiting for pods {waiting} to go" if waiting else None
