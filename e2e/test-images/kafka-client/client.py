@@ -88,10 +88,11 @@ def stream(bootstrap, topic, rate, max_s):
     started = time.monotonic()
     next_check = started
     stop_topic = f"{topic}-stop"
+    watcher = KafkaConsumer(bootstrap_servers=bootstrap)   # one connection for the stop check
     while time.monotonic() - started < max_s:
         now = time.monotonic()
         if now >= next_check:
-            if _topic_exists(bootstrap, stop_topic):
+            if _has_topic(watcher, stop_topic):
                 break
             next_check = now + 2
             print(f"stream: {sent} sent, {len(failed)} failed", flush=True)
@@ -103,6 +104,7 @@ def stream(bootstrap, topic, rate, max_s):
         time.sleep(0.01)
     producer.flush(300)
     producer.close()
+    watcher.close()
     seen = {}
     for value in _read_all(bootstrap, topic):
         seen[value] = seen.get(value, 0) + 1
@@ -138,12 +140,14 @@ def broker_config(bootstrap, broker, key):
     return {"key": key, "entry": entry}
 
 
-def _topic_exists(bootstrap, name):
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+def _has_topic(consumer, name):
+    """Whether the topic exists; a metadata request that fails while brokers restart or move
+    is asked again at the next check, never the end of the stream."""
     try:
         return name in consumer.topics()
-    finally:
-        consumer.close()
+    except Exception as exc:  # noqa: BLE001 - any failure is "not known yet"
+        print(f"stream: stop check failed ({exc!r}); retrying", flush=True)
+        return False
 
 
 def _read_all(bootstrap, topic):
