@@ -48,7 +48,7 @@ def decide(pods: Sequence[PodView], update_revision: str, controller: int | None
     st.setdefault("urpBefore", {})
     if manual_token and manual_token != st.get("token"):
         st.update(token=manual_token, manualPending=True, restarted=[], order=[],
-                  urpBefore={})
+                  urpBefore={}, controllerAt={})
     by_name = {p.name: p for p in pods}
 
     current = st.get("current")
@@ -87,6 +87,7 @@ def decide(pods: Sequence[PodView], update_revision: str, controller: int | None
         return Decision(st, waiting=f"waiting for {under_replicated} under-replicated "
                                     f"partitions to catch up")
     nxt = todo[0]
+    st.setdefault("controllerAt", {})[nxt.name] = controller   # the active one when deleted
     st["current"] = {"pod": nxt.name, "uid": nxt.uid, "since": now}
     st["order"].append(nxt.name)
     st["urpBefore"][nxt.name] = under_replicated

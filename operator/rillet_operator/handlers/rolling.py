@@ -65,7 +65,8 @@ async def roll_step(cs: ClusterSpec, body: Any, meta: Any, status: dict, patch: 
     if not pending:
         return None
     async with AdminClient(bootstrap, timeout=ADMIN_TIMEOUT_S) as admin:
-        controller = (await admin.describe_cluster()).controller_id
+        # The quorum leader: DescribeCluster names the broker asked, as KRaft brokers do.
+        controller = (await admin.describe_quorum()).leader_id
         urp = len(await admin.under_replicated())
     d = roll.decide(pods, update_revision, controller, urp, token, state, time.time(),
                     ROLL_TIMEOUT_S)

@@ -35,7 +35,8 @@ def test_brokers_restart_one_at_a_time_in_order_with_the_controller_last():
     deleted, state = roll_through(["old", "old", "old"], controller=0)
     assert deleted == [1, 2, 0]
     assert state["phase"] == "Done" and state["order"] == [f"c-broker-{i}" for i in (1, 2, 0)]
-    assert set(state["urpBefore"].values()) == {0}
+    assert set(state["urpBefore"].values()) == {0} and state["controllerAt"] == {
+        f"c-broker-{i}": 0 for i in range(3)}
 
 
 def test_nothing_to_do_when_every_pod_runs_the_update_revision():
