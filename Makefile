@@ -10,7 +10,7 @@ PORT   ?= 9092
 DATA   ?= ./rillet-data
 
 .PHONY: venv venv-run run test unit integration e2e bench bench-compare cluster-up cluster-down \
-	clean sim chaos bench-cluster bench-compare-cluster bench-move
+	clean sim chaos bench-cluster bench-compare-cluster bench-move demo demo-down
 
 # pip shows its progress: a cold install of the test extras downloads ~600 MB.
 $(BIN)/pip:
@@ -57,6 +57,16 @@ cluster-up:
 
 cluster-down:
 	e2e/local-cluster down
+
+# The whole mission on this machine, stage by stage (local control plane, helm install, Cluster,
+# Topic, producer, Spark on Kubernetes, scaling and a roll under load, the output table); the
+# cluster stays up afterwards. DEMO_ARGS e.g. "--events-seconds 120" or "--no-scaling".
+DEMO_ARGS ?=
+demo: venv
+	$(BIN)/python e2e/demo.py up $(DEMO_ARGS)
+
+demo-down: venv
+	$(BIN)/python e2e/demo.py down
 
 bench: venv
 	$(BIN)/python bench/produce_consume.py

@@ -82,6 +82,17 @@ def _installed_release(helm: str, kubeconfig: str) -> tuple[str, str] | None:
     return None
 
 
+def delete_namespace(kube: Kube, ns: str, timeout: float = 300) -> None:
+    """Deletes ns and waits until it is gone. Fixtures call it before the operator is
+    uninstalled: the Topics' and Clusters' finalizers need the operator to be removed, so a
+    namespace dropped without waiting could be left terminating with no one to finish it."""
+    if kube.get_or_none("Namespace", ns) is None:
+        return
+    kube.delete("Namespace", ns)
+    kube.wait_for(f"namespace {ns} gone", lambda: kube.get_or_none("Namespace", ns) is None,
+                  timeout=timeout, interval=2)
+
+
 def apply_crds(kubeconfig: str) -> None:
     """Helm installs a chart's CRDs only when they are missing and never upgrades them, so on
     a cluster that ran an older chart the current CRDs are applied first (as the README says
@@ -141,8 +152,7 @@ def cluster_ns(k8s, operator) -> Iterator[str]:
     try:
         yield ns
     finally:
-        if kube.get_or_none("Namespace", ns) is not None:
-            kube.delete("Namespace", ns)
+        delete_namespace(kube, ns)
 
 
 def _debug(kube: Kube, ns: str) -> str:
@@ -315,7 +325,10 @@ def test_replication_factor_change_moves_replicas_and_keeps_the_data(k8s, cluste
     kube.request("POST", _cr_path(ns, "topics"), {
         "apiVersion": "rillet.io/v1alpha1", "kind": "Topic",
         "metadata": {"name": name, "namespace": ns},
-        "spec": {"cluster": CLUSTER, "partitions": 3, "replicas": 1}})
+        # One replica cannot meet the cluster's min.insync.replicas=2: the topic says 1, as a
+        # Kafka user would for acks=all on an unreplicated topic.
+        "spec": {"cluster": CLUSTER, "partitions": 3, "replicas": 1,
+                 "config": {"min.insync.replicas": "1"}}})
     out = kubectl(k8s.kubeconfig, "wait", "--for=condition=Ready", f"topic.rillet.io/{name}",
                   "-n", ns, "--timeout=120s", timeout=150)
     assert out.returncode == 0, (out.stderr, get_cr(kube, ns, "topics", name))

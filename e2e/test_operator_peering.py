@@ -98,6 +98,17 @@ def test_exactly_one_replica_is_active_and_the_standby_takes_over(k8s, two_repli
         "apiVersion": "rillet.io/v1alpha1", "kind": "Topic",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"cluster": "nowhere", "partitions": 1, "replicas": 1}})
+    try:
+        _handover(kube, ns, release, namespace, name, active, standby)
+    finally:
+        # Its finalizer needs an operator: removed while this release still runs.
+        kube.request("DELETE", _cr_path(namespace, "topics", name))
+        kube.wait_for("the Topic deleted", lambda: get_cr(kube, namespace, "topics", name)
+                      is None, timeout=120)
+
+
+def _handover(kube: Kube, ns: str, release: str, namespace: str, name: str, active: str,
+              standby: str) -> None:
     kube.wait_for("ClusterNotFound", lambda: condition(get_cr(
         kube, namespace, "topics", name)).get("reason") == "ClusterNotFound", timeout=90)
     kube.wait_for(f"{active} handled it", lambda: _handled(kube, ns, active, namespace, name),

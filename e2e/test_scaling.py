@@ -14,8 +14,8 @@ from typing import Iterator
 import pytest
 
 from localk8s.kube import Kube
-from test_operator import (ZONE, _cr_path, _debug, condition, get_cr, job_result, kubectl,
-                           operator, patch_cr, run_job, start_job)  # noqa: F401 (fixture)
+from test_operator import (ZONE, _cr_path, _debug, condition, delete_namespace, get_cr,
+                           job_result, kubectl, operator, patch_cr, run_job, start_job)  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -60,8 +60,7 @@ def scaled(k8s, operator) -> Iterator[dict]:  # noqa: F811
         yield {"ns": ns, "stream_job": stream_job, "filled": filled}
     finally:
         print(f"\nscaling timings (s): {TIMINGS}")
-        if kube.get_or_none("Namespace", ns) is not None:
-            kube.delete("Namespace", ns)
+        delete_namespace(kube, ns)
 
 
 def _cluster(kube: Kube, ns: str) -> dict:

@@ -13,7 +13,9 @@ offsets), the same checkpoint folder across restarts, and the same query.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -145,17 +147,41 @@ def explain_failure(exc: BaseException, cfg: JobConfig) -> str:
 
 
 def run(spark: SparkSession, cfg: JobConfig) -> int:
-    """Run until the query ends (available-now), the timeout passes, or it fails."""
+    """Run until the query ends (available-now), the timeout passes, or it fails; one progress
+    line per micro-batch on stdout (what `kubectl logs` of a driver pod shows)."""
     query = start(spark, cfg)
+    deadline = None if cfg.timeout_seconds is None else time.monotonic() + cfg.timeout_seconds
+    last_batch = -1
     try:
-        if cfg.timeout_seconds is None:
-            query.awaitTermination()
-        elif not query.awaitTermination(cfg.timeout_seconds):
-            query.stop()
+        while True:
+            ended = query.awaitTermination(1)
+            last_batch = _report_progress(query.recentProgress, last_batch)
+            if ended:
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                query.stop()
+                break
     except StreamingQueryException as exc:
         print(f"windowed_counts: {explain_failure(exc, cfg)}", file=sys.stderr)
         return 1
     return 0
+
+
+def progress_line(p: dict) -> str:
+    # endOffset comes as the source's own JSON text ({"topic": {"0": 12, ...}})
+    ends = [json.loads(e) if isinstance(e, str) else e
+            for e in (s.get("endOffset") for s in p.get("sources") or ())]
+    return (f"progress: batch {p['batchId']}, {p.get('numInputRows', 0)} input rows, "
+            f"watermark {(p.get('eventTime') or {}).get('watermark', '-')}, "
+            f"offsets {json.dumps(ends[0] if len(ends) == 1 else ends)}")
+
+
+def _report_progress(progress: list[dict], last_batch: int) -> int:
+    for p in progress:
+        if p["batchId"] > last_batch:
+            print(progress_line(p), flush=True)
+            last_batch = p["batchId"]
+    return last_batch
 
 
 def main(argv: Sequence[str] | None = None) -> int:

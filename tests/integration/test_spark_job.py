@@ -7,10 +7,12 @@ returning every record of an offset range.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shlex
 import subprocess
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -40,8 +42,11 @@ from rillet_spark.produce import (  # noqa: E402
     Event,
     expected_aggregates,
     flush_event,
+    create_topic,
     produce,
     sample_events,
+    stream,
+    stream_events,
 )
 
 pytestmark = pytest.mark.timeout(300)
@@ -57,6 +62,8 @@ def test_jar_versions_match_pyspark() -> None:
     dockerfile = (REPO / "spark/Dockerfile").read_text()
     image_version = re.search(r"^ARG PYSPARK_VERSION=(\S+)$", dockerfile, re.M).group(1)
     assert pom_version == pyspark.__version__ == image_version
+    pinned = re.search(r'"confluent-kafka==([^"]+)"', (REPO / "pyproject.toml").read_text()).group(1)
+    assert re.search(r"^ARG CONFLUENT_KAFKA_VERSION=(\S+)$", dockerfile, re.M).group(1) == pinned
 
 
 def test_aggregates_are_exact_over_partitions(spark: SparkSession, spark_broker: str, tmp_path: Path) -> None:
@@ -156,12 +163,16 @@ def test_kill_and_restart_from_checkpoint_is_exactly_once(
     # if caught within a few seconds, while a batch is planned (offsets logged) but not committed.
     job = JobProcess(kafka_jars, args, tmp_path / "job.log").start()
     try:
-        wait_until(lambda: len(batch_ids(chk, "commits")) >= 2 or not job.alive(), 180, "2 committed batches")
+        wait_until(lambda: (len(batch_ids(chk, "commits")) >= 2 and "progress: batch" in job.log())
+                   or not job.alive(), 180, "2 committed batches, reported")
         assert job.alive(), f"job ended early:\n{job.log()}"
         poll_until(lambda: bool(batch_ids(chk, "offsets") - batch_ids(chk, "commits")), 10)
     finally:
         job.kill()
     committed = batch_ids(chk, "commits")
+    # one progress line per finished micro-batch in the driver's output (kubectl logs on k8s)
+    reported = {int(b) for b in re.findall(r"^progress: batch (\d+), \d+ input rows", job.log(), re.M)}
+    assert reported and reported <= committed, (reported, committed)
     consumed = sum(end_offsets(chk, max(committed)).values())
     assert consumed < len(events) + 1, "job drained the topic before the kill; the test proves nothing"
 
@@ -207,3 +218,36 @@ def test_submit_k8s_builds_cluster_mode_command(kafka_jars: Path) -> None:
     # the service account named here is the one the RBAC manifest binds to the driver Role
     rbac = (REPO / "spark/k8s/rbac.yaml").read_text()
     assert "kind: ServiceAccount\nmetadata:\n  name: rillet-spark\n" in rbac
+
+
+def test_stream_producer_runs_until_its_stop_topic_and_sends_a_known_sequence(spark_broker: str) -> None:
+    """The producer the Kubernetes mission runs: paced, idempotent, stopped by a topic appearing;
+    what it sent is exactly the first `produced` events of its sequence, each once."""
+    from confluent_kafka import Consumer
+
+    topic = new_topic(spark_broker, partitions=3, prefix="stream")
+    stop = f"{topic}-stop"
+    timer = threading.Timer(3.0, create_topic, (spark_broker, stop, 1))
+    timer.start()
+    try:
+        result = stream(spark_broker, topic, stream_events(4, step_ms=100, seed=5), rate=200,
+                        stop_topic=stop, max_seconds=60, report=lambda _line: None)
+    finally:
+        timer.join()
+    assert result.failed == []
+    assert 200 < result.produced < 200 * 30, result  # stopped by the topic, not the time limit
+    consumer = Consumer({"bootstrap.servers": spark_broker, "group.id": f"check-{topic}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    seen: list[str] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(seen) < result.produced and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                seen.append(json.loads(msg.value())["event_id"])
+    finally:
+        consumer.close()
+    expected = [e.event_id for e in itertools.islice(stream_events(4, step_ms=100, seed=5),
+                                                      result.produced)]
+    assert sorted(seen) == sorted(expected)

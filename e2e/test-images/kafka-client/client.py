@@ -88,11 +88,10 @@ def stream(bootstrap, topic, rate, max_s):
     started = time.monotonic()
     next_check = started
     stop_topic = f"{topic}-stop"
-    watcher = KafkaConsumer(bootstrap_servers=bootstrap)   # one connection for the stop check
     while time.monotonic() - started < max_s:
         now = time.monotonic()
         if now >= next_check:
-            if _has_topic(watcher, stop_topic):
+            if _has_topic(bootstrap, stop_topic):
                 break
             next_check = now + 2
             print(f"stream: {sent} sent, {len(failed)} failed", flush=True)
@@ -104,7 +103,6 @@ def stream(bootstrap, topic, rate, max_s):
         time.sleep(0.01)
     producer.flush(300)
     producer.close()
-    watcher.close()
     seen = {}
     for value in _read_all(bootstrap, topic):
         seen[value] = seen.get(value, 0) + 1
@@ -140,14 +138,21 @@ def broker_config(bootstrap, broker, key):
     return {"key": key, "entry": entry}
 
 
-def _has_topic(consumer, name):
-    """Whether the topic exists; a metadata request that fails while brokers restart or move
-    is asked again at the next check, never the end of the stream."""
+def _has_topic(bootstrap, name):
+    """Whether the topic exists, asked through a fresh connection each time: a long-lived
+    consumer kept answering from metadata that predates the topic after the brokers it knew
+    were restarted or removed. A check that fails while brokers restart or move is asked again
+    at the next one, never the end of the stream."""
+    consumer = None
     try:
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, request_timeout_ms=10000)
         return name in consumer.topics()
     except Exception as exc:  # noqa: BLE001 - any failure is "not known yet"
         print(f"stream: stop check failed ({exc!r}); retrying", flush=True)
         return False
+    finally:
+        if consumer is not None:
+            consumer.close()
 
 
 def _read_all(bootstrap, topic):

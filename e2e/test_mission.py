@@ -1,0 +1,138 @@
+"""The mission end to end on a real API server: helm install -> a Cluster of 3 brokers over 3
+zones -> a Topic (RF=3, min.insync.replicas=2) -> a producer Job streaming a known event
+sequence with acks=all (idempotent) -> the windowed-counts job on Spark on Kubernetes (cluster
+mode, output and checkpoint on a claim) -> its driver killed and resubmitted on the same
+checkpoint -> scale 3 -> 5, a config change that rolls the brokers, scale 5 -> 3, all under the
+stream -> the producer stops -> the Spark output equals the expected aggregates exactly ->
+namespace deletion and helm uninstall leave nothing behind.
+
+The steps live in mission.py (shared with `make demo`); the tests run in file order and build
+on each other's state.
+"""
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from typing import Iterator
+
+import pytest
+
+from mission import Mission, expected_rows
+from test_operator import delete_namespace, operator  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.timeout(1800)
+
+TIMES: dict[str, float] = {}
+T0 = time.monotonic()
+
+
+@pytest.fixture(scope="module")
+def mission(k8s, operator) -> Iterator[Mission]:  # noqa: F811
+    m = Mission(k8s.kube, k8s.kubeconfig, f"e2e-mission-{uuid.uuid4().hex[:5]}",
+                cluster="mission", topic="events",
+                report=lambda line: print(f"\nmission: {line}", flush=True))
+    m.create_namespace()
+    try:
+        yield m
+    finally:
+        TIMES["total"] = round(time.monotonic() - T0)
+        print(f"\nmission wall times (s): {TIMES}")
+        delete_namespace(k8s.kube, m.ns)
+
+
+@pytest.fixture(scope="module")
+def state() -> dict:
+    return {}
+
+
+def test_cluster_topic_producer_and_spark_job_start(mission: Mission, state: dict):
+    m = mission
+    m.create_cluster(3)
+    topic = m.create_topic(m.topic, partitions=6, replicas=3,
+                           config={"min.insync.replicas": 2})
+    assert topic["status"]["replicas"] == 3
+    m.prepare_spark()
+    state["producer"] = m.start_producer()
+    state["driver"] = m.submit_spark()
+    # The job reads: micro-batches with progress lines in the driver's log.
+    m.wait_batches(state["driver"], 3, timeout=420)
+    TIMES["up to first batches"] = round(time.monotonic() - T0)
+
+
+def test_a_killed_driver_resumes_from_its_checkpoint(mission: Mission, state: dict):
+    m = mission
+    before = m.batches(state["driver"])
+    m.kill_driver(state["driver"])
+    executors = m.kube.list("Pod", m.ns, labelSelector="spark-role=executor")
+    m.wait("the first run's executors gone", lambda: not [
+        p for p in m.kube.list("Pod", m.ns, labelSelector="spark-role=executor")
+        if p["metadata"]["name"] in {e["metadata"]["name"] for e in executors}], 180)
+    state["driver"] = m.submit_spark()
+    m.wait_batches(state["driver"], 2, timeout=420)
+    assert before >= 3
+
+
+def _driver_running(m: Mission, name: str) -> dict:
+    pod = m.kube.get("Pod", name, m.ns)
+    assert pod["status"]["phase"] == "Running", pod["status"]
+    return pod
+
+
+def test_the_stream_and_the_job_run_through_scaling_and_a_roll(mission: Mission, state: dict):
+    m = mission
+    driver = state["driver"]
+    t0 = time.monotonic()
+    m.scale(5)
+    TIMES["3->5"] = round(time.monotonic() - t0)
+    _driver_running(m, driver)
+    t0 = time.monotonic()
+    m.roll_with_config({"num.replica.fetchers": 2})
+    TIMES["roll of 5"] = round(time.monotonic() - t0)
+    _driver_running(m, driver)
+    t0 = time.monotonic()
+    m.scale(3)
+    TIMES["5->3"] = round(time.monotonic() - t0)
+    batches = m.batches(driver)
+    m.wait_batches(driver, batches + 2, timeout=120)
+    pod = _driver_running(m, driver)
+    assert all(c.get("restartCount", 0) == 0 for c in pod["status"]["containerStatuses"])
+    job = m.kube.get("Job", state["producer"], m.ns)["status"]
+    assert job.get("active") == 1, f"the producer streamed all through: {job}"
+
+
+def test_the_spark_output_is_exactly_the_expected_aggregates(mission: Mission, state: dict):
+    m = mission
+    result = m.stop_producer(state["producer"])
+    state["produced"] = result
+    print(f"\nproducer: {result}")
+    assert result["failed"] == 0, result
+    assert result["produced"] > 1000
+    expected = expected_rows(result["produced"], m.plan)
+    last_end = expected[-1][1]
+
+    def watermark_past_last_window() -> int | None:
+        log = m.kube.logs(state["driver"], m.ns)
+        marks = re.findall(r"progress: batch (\d+), \d+ input rows, watermark (\S+),", log)
+        past = [int(b) for b, w in marks if w != "-" and w[:19] >= last_end[:19]]
+        return past[0] if past else None
+
+    # The watermark a batch reports is the one it evicted windows with: that batch wrote them.
+    batch = m.wait("the watermark past the last window", watermark_past_last_window, 300, 3)
+    rows = m.read_output()
+    assert len(rows) == len(expected), (len(rows), len(expected), batch)
+    assert rows == expected
+    TIMES["events"] = result["produced"]
+
+
+def test_namespace_deletion_leaves_nothing_behind(mission: Mission, state: dict):
+    m = mission
+    t0 = time.monotonic()
+    claims = {p["metadata"]["name"] for p in m.kube.list("PersistentVolumeClaim", m.ns)}
+    assert "rillet-spark-data" in claims and "data-mission-broker-0" in claims
+    m.kube.delete("Namespace", m.ns)
+    m.wait("namespace gone", lambda: m.kube.get_or_none("Namespace", m.ns) is None, 300, 2)
+    m.wait("its volumes released", lambda: not [
+        pv for pv in m.kube.list("PersistentVolume")
+        if (pv["spec"].get("claimRef") or {}).get("namespace") == m.ns], 120, 2)
+    TIMES["namespace deletion"] = round(time.monotonic() - t0)
