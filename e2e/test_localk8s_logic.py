@@ -6,7 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from localk8s.agent import _cri_log_lines
-from localk8s.images import ImageSpec, _copy_sources, inputs_hash
+import subprocess
+
+import pytest
+
+from localk8s.images import (DebootstrapProgress, ImageSpec, _build_step, _copy_sources,
+                             inputs_hash, run_reporting)
 from localk8s.probes import ProbeState
 from localk8s.volumes import expand, field_value
 
@@ -61,3 +66,28 @@ def test_probe_thresholds():
     assert p.record(False, 1.0) is False
     assert p.record(True, 2.0) is True
     assert not p.due(2.5) and p.due(3.0)
+
+
+def test_long_steps_report_progress_and_keep_the_full_log(tmp_path: Path, capsys):
+    """Builds and debootstrap show how far they are while they run; the whole output is kept."""
+    script = "echo 'STEP 1/3: FROM x'; echo noise; echo 'STEP 2/3: RUN pip install y'"
+    code = run_reporting(["sh", "-c", script], tmp_path / "b.log",
+                         lambda line: _build_step("rillet/x:dev", line))
+    assert code == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["images: rillet/x:dev STEP 1/3: FROM x",
+                   "images: rillet/x:dev STEP 2/3: RUN pip install y"]
+    assert "noise" in (tmp_path / "b.log").read_text()
+
+    progress = DebootstrapProgress()
+    lines = [f"I: Retrieving pkg{i} 1.0" for i in range(50)] + ["I: Validating pkg0", "W: x"]
+    shown = [s for s in map(progress.line, lines) if s]
+    assert shown == ["images: debootstrap: Retrieving pkg0 1.0",
+                     "images: debootstrap: Retrieving ... 25 packages",
+                     "images: debootstrap: Retrieving ... 50 packages",
+                     "images: debootstrap: Validating pkg0"]
+
+
+def test_a_step_past_its_timeout_is_killed(tmp_path: Path):
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_reporting(["sleep", "30"], tmp_path / "s.log", lambda _l: None, timeout=0.5)

@@ -130,9 +130,12 @@ def test_namespace_deletion_leaves_nothing_behind(mission: Mission, state: dict)
     t0 = time.monotonic()
     claims = {p["metadata"]["name"] for p in m.kube.list("PersistentVolumeClaim", m.ns)}
     assert "rillet-spark-data" in claims and "data-mission-broker-0" in claims
+    rack_binding = f"rillet-{m.ns}-{m.cluster}-broker-rack"
+    assert m.kube.get_or_none("ClusterRoleBinding", rack_binding) is not None
     m.kube.delete("Namespace", m.ns)
     m.wait("namespace gone", lambda: m.kube.get_or_none("Namespace", m.ns) is None, 300, 2)
     m.wait("its volumes released", lambda: not [
         pv for pv in m.kube.list("PersistentVolume")
         if (pv["spec"].get("claimRef") or {}).get("namespace") == m.ns], 120, 2)
+    assert m.kube.get_or_none("ClusterRoleBinding", rack_binding) is None
     TIMES["namespace deletion"] = round(time.monotonic() - t0)

@@ -134,6 +134,10 @@ def operator(k8s, helm) -> Iterator[tuple[str, str]]:
         kube.delete("Namespace", ns)
         assert out.returncode == 0, out.stderr
         assert kube.get_or_none("Deployment", f"{release}-operator", ns) is None
+        # Nothing cluster-scoped of the release stays (CRDs excepted: helm keeps those).
+        selector = f"app.kubernetes.io/instance={release}"
+        for kind in ("ClusterRole", "ClusterRoleBinding"):
+            assert kube.list(kind, labelSelector=selector) == [], kind
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,9 +160,12 @@ def _debootstrap(tarball: Path) -> None:
     root = tarball.parent / "rootfs.tmp"
     subprocess.run(["rm", "-rf", str(root)], check=True)
     print("images: debootstrap bookworm (about a minute)", file=sys.stderr, flush=True)
-    subprocess.run(["debootstrap", "--variant=minbase", f"--include={BASE_PACKAGES}", "bookworm",
-                    str(root), "http://deb.debian.org/debian"], check=True, timeout=1200,
-                   stdout=subprocess.DEVNULL)
+    log = tarball.parent / "debootstrap.log"
+    code = run_reporting(["debootstrap", "--variant=minbase", f"--include={BASE_PACKAGES}",
+                          "bookworm", str(root), "http://deb.debian.org/debian"],
+                         log, DebootstrapProgress().line, timeout=1200)
+    if code != 0:
+        raise RuntimeError(f"debootstrap failed ({code}); log {log}")
     # Like the official image: pip may install into the system Python, `python`/`pip` exist.
     for marker in root.glob("usr/lib/python3*/EXTERNALLY-MANAGED"):
         marker.unlink()
@@ -184,6 +188,65 @@ def _debootstrap(tarball: Path) -> None:
     print(f"images: base rootfs in {time.monotonic() - t0:.0f}s", file=sys.stderr, flush=True)
 
 
+# ---- progress -------------------------------------------------------------------------------
+
+def run_reporting(argv: list[str], log: Path, report, env: dict | None = None,
+                  timeout: float = 1800) -> int:
+    """Runs argv with its output going to `log`; each line also goes to `report`, which
+    returns what to print (or None), so a long step shows how far it is instead of minutes of
+    silence. Killed after `timeout` seconds, as subprocess.run's timeout would."""
+    with open(log, "w") as out:
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, errors="replace")
+        killed = threading.Event()
+
+        def kill() -> None:
+            killed.set()
+            proc.kill()
+
+        watchdog = threading.Timer(timeout, kill)
+        watchdog.start()
+        try:
+            for line in proc.stdout:
+                out.write(line)
+                shown = report(line.rstrip("\n"))
+                if shown:
+                    print(shown, file=sys.stderr, flush=True)
+        finally:
+            watchdog.cancel()
+        code = proc.wait()
+    if killed.is_set():
+        raise subprocess.TimeoutExpired(argv, timeout)
+    return code
+
+
+def _build_step(tag: str, line: str) -> str | None:
+    """podman's `STEP 3/12: RUN ...` lines, shortened."""
+    if line.startswith("STEP "):
+        return f"images: {tag} {line[:100]}"
+    return None
+
+
+class DebootstrapProgress:
+    """debootstrap prints one `I: <Phase> <package>` line per package: one line per phase, and
+    a count every 25 packages of the long ones."""
+
+    def __init__(self) -> None:
+        self.phase, self.count = "", 0
+
+    def line(self, line: str) -> str | None:
+        if not line.startswith("I: "):
+            return None
+        phase = line[3:].split(" ", 1)[0]
+        if phase != self.phase:
+            self.phase, self.count = phase, 1
+            return f"images: debootstrap: {line[3:80]}"
+        self.count += 1
+        if self.count % 25 == 0:
+            return f"images: debootstrap: {phase} ... {self.count} packages"
+        return None
+
+
 # ---- building ---------------------------------------------------------------------------------
 
 def build(layout: Layout, spec: ImageSpec) -> bool:
@@ -201,10 +264,11 @@ def build(layout: Layout, spec: ImageSpec) -> bool:
     argv = ["build", "--pull=never", "--network", "host", "--layers",
             "--label", f"{INPUTS_LABEL}={digest}",
             "-f", str(spec.dockerfile), "-t", spec.tag, str(spec.context)]
-    with open(log, "w") as out:
-        proc = subprocess.run(["podman", *argv], env=host.podman_env(layout), stdout=out,
-                              stderr=subprocess.STDOUT, timeout=1800)
-    if proc.returncode != 0:
+    print(f"images: building {spec.tag} from {spec.dockerfile.relative_to(layout.repo)}",
+          file=sys.stderr, flush=True)
+    code = run_reporting(["podman", *argv], log, lambda line: _build_step(spec.tag, line),
+                         env=host.podman_env(layout), timeout=1800)
+    if code != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
         raise RuntimeError(f"podman build of {spec.tag} from {spec.dockerfile} failed; "
                            f"log {log}:\n{tail}")
