@@ -28,6 +28,7 @@ from .metadata.log import MetadataLog
 from .metadata.snapshot import SnapshotStore
 from .metadata.snapshotter import Snapshotter
 from .protocol import errors
+from .security.tls import OutboundTls
 from .storage.cleaner import LogCleaner
 from .records import BatchHeader
 from .storage.log import AppendInfo, LogConfig, PartitionLog
@@ -53,6 +54,7 @@ class Broker:
         self.controller: Controller | None = None
         self.raft: RaftNode | None = None
         self.lifecycle: BrokerLifecycle | None = None
+        self.outbound_tls = OutboundTls.from_config(config)
         self.forwarder = ControllerForwarder(self)
         self.replication = ReplicaManager(self)
         self.snapshotter: Snapshotter | None = None
@@ -93,7 +95,8 @@ class Broker:
         self.raft = RaftNode(self.node_id, self._voters(), self.cluster_id, metadata_log,
                              QuorumStateFile(metadata_root), self._raft_timing(),
                              on_commit=snapshotter.on_commit,
-                             load_snapshot=snapshotter.fetch_from)
+                             load_snapshot=snapshotter.fetch_from,
+                             ssl_context=self.outbound_tls.controller)
         snapshotter.raft = self.raft
         self.controller.attach(self.raft)
         self.logs.load_logs(self.log_config_for)

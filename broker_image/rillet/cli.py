@@ -49,16 +49,24 @@ async def _on_listener(step: Callable[[], Awaitable[None]], listener: Listener) 
 async def serve(config: BrokerConfig) -> None:
     from .apis import load_all
     from .broker import Broker
+    from .security.tls import ReloadingContext, TlsSettings
     from .server import KafkaServer
 
     load_all()
     broker = Broker(config)
 
     def server_for(listener: Listener, role: str) -> KafkaServer:
+        tls = None
+        if config.security_protocol(listener) == "SSL":
+            try:
+                tls = ReloadingContext(TlsSettings.from_config(config))
+            except (OSError, ValueError) as exc:   # ssl.SSLError is an OSError
+                raise StartupError(f"listener {listener.name}: cannot load its TLS key and "
+                                   f"certificates: {exc}") from None
         return KafkaServer(broker, listener.host, listener.port,
                            max_request_bytes=config["socket.request.max.bytes"],
                            idle_timeout_s=config["connections.max.idle.ms"] / 1000,
-                           listener=role)
+                           listener=role, tls=tls)
 
     client = config.served_listener
     client_server = server_for(client, "broker")

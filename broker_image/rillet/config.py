@@ -29,6 +29,8 @@ class ConfigDef:
     # False, or a predicate on the value that is False: accepted (so an existing
     # server.properties loads) but without effect yet; logged at start.
     effect: bool | Callable[[Any], bool] = True
+    # A secret: DescribeConfigs says it is set, never its value (Kafka's PASSWORD type).
+    sensitive: bool = False
 
     def has_effect(self, value: Any) -> bool:
         return self.effect(value) if callable(self.effect) else self.effect
@@ -97,6 +99,25 @@ _BROKER_DEFS = [
               ["SASL_SSL:SASL_SSL", "PLAINTEXT:PLAINTEXT", "SSL:SSL",
                "SASL_PLAINTEXT:SASL_PLAINTEXT"],
               "listener name:security protocol"),
+    ConfigDef("ssl.keystore.type", "string", "PEM", "keystore format", lambda v: v == "PEM",
+              "PEM (rillet reads PEM keystores; convert JKS/PKCS12 with keytool/openssl)"),
+    ConfigDef("ssl.keystore.location", "string", None, "PEM file: private key and certificate chain"),
+    ConfigDef("ssl.keystore.certificate.chain", "string", None, "inline PEM certificate chain"),
+    ConfigDef("ssl.keystore.key", "string", None, "inline PEM private key", sensitive=True),
+    ConfigDef("ssl.keystore.password", "string", None,
+              "unused with PEM keystores (ssl.key.password decrypts the key)", effect=False,
+              sensitive=True),
+    ConfigDef("ssl.key.password", "string", None, "password of an encrypted PEM key",
+              sensitive=True),
+    ConfigDef("ssl.truststore.type", "string", "PEM", "truststore format", lambda v: v == "PEM",
+              "PEM (rillet reads PEM truststores)"),
+    ConfigDef("ssl.truststore.location", "string", None, "PEM file of trusted CA certificates"),
+    ConfigDef("ssl.truststore.certificates", "string", None, "inline PEM CA certificates"),
+    ConfigDef("ssl.client.auth", "string", "none", "ask TLS clients for a certificate",
+              lambda v: v in ("none", "requested", "required"), "none, requested or required"),
+    ConfigDef("ssl.endpoint.identification.algorithm", "string", "https",
+              "https: check the host name of brokers this one dials; empty: do not",
+              lambda v: v in ("", "https"), "https or empty"),
     ConfigDef("broker.rack", "string", None, "rack (zone) of this broker"),
     ConfigDef("log.dirs", "list", None, "data directories"),
     ConfigDef("log.dir", "string", "./rillet-data", "data directory when log.dirs is unset"),
@@ -319,18 +340,28 @@ def security_protocol_map(config: "BrokerConfig") -> dict[str, str]:
     return mapping
 
 
+IMPLEMENTED_PROTOCOLS = ("PLAINTEXT", "SSL")
+
+
 def check_security_protocols(config: "BrokerConfig") -> None:
-    """Refuse a listener that is unmapped (as Kafka does) or not PLAINTEXT: SSL and SASL are
-    not implemented yet, and serving plaintext where they were asked for would be a lie."""
+    """Refuse a listener that is unmapped (as Kafka does) or uses SASL, which is not
+    implemented yet (serving plaintext where it was asked for would be a lie); an SSL
+    listener needs its key and certificate."""
+    from .security.tls import TlsConfigError, TlsSettings
     mapping = security_protocol_map(config)
     for spec, listener in zip(config["listeners"], config.listeners):
         protocol = mapping.get(listener.name.upper())
         if protocol is None:
             raise ConfigError(f"listener {spec} has no security protocol: "
                               f"listener.security.protocol.map does not name {listener.name}")
-        if protocol != "PLAINTEXT":
+        if protocol not in IMPLEMENTED_PROTOCOLS:
             raise ConfigError(f"listener {spec} uses security protocol {protocol}, which rillet "
                               f"does not implement yet; refusing to serve it as PLAINTEXT")
+        if protocol == "SSL":
+            try:
+                TlsSettings.from_config(config).check()
+            except TlsConfigError as exc:
+                raise ConfigError(f"listener {spec} (SSL): {exc}") from None
 
 
 def config_text(value: Any) -> str:
@@ -467,6 +498,10 @@ class BrokerConfig:
         """The listeners clients use: every one not named in controller.listener.names."""
         controller = {n.upper() for n in self["controller.listener.names"]}
         return [lst for lst in self.listeners if lst.name.upper() not in controller]
+
+    def security_protocol(self, listener: Listener) -> str:
+        """The security protocol of one of this node's listeners (PLAINTEXT, SSL)."""
+        return security_protocol_map(self).get(listener.name.upper(), "PLAINTEXT")
 
     @property
     def controller_listener(self) -> Listener | None:

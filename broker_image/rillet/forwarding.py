@@ -15,6 +15,8 @@ import logging
 import struct
 from typing import TYPE_CHECKING
 
+from .client.connection import open_stream
+
 if TYPE_CHECKING:
     from .broker import Broker
 
@@ -52,7 +54,8 @@ class ControllerForwarder:
             return None
 
     async def _exchange(self, address: tuple[str, int], frame: bytes) -> bytes:
-        stream = self._take(address) or await asyncio.open_connection(*address)
+        stream = self._take(address) or await open_stream(
+            *address, self.broker.outbound_tls.controller)
         reader, writer = stream
         ok = False
         try:

@@ -3,27 +3,35 @@
 Only moves bytes: a frame is read (int32 size + body), handed to dispatch,
 and its response written before the next frame is read, so responses leave
 in request order, as Kafka guarantees per connection. A framing error closes
-that one connection with a log line; the broker carries on.
+that one connection with a log line; the broker carries on. An SSL listener
+does its TLS handshake first, with the context current at that moment (so a
+renewed certificate applies to new connections); a failed handshake closes
+that connection only.
 """
 from __future__ import annotations
 
 import asyncio
 import itertools
 import logging
+import ssl
 import struct
 from typing import Any
 
 from .dispatch import dispatch
 from .protocol.codec import FramingError
+from .security.tls import ANONYMOUS, RELOAD_CHECK_S, ReloadingContext, peer_principal
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 class KafkaServer:
     def __init__(self, broker: Any, host: str, port: int, *, max_request_bytes: int,
-                 idle_timeout_s: float, listener: str = "broker") -> None:
+                 idle_timeout_s: float, listener: str = "broker",
+                 tls: ReloadingContext | None = None) -> None:
         self.broker = broker
+        self.tls = tls
         self.listener = listener
         self.host = host
         self.port = port
@@ -33,6 +41,7 @@ class KafkaServer:
         self._connections: set[asyncio.Task[None]] = set()
         self._busy: set[asyncio.Task[None]] = set()  # connections with a request in progress
         self._ids = itertools.count(1)
+        self._tls_watch: asyncio.Future[None] | None = None
 
     async def bind(self) -> None:
         """Take the address without accepting yet, so a port in use is found before the
@@ -49,7 +58,12 @@ class KafkaServer:
             await self.bind()
         assert self._server is not None
         await self._server.start_serving()
-        log.info("listening on %s:%d (%s)", self.host, self.port, self.listener)
+        if self.tls is not None:
+            # Renewed files are picked up (or a broken one reported) without waiting for a
+            # connection to ask.
+            self._tls_watch = asyncio.ensure_future(self._watch_tls(self.tls))
+        log.info("listening on %s:%d (%s%s)", self.host, self.port, self.listener,
+                 ", TLS" if self.tls else "")
 
     async def _on_connect(self, reader: asyncio.StreamReader,
                           writer: asyncio.StreamWriter) -> None:
@@ -69,6 +83,8 @@ class KafkaServer:
         conn_id = next(self._ids)
         peer = "%s:%s" % (writer.get_extra_info("peername") or ("?", "?"))[:2]
         try:
+            if self.tls is not None and not await self._handshake(writer, conn_id, peer):
+                return
             while True:
                 try:
                     # asyncio.timeout, not wait_for: no extra task per request.
@@ -113,10 +129,39 @@ class KafkaServer:
             except (Exception, asyncio.CancelledError):
                 pass
 
+    @staticmethod
+    async def _watch_tls(tls: ReloadingContext) -> None:
+        while True:
+            await asyncio.sleep(RELOAD_CHECK_S)
+            tls.current()
+
+    async def _handshake(self, writer: asyncio.StreamWriter, conn_id: int, peer: str) -> bool:
+        """TLS on the accepted socket; False (logged) when the client does not complete it:
+        plaintext on a TLS port, an untrusted or missing client certificate, a timeout."""
+        assert self.tls is not None
+        try:
+            await writer.start_tls(self.tls.current(),
+                                   ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+        except (ssl.SSLError, ConnectionError, OSError, TimeoutError) as exc:
+            if isinstance(exc, ssl.SSLError) and not isinstance(exc, ssl.SSLEOFError):
+                log.warning("closing connection %d from %s: TLS handshake failed: %s",
+                            conn_id, peer, getattr(exc, "reason", None) or exc)
+            else:
+                # A port probe (a TCP readiness check) connects and hangs up: not an attack.
+                log.debug("connection %d from %s closed during the TLS handshake (%s)",
+                          conn_id, peer, type(exc).__name__)
+            return False
+        principal = peer_principal(writer.get_extra_info("ssl_object"))
+        if principal != ANONYMOUS:
+            log.debug("connection %d from %s authenticated as %s", conn_id, peer, principal)
+        return True
+
     async def stop(self, grace_s: float = 5.0) -> None:
         """Stop accepting; close idle connections now, give busy ones a grace period."""
         if self._server is not None:
             self._server.close()
+        if self._tls_watch is not None:
+            self._tls_watch.cancel()
         for task in self._connections - self._busy:
             task.cancel()
         pending = list(self._connections)

@@ -314,10 +314,13 @@ def minimum_moves(assignment: Mapping[Key, Sequence[int]], targets: Iterable[int
     """The fewest moves that leave every replica on a target with the replica counts levelled.
 
     Without racks: the replicas on departing brokers plus what the targets hold above their
-    final shares (the most loaded keep the larger shares). With racks, where every partition
-    has one replica in each of the targets' racks (RF = number of racks), replicas can only
-    move within their rack, so the same count is taken rack by rack. Otherwise no minimum is
-    known and the rack-blind count is returned (a plan may then need fewer or more)."""
+    final shares (the most loaded keep the larger shares). That is exact for RF = 1; with
+    RF > 1 it is a lower bound, since a partition's replicas must stay on distinct brokers
+    and the brokers short of their share may be too few to take them without moving another
+    replica out of the way. With racks, where every partition has one replica in each of the
+    targets' racks (RF = number of racks), replicas can only move within their rack and hold
+    one replica per partition there, so the same count taken rack by rack is exact.
+    Otherwise the rack-blind count is returned (a plan may then need fewer or more)."""
     targets = sorted(targets)
     if racks and None not in {racks.get(b) for b in targets}:
         names = {racks[b] for b in targets}

@@ -133,14 +133,21 @@ def test_topic_config_errors_speak_the_users_terms():
 
 
 @pytest.mark.parametrize("settings,fragment", [
-    ({"listeners": "SSL://127.0.0.1:9093"}, "listener SSL://127.0.0.1:9093 uses security "
-                                             "protocol SSL"),
+    ({"listeners": "SSL://127.0.0.1:9093"}, "listener SSL://127.0.0.1:9093 (SSL): an SSL "
+                                             "listener needs a key and certificate: "
+                                             "ssl.keystore.location"),
     ({"listeners": "PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9094"},
      "listener SASL_PLAINTEXT://127.0.0.1:9094 uses security protocol SASL_PLAINTEXT"),
     ({"listeners": "sasl_ssl://127.0.0.1:9094"}, "uses security protocol SASL_SSL"),
     ({"listeners": "CLIENT://127.0.0.1:9092",
       "listener.security.protocol.map": "CLIENT:SSL"},
-     "listener CLIENT://127.0.0.1:9092 uses security protocol SSL"),
+     "listener CLIENT://127.0.0.1:9092 (SSL): an SSL listener needs a key and certificate"),
+    ({"listeners": "SSL://127.0.0.1:9093", "ssl.keystore.location": "/k.pem",
+      "ssl.client.auth": "required"}, "ssl.client.auth=required needs a truststore"),
+    ({"listeners": "SSL://127.0.0.1:9093", "ssl.keystore.key": "KEY"},
+     "ssl.keystore.key and ssl.keystore.certificate.chain go together"),
+    ({"ssl.keystore.type": "JKS"}, "ssl.keystore.type must be PEM"),
+    ({"ssl.client.auth": "always"}, "ssl.client.auth must be none, requested or required"),
     ({"listeners": "CLIENT://127.0.0.1:9092"},
      "listener CLIENT://127.0.0.1:9092 has no security protocol"),
     ({"listeners": "PLAINTEXT://127.0.0.1:9092",
@@ -152,6 +159,12 @@ def test_topic_config_errors_speak_the_users_terms():
 def test_listeners_that_would_serve_a_weaker_protocol_are_refused(settings, fragment):
     with pytest.raises(ConfigError, match=re.escape(fragment)):
         BrokerConfig.load(None, settings)
+
+
+def test_an_ssl_listener_with_a_keystore_loads():
+    config = BrokerConfig.load(None, {"listeners": "SSL://127.0.0.1:9093",
+                                      "ssl.keystore.location": "/etc/rillet/broker.pem"})
+    assert config.security_protocol(config.served_listener) == "SSL"
 
 
 def test_controller_listener_mapped_to_plaintext_is_accepted_and_not_served():

@@ -34,14 +34,17 @@ _GROUP_OF = {key: group for group in _SYNONYM_GROUPS for key in group}
 
 def _entry(d: ConfigDef, value: Any, source: int, read_only: bool,
            synonyms: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"name": d.name, "value": None if value is None else render(value),
-            "read_only": read_only, "config_source": source, "is_sensitive": False,
+    hidden = value is None or d.sensitive
+    return {"name": d.name, "value": None if hidden else render(value),
+            "read_only": read_only, "config_source": source, "is_sensitive": d.sensitive,
             "synonyms": synonyms, "config_type": _TYPE_CODES.get(d.kind, 0),
             "documentation": d.doc or None}
 
 
 def _synonym(name: str, value: Any, source: int) -> dict[str, Any]:
-    return {"name": name, "value": render(value), "source": source}
+    d = BROKER_DEFS.get(name)
+    return {"name": name, "value": None if d is not None and d.sensitive else render(value),
+            "source": source}
 
 
 def broker_synonyms(broker: BrokerConfig, name: str | None) -> list[dict[str, Any]]:

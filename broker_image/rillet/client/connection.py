@@ -6,6 +6,7 @@ admin client sends few, small requests, and this keeps the reader simple.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
 from typing import Any
 
@@ -34,10 +35,20 @@ def raise_for(code: Any, what: str, message: str | None = None) -> None:
         raise err
 
 
+async def open_stream(host: str, port: int, ssl_context: ssl.SSLContext | None = None
+                      ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection to a listener, TLS when `ssl_context` is given (the host name checked
+    against the certificate, as the context says)."""
+    if ssl_context is None:
+        return await asyncio.open_connection(host, port)
+    return await asyncio.open_connection(host, port, ssl=ssl_context, server_hostname=host)
+
+
 class BrokerConnection:
     def __init__(self, host: str, port: int, *, client_id: str = "rillet-admin",
-                 timeout: float = 30.0) -> None:
+                 timeout: float = 30.0, ssl_context: ssl.SSLContext | None = None) -> None:
         self.host, self.port = host, port
+        self.ssl_context = ssl_context
         self.client_id = client_id
         self.timeout = timeout
         self._reader: asyncio.StreamReader | None = None
@@ -48,7 +59,7 @@ class BrokerConnection:
     async def connect(self) -> "BrokerConnection":
         if self._writer is None:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), self.timeout)
+                open_stream(self.host, self.port, self.ssl_context), self.timeout)
         return self
 
     async def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, TypeVar
@@ -66,9 +67,10 @@ class RaftNode:
     def __init__(self, node_id: int, voters: dict[int, Voter], cluster_id: str,
                  metadata_log: MetadataLog, state_file: QuorumStateFile, timing: RaftTiming,
                  on_commit: Callable[[list[tuple[int, list[dict[str, Any]], int]]], None],
-                 load_snapshot: Callable[[int, int, int], Awaitable[bool]] | None = None
-                 ) -> None:
+                 load_snapshot: Callable[[int, int, int], Awaitable[bool]] | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.node_id = node_id
+        self._ssl_context = ssl_context  # the controller listener's, when it is SSL
         self.voters = voters
         self.cluster_id = cluster_id
         self.log = metadata_log
@@ -316,7 +318,7 @@ class RaftNode:
             if kind == "fetch":
                 timeout += FETCH_MAX_WAIT_MS / 1000
             conn = BrokerConnection(voter.host, voter.port, client_id=f"raft-{self.node_id}",
-                                    timeout=timeout)
+                                    timeout=timeout, ssl_context=self._ssl_context)
             self._connections[key] = conn
         return conn
 

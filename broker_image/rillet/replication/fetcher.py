@@ -73,7 +73,8 @@ class ReplicaFetcher:
             timeout = (config["replica.fetch.wait.max.ms"] +
                        config["controller.quorum.request.timeout.ms"]) / 1000
             self._conn = BrokerConnection(*self.address, client_id=f"replica-{self.broker.node_id}",
-                                          timeout=timeout)
+                                          timeout=timeout,
+                                          ssl_context=self.broker.outbound_tls.brokers)
         return self._conn
 
     async def _run(self) -> None:

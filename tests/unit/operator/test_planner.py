@@ -44,7 +44,7 @@ def _check_valid(before, after, brokers):
 
 @settings(max_examples=300, deadline=None)
 @given(clusters())
-def test_without_racks_balanced_within_one_in_exactly_the_minimum_moves(case):
+def test_without_racks_balanced_within_one_in_the_fewest_moves_where_known(case):
     before, brokers = case
     changed = plan_rebalance(before, brokers)
     after = _apply(before, changed)
@@ -56,7 +56,25 @@ def test_without_racks_balanced_within_one_in_exactly_the_minimum_moves(case):
     rf = len(next(iter(before.values())))
     if rf > 1:
         assert max(leaders) - min(leaders) <= 1, counts
-    assert count_moves(before, changed) == minimum_moves(before, [b.id for b in brokers])
+    bound = minimum_moves(before, [b.id for b in brokers])
+    if rf == 1:
+        assert count_moves(before, changed) == bound
+    else:
+        # With RF > 1 the count is a lower bound only: a partition cannot put two replicas on
+        # the one broker short of its share (see the test below), so a plan may need more.
+        assert count_moves(before, changed) >= bound
+
+
+def test_the_rack_blind_count_is_a_lower_bound_when_replicas_must_stay_distinct():
+    """Brokers 0 and 1 go; t0 needs two new brokers but only 4 is below its share: one more
+    replica (of t1 or t2, from 2 or 3) must move to make room, 3 moves against a bound of 2."""
+    before = {("t", 0): (0, 1), ("t", 1): (2, 3), ("t", 2): (2, 3)}
+    brokers = [Broker(b, None) for b in (2, 3, 4)]
+    changed = plan_rebalance(before, brokers)
+    counts = balance(_apply(before, changed), [2, 3, 4])
+    assert sorted(n for n, _ in counts.values()) == [2, 2, 2]
+    assert minimum_moves(before, [2, 3, 4]) == 2
+    assert count_moves(before, changed) == 3
 
 
 @settings(max_examples=300, deadline=None)

@@ -1,0 +1,1 @@
+"""Security of the listeners: TLS (tls.py)."""

@@ -1,0 +1,237 @@
+"""TLS for listeners (SSL security protocol) with the standard library's ssl module.
+
+Keys and certificates come in Kafka's PEM form: `ssl.keystore.location` names a PEM file with
+the private key and the certificate chain (or `ssl.keystore.key` + `ssl.keystore.certificate.
+chain` carry them inline), `ssl.key.password` decrypts an encrypted key, and the truststore is a
+PEM file of CA certificates (`ssl.truststore.location`) or inline (`ssl.truststore.certificates`).
+`ssl.client.auth` = none | requested | required asks clients for a certificate (mTLS); the
+principal of such a client is its certificate's subject, as Kafka's default mapping gives it.
+
+Files are re-read when they change (checked at most every RELOAD_CHECK_S, on a new connection):
+certificates renewed on disk apply to new connections without a restart, and a broken
+replacement is logged and ignored until it is fixed, keeping the last good context.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import ssl
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
+
+RELOAD_CHECK_S = 5.0
+CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,
+               "required": ssl.CERT_REQUIRED}
+ANONYMOUS = "User:ANONYMOUS"
+
+
+class TlsConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class TlsSettings:
+    keystore_location: str | None = None
+    keystore_key: str | None = None           # inline PEM private key
+    keystore_chain: str | None = None         # inline PEM certificate chain
+    key_password: str | None = None
+    truststore_location: str | None = None
+    truststore_certificates: str | None = None  # inline PEM CA certificates
+    client_auth: str = "none"
+    verify_hostname: bool = True              # ssl.endpoint.identification.algorithm=https
+    keystore_type: str = "PEM"
+    truststore_type: str = "PEM"
+
+    @classmethod
+    def from_config(cls, config: Any) -> "TlsSettings":
+        return cls(keystore_location=config["ssl.keystore.location"] or None,
+                   keystore_key=config["ssl.keystore.key"] or None,
+                   keystore_chain=config["ssl.keystore.certificate.chain"] or None,
+                   key_password=config["ssl.key.password"] or None,
+                   truststore_location=config["ssl.truststore.location"] or None,
+                   truststore_certificates=config["ssl.truststore.certificates"] or None,
+                   client_auth=config["ssl.client.auth"],
+                   verify_hostname=(config["ssl.endpoint.identification.algorithm"] or "")
+                   .lower() == "https",
+                   keystore_type=config["ssl.keystore.type"],
+                   truststore_type=config["ssl.truststore.type"])
+
+    @property
+    def has_keystore(self) -> bool:
+        return bool(self.keystore_location or (self.keystore_key and self.keystore_chain))
+
+    @property
+    def has_truststore(self) -> bool:
+        return bool(self.truststore_location or self.truststore_certificates)
+
+    def check(self) -> None:
+        """What a listener serving SSL needs; raises TlsConfigError naming the missing key."""
+        for key, kind in (("ssl.keystore.type", self.keystore_type),
+                          ("ssl.truststore.type", self.truststore_type)):
+            if kind != "PEM":
+                raise TlsConfigError(f"{key}={kind}: rillet reads PEM files only")
+        if self.keystore_location and (self.keystore_key or self.keystore_chain):
+            raise TlsConfigError("set either ssl.keystore.location or ssl.keystore.key with "
+                                 "ssl.keystore.certificate.chain, not both")
+        if bool(self.keystore_key) != bool(self.keystore_chain):
+            raise TlsConfigError("ssl.keystore.key and ssl.keystore.certificate.chain go "
+                                 "together")
+        if not self.has_keystore:
+            raise TlsConfigError("an SSL listener needs a key and certificate: "
+                                 "ssl.keystore.location (PEM) or ssl.keystore.key with "
+                                 "ssl.keystore.certificate.chain")
+        if self.client_auth != "none" and not self.has_truststore:
+            raise TlsConfigError(f"ssl.client.auth={self.client_auth} needs a truststore to "
+                                 "check client certificates: ssl.truststore.location or "
+                                 "ssl.truststore.certificates")
+
+    def watched_files(self) -> list[str]:
+        return [f for f in (self.keystore_location, self.truststore_location) if f]
+
+
+def _load_keystore(ctx: ssl.SSLContext, s: TlsSettings) -> None:
+    if s.keystore_location:
+        ctx.load_cert_chain(s.keystore_location, password=s.key_password)
+        return
+    if not (s.keystore_key and s.keystore_chain):
+        return
+    # load_cert_chain reads files only: the inline PEM goes through a private temporary file
+    # that lives for the duration of the call.
+    fd, path = tempfile.mkstemp(prefix="rillet-keystore-", suffix=".pem")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(s.keystore_key.strip() + "\n" + s.keystore_chain.strip() + "\n")
+        ctx.load_cert_chain(path, password=s.key_password)
+    finally:
+        os.unlink(path)
+
+
+def _load_truststore(ctx: ssl.SSLContext, s: TlsSettings) -> None:
+    if s.truststore_location:
+        ctx.load_verify_locations(cafile=s.truststore_location)
+    if s.truststore_certificates:
+        ctx.load_verify_locations(cadata=s.truststore_certificates)
+
+
+def server_context(s: TlsSettings) -> ssl.SSLContext:
+    s.check()
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    _load_keystore(ctx, s)
+    ctx.verify_mode = CLIENT_AUTH[s.client_auth]
+    if s.has_truststore:
+        _load_truststore(ctx, s)
+    return ctx
+
+
+def client_context(s: TlsSettings) -> ssl.SSLContext:
+    """How this broker dials an SSL listener of another node (replication, the controller):
+    it trusts the truststore (the system's CAs without one), checks the host name unless
+    ssl.endpoint.identification.algorithm is empty, and shows its own certificate, which a
+    listener with ssl.client.auth=required asks for."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.check_hostname = s.verify_hostname
+    if s.has_truststore:
+        _load_truststore(ctx, s)
+    else:
+        ctx.load_default_certs()
+    _load_keystore(ctx, s)
+    return ctx
+
+
+class ReloadingContext:
+    """An SSL context rebuilt when the files it was built from change."""
+
+    def __init__(self, settings: TlsSettings,
+                 build: Callable[[TlsSettings], ssl.SSLContext] = server_context,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.settings = settings
+        self._build = build
+        self._clock = clock
+        self._stamp = self._file_stamp()
+        self._context = build(settings)   # a bad config fails here, at start-up
+        self._next_check = clock() + RELOAD_CHECK_S
+        self.reloads = 0
+
+    def _file_stamp(self) -> tuple:
+        stamp = []
+        for f in self.settings.watched_files():
+            try:
+                st = os.stat(f)
+                stamp.append((f, st.st_mtime_ns, st.st_size, st.st_ino))
+            except OSError:
+                stamp.append((f, None))
+        return tuple(stamp)
+
+    def current(self) -> ssl.SSLContext:
+        now = self._clock()
+        if now >= self._next_check:
+            self._next_check = now + RELOAD_CHECK_S
+            stamp = self._file_stamp()
+            if stamp != self._stamp:
+                self._reload(stamp)
+        return self._context
+
+    def _reload(self, stamp: tuple) -> None:
+        self._stamp = stamp   # reported once per change, not at every check
+        try:
+            context = self._build(self.settings)
+        except (OSError, ssl.SSLError, TlsConfigError) as exc:
+            # A half-written file is common while a secret is updated: keep serving with the
+            # last good certificate until the files change again.
+            log.warning("TLS files changed but do not load (%s); keeping the previous "
+                        "certificate", exc)
+            return
+        self._context = context
+        self.reloads += 1
+        log.info("TLS key and certificates reloaded from %s",
+                 ", ".join(self.settings.watched_files()))
+
+
+def peer_principal(ssl_object: ssl.SSLObject | None) -> str:
+    """Kafka's default principal of a TLS client: User:<subject DN> of its certificate, most
+    specific RDN first (CN=...,OU=...,O=...), or User:ANONYMOUS without one."""
+    cert = ssl_object.getpeercert() if ssl_object is not None else None
+    subject = (cert or {}).get("subject")
+    if not subject:
+        return ANONYMOUS
+    names = {"commonName": "CN", "organizationalUnitName": "OU", "organizationName": "O",
+             "localityName": "L", "stateOrProvinceName": "ST", "countryName": "C",
+             "streetAddress": "STREET", "domainComponent": "DC", "userId": "UID"}
+    rdns = [",".join(f"{names.get(k, k)}={_escape(v)}" for k, v in rdn) for rdn in subject]
+    return "User:" + ",".join(reversed(rdns))
+
+
+def _escape(value: str) -> str:
+    out = "".join("\\" + c if c in ',+"\\<>;' else c for c in value)
+    if out.startswith((" ", "#")):
+        out = "\\" + out
+    if out.endswith(" ") and not out.endswith("\\ "):
+        out = out[:-1] + "\\ "
+    return out
+
+
+@dataclass(frozen=True)
+class OutboundTls:
+    """The contexts this node dials other nodes with: the controller listener's (Raft, broker
+    registration and heartbeats, forwarded admin requests) and the broker listener's
+    (replication). None where that listener is PLAINTEXT."""
+
+    controller: ssl.SSLContext | None
+    brokers: ssl.SSLContext | None
+
+    @classmethod
+    def from_config(cls, config: Any) -> "OutboundTls":
+        settings = TlsSettings.from_config(config)
+
+        def for_listener(listener: Any) -> ssl.SSLContext | None:
+            if listener is None or config.security_protocol(listener) != "SSL":
+                return None
+            return client_context(settings)
+        return cls(controller=for_listener(config.controller_listener),
+                   brokers=for_listener(config.served_listener))

@@ -1,0 +1,284 @@
+"""TLS listeners (security protocol SSL) against real clients: kafka-python, confluent-kafka,
+aiokafka and Kafka's Java tools; client certificates (mTLS); a plaintext client on the TLS port
+refused and logged without harm to others; a renewed certificate picked up without a restart;
+a three-node cluster whose controller and replication traffic is TLS with client certificates.
+
+Certificates come from trustme (a throwaway CA per module)."""
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import time
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import trustme
+
+from tests.cluster import LocalCluster
+from tests.harness import BrokerProcess, listening
+from tests.integration.java_tools import KafkaTools, kafka_jars  # noqa: F401 (fixture)
+from tests.polling import wait_until
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    ca = trustme.CA(organization_name="rillet test CA")
+    d = tmp_path_factory.mktemp("pki")
+    files = {"ca": d / "ca.pem", "broker": d / "broker.pem", "client": d / "client.pem",
+             "client_cert": d / "client.crt", "client_key": d / "client.key",
+             "stranger": d / "stranger.pem"}
+    ca.cert_pem.write_to_path(str(files["ca"]))
+    ca.issue_cert("127.0.0.1", "localhost", common_name="broker") \
+        .private_key_and_cert_chain_pem.write_to_path(str(files["broker"]))
+    client = ca.issue_cert("client.test", common_name="orders-app",
+                           organization_unit_name="payments")
+    client.private_key_and_cert_chain_pem.write_to_path(str(files["client"]))
+    client.cert_chain_pems[0].write_to_path(str(files["client_cert"]))
+    client.private_key_pem.write_to_path(str(files["client_key"]))
+    # signed by another CA: a certificate the broker must not trust
+    trustme.CA().issue_cert("client.test").private_key_and_cert_chain_pem.write_to_path(
+        str(files["stranger"]))
+    files["_ca"] = ca  # type: ignore[assignment]
+    return files
+
+
+def _tls_broker(tmp_path: Path, pki: dict[str, Path], **extra: str) -> BrokerProcess:
+    b = BrokerProcess(tmp_path / "data", config={
+        "ssl.keystore.location": str(pki["broker"]),
+        "ssl.truststore.location": str(pki["ca"]), **extra}, ready=listening)
+    b.config["listeners"] = f"SSL://{b.host}:{b.port}"
+    return b.start()
+
+
+@pytest.fixture(scope="module")
+def tls_broker(tmp_path_factory: pytest.TempPathFactory, pki) -> Iterator[BrokerProcess]:
+    broker = _tls_broker(tmp_path_factory.mktemp("tls"), pki)
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def _topic() -> str:
+    return f"tls-{uuid.uuid4().hex[:8]}"
+
+
+def test_kafka_python_over_tls(tls_broker: BrokerProcess, pki) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+    topic = _topic()
+    ssl_args = {"security_protocol": "SSL", "ssl_cafile": str(pki["ca"])}
+    producer = KafkaProducer(bootstrap_servers=tls_broker.bootstrap, acks="all", **ssl_args)
+    for i in range(20):
+        producer.send(topic, f"kp-{i}".encode()).get(timeout=30)
+    producer.close()
+    consumer = KafkaConsumer(topic, bootstrap_servers=tls_broker.bootstrap,
+                             auto_offset_reset="earliest", consumer_timeout_ms=10000, **ssl_args)
+    got = [m.value for m in consumer]
+    consumer.close()
+    assert got == [f"kp-{i}".encode() for i in range(20)]
+
+
+def test_confluent_kafka_over_tls(tls_broker: BrokerProcess, pki) -> None:
+    from confluent_kafka import Consumer, Producer
+    topic = _topic()
+    conf = {"bootstrap.servers": tls_broker.bootstrap, "security.protocol": "SSL",
+            "ssl.ca.location": str(pki["ca"])}
+    producer = Producer({**conf, "acks": "all", "enable.idempotence": True})
+    errors: list = []
+    for i in range(20):
+        producer.produce(topic, f"ck-{i}".encode(),
+                         on_delivery=lambda err, _m: errors.append(err) if err else None)
+    assert producer.flush(30) == 0 and errors == []
+    consumer = Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 20 and time.monotonic() < deadline:
+        m = consumer.poll(1.0)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    consumer.close()
+    assert got == [f"ck-{i}".encode() for i in range(20)]
+
+
+def test_aiokafka_over_tls(tls_broker: BrokerProcess, pki) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.helpers import create_ssl_context
+    topic = _topic()
+
+    async def run() -> list[bytes]:
+        ctx = create_ssl_context(cafile=str(pki["ca"]))
+        producer = AIOKafkaProducer(bootstrap_servers=tls_broker.bootstrap,
+                                    security_protocol="SSL", ssl_context=ctx, acks="all")
+        await producer.start()
+        try:
+            for i in range(20):
+                await producer.send_and_wait(topic, f"ak-{i}".encode())
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=tls_broker.bootstrap,
+                                    security_protocol="SSL", ssl_context=ctx,
+                                    auto_offset_reset="earliest")
+        await consumer.start()
+        got: list[bytes] = []
+        try:
+            async with asyncio.timeout(30):
+                async for m in consumer:
+                    got.append(m.value)
+                    if len(got) == 20:
+                        break
+        finally:
+            await consumer.stop()
+        return got
+
+    assert asyncio.run(run()) == [f"ak-{i}".encode() for i in range(20)]
+
+
+def test_kafka_java_tools_over_tls(tls_broker: BrokerProcess, pki, kafka_jars, tmp_path) -> None:  # noqa: F811
+    """Kafka's own console tools with a PEM truststore, as a Kafka user configures them."""
+    props = tmp_path / "client.properties"
+    props.write_text(f"security.protocol=SSL\nssl.truststore.type=PEM\n"
+                     f"ssl.truststore.location={pki['ca']}\n")
+    tools = KafkaTools(tls_broker.bootstrap)
+    topic = _topic()
+    tools.topics("--create", "--topic", topic, "--partitions", "2", "--replication-factor", "1",
+                 "--command-config", str(props)).ok()
+    tools.produce_lines(topic, [f"k{i}:java-{i}" for i in range(10)],
+                        "--producer.config", str(props)).ok()
+    out = tools.consume(topic, 10, "--from-beginning", "--command-config", str(props)).ok()
+    assert sorted(line.rsplit("\t", 1)[-1] for line in out.lines
+                  if line.startswith("Partition:")) == \
+        sorted(f"java-{i}" for i in range(10))
+
+
+def _raw_api_versions(host: str, port: int) -> bytes:
+    """ApiVersions v0 in plaintext, as a client with the wrong security.protocol sends it."""
+    body = (18).to_bytes(2, "big") + (0).to_bytes(2, "big") + (1).to_bytes(4, "big") + \
+        (4).to_bytes(2, "big") + b"test"
+    with socket.create_connection((host, port), timeout=10) as s:
+        s.sendall(len(body).to_bytes(4, "big") + body)
+        s.settimeout(15)
+        try:
+            return s.recv(100)
+        except (ConnectionResetError, socket.timeout):
+            return b""
+
+
+def test_a_plaintext_client_on_the_tls_port_is_refused_and_logged(tls_broker, pki) -> None:
+    answer = _raw_api_versions(tls_broker.host, tls_broker.port)
+    # No Kafka response comes back: at most a TLS alert record (content type 21).
+    assert answer == b"" or answer[0] == 21, answer
+    wait_until(lambda: "TLS handshake failed" in tls_broker.log(), 20, "the refusal logged")
+    assert tls_broker.proc.poll() is None
+    test_kafka_python_over_tls(tls_broker, pki)   # others unaffected
+
+
+def test_many_connections_complete_their_handshake_at_once(tls_broker, pki) -> None:
+    ctx = ssl.create_default_context(cafile=str(pki["ca"]))
+
+    async def one() -> str:
+        reader, writer = await asyncio.open_connection(tls_broker.host, tls_broker.port,
+                                                       ssl=ctx, server_hostname="127.0.0.1")
+        version = writer.get_extra_info("ssl_object").version()
+        writer.close()
+        return version
+
+    async def many() -> list[str]:
+        async with asyncio.timeout(60):
+            return await asyncio.gather(*(one() for _ in range(60)))
+
+    versions = asyncio.run(many())
+    assert len(versions) == 60 and all(v in ("TLSv1.2", "TLSv1.3") for v in versions)
+
+
+def test_mtls_requires_a_certificate_from_the_broker_ca(tmp_path, pki) -> None:
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+    broker = _tls_broker(tmp_path, pki, **{"ssl.client.auth": "required"})
+    try:
+        base = {"bootstrap_servers": broker.bootstrap, "security_protocol": "SSL",
+                "ssl_cafile": str(pki["ca"]), "max_block_ms": 5000}
+        for extra in ({}, {"ssl_certfile": str(pki["stranger"])}):
+            with pytest.raises(KafkaError):   # no broker could be reached
+                KafkaProducer(**base, **extra)
+        wait_until(lambda: broker.log().count("TLS handshake failed") >= 2, 20,
+                   "both refusals logged")
+        producer = KafkaProducer(**base, ssl_certfile=str(pki["client_cert"]),
+                                 ssl_keyfile=str(pki["client_key"]), acks="all")
+        producer.send(_topic(), b"with a certificate").get(timeout=30)
+        producer.close()
+        assert broker.proc.poll() is None
+    finally:
+        broker.stop()
+
+
+def _served_certificate(broker: BrokerProcess, ca: Path) -> bytes:
+    ctx = ssl.create_default_context(cafile=str(ca))
+    with socket.create_connection((broker.host, broker.port), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            return s.getpeercert(binary_form=True)
+
+
+def test_a_renewed_certificate_is_served_without_a_restart(tmp_path, pki) -> None:
+    keystore = tmp_path / "broker.pem"
+    keystore.write_bytes(pki["broker"].read_bytes())
+    broker = BrokerProcess(tmp_path / "data", config={
+        "ssl.keystore.location": str(keystore)}, ready=listening)
+    broker.config["listeners"] = f"SSL://{broker.host}:{broker.port}"
+    broker.start()
+    try:
+        before = _served_certificate(broker, pki["ca"])
+        renewed = pki["_ca"].issue_cert("127.0.0.1", common_name="broker-renewed")
+        keystore.write_bytes(renewed.private_key_and_cert_chain_pem.bytes())
+        wait_until(lambda: _served_certificate(broker, pki["ca"]) != before, 30,
+                   "the renewed certificate served")
+        assert "TLS key and certificates reloaded" in broker.log()
+        pid = broker.proc.pid
+        # A broken file is not taken: the last good certificate stays.
+        keystore.write_text("not a certificate")
+        wait_until(lambda: "do not load" in broker.log(), 30, "the broken file reported")
+        assert _served_certificate(broker, pki["ca"]) == \
+            ssl.PEM_cert_to_DER_cert(renewed.cert_chain_pems[0].bytes().decode())
+        assert broker.proc.pid == pid and broker.proc.poll() is None
+    finally:
+        broker.stop()
+
+
+def test_a_cluster_replicates_and_forms_its_quorum_over_mutual_tls(tmp_path, pki) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+    cluster = LocalCluster(tmp_path, nodes=3, proxied=False, ready=listening)
+    for i in cluster.node_ids:
+        cluster.node(i).config.update({
+            "listener.security.protocol.map": "PLAINTEXT:SSL,CONTROLLER:SSL",
+            "ssl.keystore.location": str(pki["broker"]),
+            "ssl.truststore.location": str(pki["ca"]),
+            "ssl.client.auth": "required"})
+    try:
+        cluster.start()
+        ssl_args = {"security_protocol": "SSL", "ssl_cafile": str(pki["ca"]),
+                    "ssl_certfile": str(pki["client_cert"]), "ssl_keyfile": str(pki["client_key"])}
+        topic = _topic()
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, **ssl_args)
+        admin.create_topics([NewTopic(topic, 3, 3, topic_configs={"min.insync.replicas": "3"})])
+        admin.close()
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", **ssl_args)
+        for i in range(100):
+            producer.send(topic, f"r-{i}".encode()).get(timeout=60)
+        producer.close()
+        consumer = KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap,
+                                 auto_offset_reset="earliest", consumer_timeout_ms=15000,
+                                 **ssl_args)
+        got = sorted(m.value for m in consumer)
+        consumer.close()
+        # min.insync.replicas=3 with acks=all: every record reached all three over TLS
+        assert got == sorted(f"r-{i}".encode() for i in range(100))
+        for i in cluster.node_ids:
+            assert "TLS handshake failed" not in cluster.node(i).log()
+    finally:
+        cluster.close()
