@@ -89,7 +89,8 @@ def test_a_shared_metadata_dir_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("settings,named", [
-    (["listeners=SSL://127.0.0.1:{port}"], "SSL://127.0.0.1:{port} uses security protocol SSL"),
+    (["listeners=SSL://127.0.0.1:{port}"],
+     "SSL://127.0.0.1:{port} (SSL): an SSL listener needs a key and certificate"),
     (["listeners=SASL_PLAINTEXT://127.0.0.1:{port}"],
      "SASL_PLAINTEXT://127.0.0.1:{port} uses security protocol SASL_PLAINTEXT"),
     (["listeners=SASL_SSL://127.0.0.1:{port}"],
