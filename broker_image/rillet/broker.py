@@ -28,6 +28,8 @@ from .metadata.log import MetadataLog
 from .metadata.snapshot import SnapshotStore
 from .metadata.snapshotter import Snapshotter
 from .protocol import errors
+from .security.authorizer import Authorizer
+from .security.sasl import ScramCredential
 from .security.tls import OutboundTls
 from .storage.cleaner import LogCleaner
 from .records import BatchHeader
@@ -55,6 +57,7 @@ class Broker:
         self.raft: RaftNode | None = None
         self.lifecycle: BrokerLifecycle | None = None
         self.outbound_tls = OutboundTls.from_config(config)
+        self.authorizer = Authorizer.from_config(self, config)
         self.forwarder = ControllerForwarder(self)
         self.replication = ReplicaManager(self)
         self.snapshotter: Snapshotter | None = None
@@ -215,6 +218,9 @@ class Broker:
     def image(self) -> MetadataImage:
         assert self.controller is not None
         return self.controller.image
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self.image.scram.get((user, mechanism))
 
     def log_config_for(self, topic: str, partition: int = 0) -> LogConfig:
         return log_config(self.config, dict(self.image.topic_config(topic)))

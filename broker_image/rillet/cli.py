@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from .config import BrokerConfig, ConfigError, Listener
+from .config import BrokerConfig, ConfigError
+from .listeners import TLS_PROTOCOLS, Listener, ListenerSettings
 from .startup import StartupError
 
 log = logging.getLogger("rillet")
@@ -21,7 +22,9 @@ tools/kafka/kafka-topics, kafka-configs, kafka-console-producer, kafka-console-c
 kafka-consumer-groups, kafka-get-offsets, kafka-producer-perf-test, kafka-consumer-perf-test,
 kafka-metadata-quorum, kafka-cluster, kafka-reassign-partitions.
 
-Not yet: transactions, SSL and SASL listeners (refused at start).
+Listeners: PLAINTEXT, SSL (mTLS with ssl.client.auth), SASL_PLAINTEXT and SASL_SSL with PLAIN,
+SCRAM-SHA-256 and SCRAM-SHA-512; ACLs with authorizer.class.name=StandardAuthorizer.
+Not yet: transactions.
 """
 
 
@@ -57,20 +60,22 @@ async def serve(config: BrokerConfig) -> None:
 
     def server_for(listener: Listener, role: str) -> KafkaServer:
         tls = None
-        if config.security_protocol(listener) == "SSL":
+        protocol = config.security_protocol(listener)
+        settings = ListenerSettings(config, listener.name)
+        if protocol in TLS_PROTOCOLS:
             try:
-                tls = ReloadingContext(TlsSettings.from_config(config))
+                tls = ReloadingContext(TlsSettings.from_config(settings))
             except (OSError, ValueError) as exc:   # ssl.SSLError is an OSError
                 raise StartupError(f"listener {listener.name}: cannot load its TLS key and "
                                    f"certificates: {exc}") from None
         return KafkaServer(broker, listener.host, listener.port,
                            max_request_bytes=config["socket.request.max.bytes"],
                            idle_timeout_s=config["connections.max.idle.ms"] / 1000,
-                           listener=role, tls=tls)
+                           listener=role, tls=tls, listener_name=listener.name.upper(),
+                           security_protocol=protocol, settings=settings)
 
-    client = config.served_listener
-    client_server = server_for(client, "broker")
-    servers: list[tuple[Any, Listener]] = [(client_server, client)]
+    clients = [(server_for(lst, "broker"), lst) for lst in config.broker_listeners]
+    servers: list[tuple[Any, Listener]] = list(clients)
     quorum_listener = config.controller_listener if config.quorum_voters else None
     if quorum_listener is not None:
         servers.insert(0, (server_for(quorum_listener, "controller"), quorum_listener))
@@ -104,9 +109,10 @@ async def serve(config: BrokerConfig) -> None:
             log.info("shutting down before joining the cluster")
             return
         joined.result()
-        await _on_listener(client_server.start, client)
-        log.info("rillet node %d serving cluster %s on %s:%d", config.node_id,
-                 broker.cluster_id, client.host, client_server.port)
+        for server, listener in clients:
+            await _on_listener(server.start, listener)
+        log.info("rillet node %d serving cluster %s on %s", config.node_id, broker.cluster_id,
+                 ", ".join(f"{lst.name} {lst.host}:{srv.port}" for srv, lst in clients))
         await stopped
         log.info("shutting down")
         await broker.controlled_shutdown()
@@ -141,14 +147,11 @@ def _log_what_has_no_effect(config: BrokerConfig) -> None:
     for key in config.ignored_keys():
         log.warning("config %s=%s is accepted but has no effect in rillet yet", key,
                     ",".join(config[key]) if isinstance(config[key], list) else config[key])
-    served = {config.served_listener}
-    if config.quorum_voters and config.controller_listener is not None:
-        served.add(config.controller_listener)
-    for listener in config.listeners:
-        if listener not in served:
-            log.warning("listener %s://%s:%d is accepted but not served: rillet serves one "
-                        "client listener, %s", listener.name, listener.host, listener.port,
-                        config.served_listener.name)
+    if not config.quorum_voters and config.controller_listener is not None:
+        listener = config.controller_listener
+        log.warning("listener %s://%s:%d is not served: a node without "
+                    "controller.quorum.voters is its own quorum and needs no controller "
+                    "listener", listener.name, listener.host, listener.port)
 
 
 def _serve_command(args: argparse.Namespace) -> int:

@@ -9,7 +9,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from .listeners import Listener
 
 LONG_MAX = 2**63 - 1
 
@@ -83,6 +86,10 @@ def _known_selector(v: str) -> bool:
     return v == RACK_AWARE_SELECTOR
 
 
+# Kafka's authorizer class names; either turns rillet's ACL authorizer on.
+AUTHORIZERS = {"", "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+               "kafka.security.authorizer.AclAuthorizer"}
+
 _CODECS = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 
 
@@ -94,7 +101,8 @@ _BROKER_DEFS = [
     ConfigDef("advertised.listeners", "list", None, "what clients are told to connect to"),
     ConfigDef("controller.quorum.voters", "list", [], "id@host:port of the controller voters"),
     ConfigDef("controller.listener.names", "list", [], "listener names of the controller"),
-    ConfigDef("inter.broker.listener.name", "string", None, "", effect=False),
+    ConfigDef("inter.broker.listener.name", "string", None,
+              "the listener brokers replicate over (default: the first broker listener)"),
     ConfigDef("listener.security.protocol.map", "list",
               ["SASL_SSL:SASL_SSL", "PLAINTEXT:PLAINTEXT", "SSL:SSL",
                "SASL_PLAINTEXT:SASL_PLAINTEXT"],
@@ -118,6 +126,19 @@ _BROKER_DEFS = [
     ConfigDef("ssl.endpoint.identification.algorithm", "string", "https",
               "https: check the host name of brokers this one dials; empty: do not",
               lambda v: v in ("", "https"), "https or empty"),
+    ConfigDef("sasl.enabled.mechanisms", "list", ["SCRAM-SHA-256", "SCRAM-SHA-512"],
+              "SASL mechanisms of SASL listeners (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"),
+    ConfigDef("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI",
+              "brokers do not use SASL between themselves in rillet", effect=False),
+    ConfigDef("connection.failed.authentication.delay.ms", "int", 100,
+              "how long a failed authentication is held before the answer (slows guessing)",
+              _nonneg, ">= 0"),
+    ConfigDef("authorizer.class.name", "string", "",
+              "StandardAuthorizer (Kafka's class name) turns ACL checks on; empty: off",
+              lambda v: v in AUTHORIZERS, "empty or " + " or ".join(sorted(AUTHORIZERS - {""}))),
+    ConfigDef("super.users", "string", "", "principals allowed everything (User:a;User:b)"),
+    ConfigDef("allow.everyone.if.no.acl.found", "bool", False,
+              "a resource without any ACL is open to everyone"),
     ConfigDef("broker.rack", "string", None, "rack (zone) of this broker"),
     ConfigDef("log.dirs", "list", None, "data directories"),
     ConfigDef("log.dir", "string", "./rillet-data", "data directory when log.dirs is unset"),
@@ -276,13 +297,6 @@ def read_properties(path: Path) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class Listener:
-    name: str
-    host: str
-    port: int
-
-
-@dataclass(frozen=True)
 class Voter:
     node_id: int
     host: str
@@ -308,62 +322,6 @@ def parse_voters(specs: list[str]) -> dict[int, Voter]:
     return voters
 
 
-def parse_listener(spec: str) -> Listener:
-    try:
-        name, rest = spec.split("://", 1)
-        host, port = rest.rsplit(":", 1)
-        return Listener(name, host.strip("[]"), int(port))
-    except ValueError:
-        raise ConfigError(f"invalid listener {spec!r}: expected NAME://host:port") from None
-
-
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-
-
-def security_protocol_map(config: "BrokerConfig") -> dict[str, str]:
-    """Listener name (upper case, as Kafka normalises it) -> security protocol.
-
-    Kafka's rules: an explicit listener.security.protocol.map is the whole map; the default
-    one maps each protocol to itself and (KRaft) the controller listeners to PLAINTEXT.
-    """
-    mapping = {}
-    for entry in config["listener.security.protocol.map"]:
-        name, sep, protocol = entry.partition(":")
-        if not sep or not name.strip() or protocol.strip().upper() not in SECURITY_PROTOCOLS:
-            raise ConfigError(f"listener.security.protocol.map entries must be NAME:PROTOCOL "
-                              f"with PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}, "
-                              f"got {entry!r}")
-        mapping[name.strip().upper()] = protocol.strip().upper()
-    if not config.is_explicit("listener.security.protocol.map"):
-        for name in config["controller.listener.names"]:
-            mapping.setdefault(name.upper(), "PLAINTEXT")
-    return mapping
-
-
-IMPLEMENTED_PROTOCOLS = ("PLAINTEXT", "SSL")
-
-
-def check_security_protocols(config: "BrokerConfig") -> None:
-    """Refuse a listener that is unmapped (as Kafka does) or uses SASL, which is not
-    implemented yet (serving plaintext where it was asked for would be a lie); an SSL
-    listener needs its key and certificate."""
-    from .security.tls import TlsConfigError, TlsSettings
-    mapping = security_protocol_map(config)
-    for spec, listener in zip(config["listeners"], config.listeners):
-        protocol = mapping.get(listener.name.upper())
-        if protocol is None:
-            raise ConfigError(f"listener {spec} has no security protocol: "
-                              f"listener.security.protocol.map does not name {listener.name}")
-        if protocol not in IMPLEMENTED_PROTOCOLS:
-            raise ConfigError(f"listener {spec} uses security protocol {protocol}, which rillet "
-                              f"does not implement yet; refusing to serve it as PLAINTEXT")
-        if protocol == "SSL":
-            try:
-                TlsSettings.from_config(config).check()
-            except TlsConfigError as exc:
-                raise ConfigError(f"listener {spec} (SSL): {exc}") from None
-
-
 def config_text(value: Any) -> str:
     """A value as a properties file or `--set` wants it: Java's spelling of booleans, lists comma-separated."""
     if isinstance(value, bool):
@@ -375,9 +333,12 @@ def config_text(value: Any) -> str:
 class BrokerConfig:
     """Validated broker configuration; values are typed. Immutable after load."""
 
-    def __init__(self, values: dict[str, Any], explicit_keys: set[str] | None = None) -> None:
+    def __init__(self, values: dict[str, Any], explicit_keys: set[str] | None = None,
+                 listener_values: dict[tuple[str, str], Any] | None = None) -> None:
         self._values = values
         self._explicit_keys = explicit_keys or set()
+        # (LISTENER, setting) -> value of `listener.name.<listener>.<setting>` keys.
+        self.listener_values = listener_values or {}
 
     @classmethod
     def load(cls, path: Path | None = None, overrides: dict[str, str] | None = None
@@ -386,13 +347,22 @@ class BrokerConfig:
         if path is not None:
             raw.update(read_properties(path))
         raw.update(overrides or {})
+        from .listeners import split_prefixed
         values = {name: d.default for name, d in BROKER_DEFS.items()}
+        per_listener: dict[tuple[str, str], Any] = {}
         for key, value in raw.items():
+            prefixed = split_prefixed(key)
+            if prefixed is not None:
+                d = BROKER_DEFS.get(prefixed[1]) or ConfigDef(key, "string", None,
+                                                              sensitive=True)
+                per_listener[prefixed] = parse_value(d, value)
+                continue
             d = BROKER_DEFS.get(key)
             if d is None:
                 raise ConfigError(f"unknown config {key!r}")
             values[key] = parse_value(d, value)
-        config = cls(values, set(raw))
+        config = cls(values, {k for k in raw if not k.startswith("listener.name.")},
+                     per_listener)
         config._check_cross_field()
         return config
 
@@ -403,9 +373,10 @@ class BrokerConfig:
         if not self.listeners:
             raise ConfigError("config listeners must name at least one listener")
         self.advertised_listeners  # parsed now, so a bad one is a config error at load
-        check_security_protocols(self)
+        from .listeners import check_listeners
+        check_listeners(self)
         self._check_roles()
-        self.advertised_listener  # one broker listener, advertised, or a config error now
+        self.advertised_broker_listeners  # every broker listener advertised, or an error now
 
     def _check_roles(self) -> None:
         roles = set(self["process.roles"])
@@ -461,11 +432,13 @@ class BrokerConfig:
 
     @property
     def listeners(self) -> list[Listener]:
+        from .listeners import parse_listener
         return [parse_listener(s) for s in self["listeners"]]
 
     @property
     def advertised_listeners(self) -> list[Listener]:
         specs = self["advertised.listeners"] or self["listeners"]
+        from .listeners import parse_listener
         return [parse_listener(s) for s in specs]
 
     @property
@@ -501,6 +474,7 @@ class BrokerConfig:
 
     def security_protocol(self, listener: Listener) -> str:
         """The security protocol of one of this node's listeners (PLAINTEXT, SSL)."""
+        from .listeners import security_protocol_map
         return security_protocol_map(self).get(listener.name.upper(), "PLAINTEXT")
 
     @property
@@ -520,22 +494,40 @@ class BrokerConfig:
         return parse_host_port(spec) if spec else None
 
     @property
-    def served_listener(self) -> Listener:
-        """The one listener served today: the first broker listener."""
-        if not self.broker_listeners:
+    def inter_broker_listener(self) -> Listener:
+        """The broker listener brokers replicate over: inter.broker.listener.name, or the
+        first broker listener."""
+        brokers = self.broker_listeners
+        if not brokers:
             raise ConfigError("listeners has no broker listener: every one is named in "
                               "controller.listener.names")
-        return self.broker_listeners[0]
+        name = self["inter.broker.listener.name"]
+        if not name:
+            return brokers[0]
+        for listener in brokers:
+            if listener.name.upper() == name.upper():
+                return listener
+        raise ConfigError(f"inter.broker.listener.name is {name}, but listeners has no broker "
+                          f"listener of that name")
+
+    def advertised(self, listener: Listener) -> Listener:
+        """What clients are told to connect to for one of the broker listeners: the
+        advertised listener of its name (without advertised.listeners, itself)."""
+        if not self["advertised.listeners"]:
+            return listener
+        for advertised in self.advertised_listeners:
+            if advertised.name.upper() == listener.name.upper():
+                return advertised
+        raise ConfigError(f"advertised.listeners has no {listener.name} listener, one served")
 
     @property
     def advertised_listener(self) -> Listener:
-        """What clients are told to connect to: the advertised listener of the served one's
-        name (without advertised.listeners, the served listener itself)."""
-        served = self.served_listener
-        if not self["advertised.listeners"]:
-            return served
-        for listener in self.advertised_listeners:
-            if listener.name.upper() == served.name.upper():
-                return listener
-        raise ConfigError(f"advertised.listeners has no {served.name} listener, the one "
-                          f"served")
+        """The inter-broker listener as advertised: the address registered first."""
+        return self.advertised(self.inter_broker_listener)
+
+    @property
+    def advertised_broker_listeners(self) -> list[Listener]:
+        """Every broker listener as advertised, the inter-broker one first."""
+        first = self.inter_broker_listener
+        rest = [lst for lst in self.broker_listeners if lst != first]
+        return [self.advertised(lst) for lst in [first, *rest]]

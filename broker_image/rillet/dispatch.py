@@ -10,6 +10,7 @@ from .protocol.build import build
 from .protocol.codec import (API_VERSIONS_KEY, FramingError, RequestHeader,
                              decode_header_only, decode_request, encode_response, response_schema)
 from .protocol.errors import UnsupportedVersion
+from .security.session import Session
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ def _unsupported_api_versions(correlation_id: int, listener: str) -> bytes:
 
 
 async def dispatch(broker: Any, frame: bytes, peer: str, connection_id: int,
-                   listener: str = "broker") -> bytes | None:
+                   listener: str = "broker", session: Session | None = None) -> bytes | None:
     """Handle one request frame (without its size prefix).
 
     Returns the response frame, or None when the request gets no response
@@ -39,6 +40,10 @@ async def dispatch(broker: Any, frame: bytes, peer: str, connection_id: int,
     spec = REGISTRY.get(header.api_key)
     if spec is None:
         raise FramingError(f"unknown api key {header.api_key}")
+    session = session or Session()
+    if not session.may_send(header.api_key):
+        raise FramingError(f"{spec.name} ({spec.key}) sent before SASL authentication on "
+                           f"listener {session.listener_name}")
     if not spec.served_on(listener):
         raise FramingError(f"api {spec.name} ({spec.key}) is served on the controller "
                            "listener only")
@@ -50,23 +55,24 @@ async def dispatch(broker: Any, frame: bytes, peer: str, connection_id: int,
                            f"{spec.min_version}-{spec.max_version}")
     metrics = getattr(broker, "metrics", None)
     if metrics is None:
-        return await _handle(broker, spec, header, frame, peer, connection_id, listener)
+        return await _handle(broker, spec, header, frame, peer, connection_id, listener, session)
     started = time.perf_counter()
     try:
-        return await _handle(broker, spec, header, frame, peer, connection_id, listener)
+        return await _handle(broker, spec, header, frame, peer, connection_id, listener,
+                             session)
     finally:
         metrics.request_done(listener, spec, header.api_version, time.perf_counter() - started)
 
 
 async def _handle(broker: Any, spec: ApiSpec, header: RequestHeader, frame: bytes, peer: str,
-                  connection_id: int, listener: str) -> bytes | None:
+                  connection_id: int, listener: str, session: Session) -> bytes | None:
     """A supported request: relayed to the active controller, or answered here."""
     forwarder = getattr(broker, "forwarder", None)
     if spec.forward and forwarder is not None:
-        relayed = await forwarder.relay(frame)
+        relayed = await forwarder.relay(frame, session)
         if relayed is not None:
             return relayed
-    ctx = RequestContext(broker, header, peer, connection_id, listener)
+    ctx = RequestContext(broker, header, peer, connection_id, listener, session)
     if header.api_version < spec.decodable_from:
         assert spec.raw_handler is not None
         return spec.raw_handler(ctx, frame)

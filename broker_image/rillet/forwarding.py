@@ -6,6 +6,11 @@ correlation id, to the active controller's controller listener, and hands the
 answer back: the controller decides exactly as if the client had asked it.
 When no controller can be reached the request is handled here, where the
 controller answers NOT_CONTROLLER and the client retries.
+
+With an authorizer on, the controller must judge the request as the client's principal, not
+as this broker: the frame then travels inside an Envelope (key 58) carrying the principal
+and client host, as Kafka's brokers forward (KIP-590). The controller listener is trusted
+with that claim, so it belongs on a network only brokers reach (or behind mutual TLS).
 """
 from __future__ import annotations
 
@@ -16,6 +21,9 @@ import struct
 from typing import TYPE_CHECKING
 
 from .client.connection import open_stream
+from .protocol.build import build
+from .protocol.codec import decode_response, encode_request, request_schema
+from .security.session import Session
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -25,6 +33,7 @@ _SIZE = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
 LEADER_WAIT_S = 5.0
 EXCHANGE_TIMEOUT_S = 60.0
+ENVELOPE = 58
 
 Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
@@ -35,7 +44,7 @@ class ControllerForwarder:
         self._idle: dict[tuple[str, int], list[Stream]] = {}
         self._ids = itertools.count(1)
 
-    async def relay(self, frame: bytes) -> bytes | None:
+    async def relay(self, frame: bytes, session: Session | None = None) -> bytes | None:
         """The active controller's response frame, or None to handle the request here."""
         raft = self.broker.raft
         if raft is None or raft.is_leader:
@@ -47,11 +56,32 @@ class ControllerForwarder:
             return None
         voter = raft.voters[leader]
         try:
-            return await asyncio.wait_for(self._exchange((voter.host, voter.port), frame),
-                                          EXCHANGE_TIMEOUT_S)
+            if getattr(self.broker, "authorizer", None) is None:
+                return await asyncio.wait_for(self._exchange((voter.host, voter.port), frame),
+                                              EXCHANGE_TIMEOUT_S)
+            return await asyncio.wait_for(
+                self._enveloped((voter.host, voter.port), frame, session or Session()),
+                EXCHANGE_TIMEOUT_S)
         except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
             log.info("could not relay a request to controller %d: %r", leader, exc)
             return None
+
+    async def _enveloped(self, address: tuple[str, int], frame: bytes,
+                         session: Session) -> bytes | None:
+        """The client's frame in an Envelope; the inner response frame, or None (handle
+        here) when the controller refused the envelope itself."""
+        envelope = build(request_schema(ENVELOPE, 0), {
+            "request_data": frame, "request_principal": session.principal.encode(),
+            "client_host_address": session.client_host.encode()})
+        wrapped = encode_request(ENVELOPE, 0, 0, f"rillet-broker-{self.broker.node_id}",
+                                 envelope)
+        answer = await self._exchange(address, wrapped[4:])
+        _, response = decode_response(ENVELOPE, 0, answer[4:])
+        if response.error_code or response.response_data is None:
+            log.info("controller refused a forwarded request: error %d", response.error_code)
+            return None
+        data = bytes(response.response_data)
+        return _SIZE.pack(len(data)) + data
 
     async def _exchange(self, address: tuple[str, int], frame: bytes) -> bytes:
         stream = self._take(address) or await open_stream(

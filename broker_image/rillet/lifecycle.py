@@ -32,7 +32,8 @@ log = logging.getLogger(__name__)
 BROKER_REGISTRATION, BROKER_HEARTBEAT = 62, 63
 RETRY_S = 0.2
 NO_CONTROLLER_GIVE_UP_S = 3.0
-PLAINTEXT = 0
+# Kafka's SecurityProtocol ids, as BrokerRegistration carries them.
+_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
 class BrokerLifecycle:
@@ -126,17 +127,21 @@ class BrokerLifecycle:
             await asyncio.sleep(interval if self._unfenced.is_set() else RETRY_S)
 
     async def _call_register(self) -> int:
-        advertised = self.config.advertised_listener
+        listeners = self.config.advertised_broker_listeners
+        advertised = listeners[0]
+        endpoints = tuple((lst.name.upper(), lst.host, lst.port) for lst in listeners)
         controller = self.broker.controller
         assert controller is not None
         if controller.is_active:
             return await controller.register_broker(
                 self.broker.node_id, advertised.host, advertised.port,
-                self.config["broker.rack"], str(self.incarnation))
+                self.config["broker.rack"], str(self.incarnation), endpoints)
         body = {"broker_id": self.broker.node_id, "cluster_id": self.broker.cluster_id,
                 "incarnation_id": self.incarnation,
-                "listeners": [{"name": advertised.name, "host": advertised.host,
-                               "port": advertised.port, "security_protocol": PLAINTEXT}],
+                "listeners": [{"name": name, "host": host, "port": port,
+                               "security_protocol": _PROTOCOL_IDS[
+                                   self.config.security_protocol(lst)]}
+                              for lst, (name, host, port) in zip(listeners, endpoints)],
                 "features": [], "rack": self.config["broker.rack"]}
         response = await self._remote(BROKER_REGISTRATION, body)
         raise_for(response.error_code, "broker registration")

@@ -120,6 +120,13 @@ class BrokerMetrics:
                           buckets=LATENCY_BUCKETS, registry=self.registry))
             for listener, prefix in (("broker", "server"), ("controller", "controller"))}
         self._children: dict[tuple[str, int, int], tuple[Any, Any]] = {}
+        self._auth_failures = Counter(
+            "rillet_failed_authentications", "SASL authentications refused, by listener",
+            ["listener"], registry=self.registry)
+        self._denials = Counter(
+            "rillet_authorization_denials", "Operations refused by the ACL authorizer, "
+            "by resource type and operation", ["resource_type", "operation"],
+            registry=self.registry)
         self.bytes_in = 0
         self.bytes_out = 0
         self.replication_bytes_out = 0
@@ -143,6 +150,12 @@ class BrokerMetrics:
         children = (counter.labels(api=name, version=str(version)), histogram.labels(api=name))
         self._children[(listener, spec.key, version)] = children
         return children
+
+    def authentication_failed(self, listener_name: str) -> None:
+        self._auth_failures.labels(listener=listener_name).inc()
+
+    def authorization_denied(self, resource_type: str, operation: str) -> None:
+        self._denials.labels(resource_type=resource_type, operation=operation).inc()
 
     def fetch_sent(self, size: int, follower: bool) -> None:
         if follower:

@@ -19,6 +19,7 @@ from typing import Any
 
 from .dispatch import dispatch
 from .protocol.codec import FramingError
+from .security.session import Session
 from .security.tls import ANONYMOUS, RELOAD_CHECK_S, ReloadingContext, peer_principal
 
 log = logging.getLogger(__name__)
@@ -29,10 +30,14 @@ TLS_HANDSHAKE_TIMEOUT_S = 10.0
 class KafkaServer:
     def __init__(self, broker: Any, host: str, port: int, *, max_request_bytes: int,
                  idle_timeout_s: float, listener: str = "broker",
-                 tls: ReloadingContext | None = None) -> None:
+                 tls: ReloadingContext | None = None, listener_name: str = "PLAINTEXT",
+                 security_protocol: str = "PLAINTEXT", settings: Any = None) -> None:
         self.broker = broker
         self.tls = tls
         self.listener = listener
+        self.listener_name = listener_name
+        self.security_protocol = security_protocol
+        self.settings = settings
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
@@ -62,8 +67,8 @@ class KafkaServer:
             # Renewed files are picked up (or a broken one reported) without waiting for a
             # connection to ask.
             self._tls_watch = asyncio.ensure_future(self._watch_tls(self.tls))
-        log.info("listening on %s:%d (%s%s)", self.host, self.port, self.listener,
-                 ", TLS" if self.tls else "")
+        log.info("listening on %s:%d (%s listener %s, %s)", self.host, self.port,
+                 self.listener, self.listener_name, self.security_protocol)
 
     async def _on_connect(self, reader: asyncio.StreamReader,
                           writer: asyncio.StreamWriter) -> None:
@@ -82,9 +87,15 @@ class KafkaServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn_id = next(self._ids)
         peer = "%s:%s" % (writer.get_extra_info("peername") or ("?", "?"))[:2]
+        session = Session(self.listener_name, self.security_protocol, peer.rsplit(":", 1)[0],
+                          settings=self.settings)
+        session.authenticated = not session.uses_sasl
         try:
-            if self.tls is not None and not await self._handshake(writer, conn_id, peer):
-                return
+            if self.tls is not None:
+                principal = await self._handshake(writer, conn_id, peer)
+                if principal is None:
+                    return
+                session.principal = principal
             while True:
                 try:
                     # asyncio.timeout, not wait_for: no extra task per request.
@@ -104,10 +115,13 @@ class KafkaServer:
                 assert task is not None
                 self._busy.add(task)
                 try:
-                    response = await dispatch(self.broker, frame, peer, conn_id, self.listener)
+                    response = await dispatch(self.broker, frame, peer, conn_id, self.listener,
+                                              session)
                     if response is not None:
                         writer.write(response)
                         await writer.drain()
+                    if session.close_after_response:
+                        return
                 except FramingError as exc:
                     log.warning("closing connection %d from %s: %s", conn_id, peer, exc)
                     return
@@ -135,9 +149,11 @@ class KafkaServer:
             await asyncio.sleep(RELOAD_CHECK_S)
             tls.current()
 
-    async def _handshake(self, writer: asyncio.StreamWriter, conn_id: int, peer: str) -> bool:
-        """TLS on the accepted socket; False (logged) when the client does not complete it:
-        plaintext on a TLS port, an untrusted or missing client certificate, a timeout."""
+    async def _handshake(self, writer: asyncio.StreamWriter, conn_id: int,
+                         peer: str) -> str | None:
+        """TLS on the accepted socket: the client's principal, or None (logged) when it does
+        not complete the handshake: plaintext on a TLS port, an untrusted or missing client
+        certificate, a timeout."""
         assert self.tls is not None
         try:
             await writer.start_tls(self.tls.current(),
@@ -150,11 +166,11 @@ class KafkaServer:
                 # A port probe (a TCP readiness check) connects and hangs up: not an attack.
                 log.debug("connection %d from %s closed during the TLS handshake (%s)",
                           conn_id, peer, type(exc).__name__)
-            return False
+            return None
         principal = peer_principal(writer.get_extra_info("ssl_object"))
         if principal != ANONYMOUS:
             log.debug("connection %d from %s authenticated as %s", conn_id, peer, principal)
-        return True
+        return principal
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Stop accepting; close idle connections now, give busy ones a grace period."""

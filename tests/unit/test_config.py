@@ -73,8 +73,7 @@ CLUSTER_NODE = {"listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:
 
 @pytest.mark.parametrize("settings,ignored", [
     (CLUSTER_NODE, []),
-    ({**CLUSTER_NODE, "inter.broker.listener.name": "PLAINTEXT"},
-     ["inter.broker.listener.name"]),
+    ({**CLUSTER_NODE, "inter.broker.listener.name": "PLAINTEXT"}, []),
     ({"process.roles": "controller,broker"}, []),
     ({"compression.type": "gzip"}, ["compression.type"]),
     ({"compression.type": "producer"}, []),
@@ -136,9 +135,23 @@ def test_topic_config_errors_speak_the_users_terms():
     ({"listeners": "SSL://127.0.0.1:9093"}, "listener SSL://127.0.0.1:9093 (SSL): an SSL "
                                              "listener needs a key and certificate: "
                                              "ssl.keystore.location"),
-    ({"listeners": "PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9094"},
-     "listener SASL_PLAINTEXT://127.0.0.1:9094 uses security protocol SASL_PLAINTEXT"),
-    ({"listeners": "sasl_ssl://127.0.0.1:9094"}, "uses security protocol SASL_SSL"),
+    ({"listeners": "PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9094",
+      "sasl.enabled.mechanisms": "GSSAPI"},
+     "listener SASL_PLAINTEXT://127.0.0.1:9094 (SASL_PLAINTEXT): SASL mechanism GSSAPI is "
+     "not available in rillet"),
+    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:9094", "sasl.enabled.mechanisms": "PLAIN"},
+     "PLAIN needs listener.name.sasl_plaintext.plain.sasl.jaas.config"),
+    ({"listeners": "sasl_ssl://127.0.0.1:9094"}, "(SASL_SSL): an SSL listener needs a key"),
+    ({"listeners": "PLAINTEXT://127.0.0.1:9092",
+      "listener.name.tls.ssl.keystore.location": "/k.pem"},
+     "listener.name.tls.ssl.keystore.location is set, but listeners has no listener TLS"),
+    ({"listener.name.plaintext.log.dirs": "/x"}, "per-listener settings are"),
+    ({"listeners": "PLAINTEXT://127.0.0.1:9092", "inter.broker.listener.name": "REPL"},
+     "inter.broker.listener.name is REPL, but listeners has no broker listener"),
+    ({**CLUSTER_NODE, "listeners": "SASL_PLAINTEXT://127.0.0.1:9092,"
+                                   "CONTROLLER://127.0.0.1:9093"},
+     "the inter-broker listener SASL_PLAINTEXT uses SASL_PLAINTEXT: rillet's brokers do not "
+     "authenticate to each other with SASL"),
     ({"listeners": "CLIENT://127.0.0.1:9092",
       "listener.security.protocol.map": "CLIENT:SSL"},
      "listener CLIENT://127.0.0.1:9092 (SSL): an SSL listener needs a key and certificate"),
@@ -164,7 +177,34 @@ def test_listeners_that_would_serve_a_weaker_protocol_are_refused(settings, frag
 def test_an_ssl_listener_with_a_keystore_loads():
     config = BrokerConfig.load(None, {"listeners": "SSL://127.0.0.1:9093",
                                       "ssl.keystore.location": "/etc/rillet/broker.pem"})
-    assert config.security_protocol(config.served_listener) == "SSL"
+    assert config.security_protocol(config.inter_broker_listener) == "SSL"
+
+
+def test_per_listener_settings_override_the_shared_ones_for_that_listener_only():
+    from rillet.listeners import ListenerSettings
+    config = BrokerConfig.load(None, {
+        "listeners": "PLAIN://127.0.0.1:9092,SECURE://127.0.0.1:9093,REPL://127.0.0.1:9094",
+        "listener.security.protocol.map": "PLAIN:SASL_PLAINTEXT,SECURE:SASL_SSL,REPL:SSL",
+        "ssl.keystore.location": "/shared.pem",
+        "listener.name.repl.ssl.keystore.location": "/repl.pem",
+        "listener.name.repl.ssl.client.auth": "required",
+        "ssl.truststore.location": "/ca.pem",
+        "listener.name.plain.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.plain.plain.sasl.jaas.config":
+            'org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'user_alice="alice-secret";',
+        "inter.broker.listener.name": "REPL"})
+    repl, secure, plain = (ListenerSettings(config, n) for n in ("REPL", "secure", "PLAIN"))
+    assert repl["ssl.keystore.location"] == "/repl.pem"
+    assert repl["ssl.client.auth"] == "required" and secure["ssl.client.auth"] == "none"
+    assert secure["ssl.keystore.location"] == "/shared.pem"
+    assert plain["sasl.enabled.mechanisms"] == ["PLAIN"]
+    assert secure["sasl.enabled.mechanisms"] == ["SCRAM-SHA-256", "SCRAM-SHA-512"]
+    assert "user_alice" in plain.jaas("PLAIN") and secure.jaas("PLAIN") is None
+    assert config.inter_broker_listener.name == "REPL"
+    # The inter-broker listener registers first: other brokers replicate from that address.
+    assert [lst.name for lst in config.advertised_broker_listeners] == ["REPL", "PLAIN",
+                                                                        "SECURE"]
 
 
 def test_controller_listener_mapped_to_plaintext_is_accepted_and_not_served():
@@ -172,14 +212,14 @@ def test_controller_listener_mapped_to_plaintext_is_accepted_and_not_served():
                      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
                      "controller.listener.names": "CONTROLLER"}
     config = BrokerConfig.load(None, cluster_style)
-    assert config.served_listener.port == 9092 and config.advertised_listener.port == 9092
+    assert config.inter_broker_listener.port == 9092 and config.advertised_listener.port == 9092
     # Without a map, Kafka (KRaft) maps the controller listeners to PLAINTEXT itself;
     # the controller listener first does not make it the one clients are sent to.
     config = BrokerConfig.load(None, {
         "listeners": "CONTROLLER://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9092",
         "controller.listener.names": "CONTROLLER",
         "advertised.listeners": "PLAINTEXT://broker-0.example:9092"})
-    assert config.served_listener.name == "PLAINTEXT"
+    assert config.inter_broker_listener.name == "PLAINTEXT"
     assert (config.advertised_listener.host, config.advertised_listener.port) == \
         ("broker-0.example", 9092)
 

@@ -14,6 +14,8 @@ MODULES = (
     "broker_registration", "broker_heartbeat", "fetch_snapshot", "alter_partition",
     "delete_records", "alter_partition_reassignments", "list_partition_reassignments",
     "elect_leaders", "unregister_broker", "describe_log_dirs",
+    "sasl_handshake", "sasl_authenticate", "user_scram_credentials", "acls", "envelope",
+    "describe_client_quotas",
 )
 
 

@@ -10,6 +10,7 @@ from typing import Any, Callable, Mapping
 
 from ..metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from ..protocol import errors
+from .describe_configs import config_resource
 from .registry import RequestContext, api
 
 
@@ -23,6 +24,7 @@ async def alter_resource(ctx: RequestContext, res: Any, changes_for: ChangesFor,
                              "resource_type": res.resource_type,
                              "resource_name": res.resource_name}
     try:
+        ctx.require("ALTER_CONFIGS", *config_resource(res))
         if res.resource_type == TOPIC_RESOURCE:
             await ctx.broker.controller.alter_topic_configs(res.resource_name, changes_for,
                                                             replace_all, validate_only)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..protocol import errors
-from .registry import RequestContext, api
+from .registry import CLUSTER, RequestContext, api
 
 
 @api(key=45, versions=(0, 0), forward=True)
@@ -22,6 +22,7 @@ async def alter_partition_reassignments(ctx: RequestContext, req: Any) -> Any:
     moves = [(t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
              for t in req.topics for p in t.partitions]
     try:
+        ctx.require("ALTER", "CLUSTER", CLUSTER)
         results = await ctx.broker.controller.alter_partition_reassignments(moves)
     except Exception as exc:
         # NOT_CONTROLLER and friends concern the whole request (the client retries it).

@@ -2,7 +2,8 @@
 
 Served on the controller listener only. The broker comes back fenced with its
 broker epoch; its heartbeats unfence it once it has caught up. Only the first
-listener is recorded (rillet advertises one client listener per broker).
+listener is the address other brokers use (the broker sends its inter-broker listener
+first); all are kept, so each client is told the brokers' addresses on its own listener.
 v1+ add previous broker epoch and log dirs (KIP-858), not used here.
 """
 from __future__ import annotations
@@ -24,8 +25,10 @@ async def broker_registration(ctx: RequestContext, req: Any) -> Any:
         if not req.listeners:
             raise errors.InvalidRequest("a registration needs at least one listener")
         listener = req.listeners[0]
+        endpoints = tuple((lst.name.upper(), lst.host, lst.port) for lst in req.listeners)
         epoch = await broker.controller.register_broker(
-            req.broker_id, listener.host, listener.port, req.rack, str(req.incarnation_id))
+            req.broker_id, listener.host, listener.port, req.rack, str(req.incarnation_id),
+            endpoints)
         return ctx.response({"throttle_time": 0, "error_code": 0, "broker_epoch": epoch})
     except Exception as exc:
         return ctx.response({"throttle_time": 0, "broker_epoch": -1,

@@ -13,6 +13,7 @@ async def create_partitions(ctx: RequestContext, req: Any) -> Any:
     for t in req.topics:
         entry: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
         try:
+            ctx.require("ALTER", "TOPIC", t.name)
             assignments = ([list(a.broker_ids) for a in t.assignments]
                            if t.assignments else None)
             await ctx.broker.controller.create_partitions(t.name, t.count, assignments,

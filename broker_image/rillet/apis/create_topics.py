@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..controller.topics import TopicSpec
+from ..protocol import errors
 from .describe_configs import topic_config_entries
-from .registry import RequestContext, api
+from .registry import CLUSTER, RequestContext, api
 
 
 def _spec(t: Any) -> TopicSpec:
@@ -27,10 +28,21 @@ def _spec(t: Any) -> TopicSpec:
 
 @api(key=19, versions=(2, 7), forward=True)
 async def create_topics(ctx: RequestContext, req: Any) -> Any:
-    results = await ctx.broker.controller.create_topics(
-        [_spec(t) for t in req.topics], validate_only=req.validate_only)
+    may_create_any = ctx.authorized("CREATE", "CLUSTER", CLUSTER, quiet=True)
+    permitted = [t for t in req.topics
+                 if may_create_any or ctx.authorized("CREATE", "TOPIC", t.name)]
+    allowed = {id(t) for t in permitted}
+    results = iter(await ctx.broker.controller.create_topics(
+        [_spec(t) for t in permitted], validate_only=req.validate_only) if permitted else [])
     out = []
-    for spec, r in zip(req.topics, results):
+    for spec in req.topics:
+        if id(spec) not in allowed:
+            out.append({"name": spec.name, "topic_id": None, "num_partitions": -1,
+                        "replication_factor": -1, "configs": None,
+                        "error_code": errors.TopicAuthorizationFailed.code,
+                        "error_message": f"{ctx.principal} may not CREATE topic {spec.name}"})
+            continue
+        r = next(results)
         entry: dict[str, Any] = {"name": r.name, "topic_id": r.topic_id,
                                  "error_code": 0, "error_message": None,
                                  "num_partitions": r.num_partitions,

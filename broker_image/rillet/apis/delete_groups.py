@@ -13,6 +13,7 @@ from .registry import RequestContext, api
 
 def _delete(ctx: RequestContext, group_id: str) -> int:
     try:
+        ctx.require("DELETE", "GROUP", group_id)
         ctx.broker.coordinator.delete_group(group_id)
         return 0
     except Exception as exc:

@@ -26,6 +26,7 @@ async def delete_records(ctx: RequestContext, req: Any) -> Any:
             entry: dict[str, Any] = {"partition_index": p.partition_index, "low_watermark": -1,
                                      "error_code": 0}
             try:
+                ctx.require("DELETE", "TOPIC", t.name)
                 plog = ctx.broker.leader_log(t.name, p.partition_index)
                 target = plog.high_watermark if p.offset == HIGH_WATERMARK else p.offset
                 if target < 0 or target > plog.high_watermark:

@@ -18,6 +18,7 @@ async def delete_topics(ctx: RequestContext, req: Any) -> Any:
     for name in req.topic_names:
         entry: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
         try:
+            ctx.require("DELETE", "TOPIC", name)
             if not ctx.broker.config["delete.topic.enable"]:
                 raise errors.TopicDeletionDisabled("delete.topic.enable is false")
             await ctx.broker.controller.delete_topic(name)

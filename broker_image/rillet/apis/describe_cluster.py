@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..protocol import errors
-from .registry import RequestContext, api
+from .registry import CLUSTER, RequestContext, api
 
 
 
@@ -20,8 +20,12 @@ async def describe_cluster(ctx: RequestContext, req: Any) -> Any:
         return ctx.response({"throttle_time": 0, "error_code": errors.UnsupportedEndpointType.code,
                              "error_message": "only broker endpoints are served",
                              "cluster_id": broker.cluster_id, "brokers": []})
-    brokers = [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-               for b in image.live_brokers]
+    if not ctx.authorized("DESCRIBE", "CLUSTER", CLUSTER):
+        return ctx.response({"throttle_time": 0, "brokers": [], "cluster_id": broker.cluster_id,
+                             "error_code": errors.ClusterAuthorizationFailed.code,
+                             "error_message": "DESCRIBE on the cluster is not allowed"})
+    brokers = [{"broker_id": b.node_id, "host": host, "port": port, "rack": b.rack}
+               for b, host, port in image.brokers_for(ctx.session.listener_name)]
     return ctx.response({"throttle_time": 0, "error_code": 0, "error_message": None,
                          "cluster_id": broker.cluster_id, "controller_id": broker.controller_id_for_clients(),
                          "brokers": brokers})

@@ -20,7 +20,7 @@ from ..metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from ..protocol import errors
 from ..topic_config import (DEFAULT, DYNAMIC_TOPIC, STATIC_BROKER, TOPIC_DEFS, broker_source,
                             effective, render)
-from .registry import RequestContext, api
+from .registry import CLUSTER, RequestContext, api
 
 # ConfigEntry.ConfigType as the protocol numbers them.
 _TYPE_CODES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
@@ -123,6 +123,7 @@ def _describe(ctx: RequestContext, res: Any, with_synonyms: bool) -> dict[str, A
                              "resource_type": res.resource_type,
                              "resource_name": res.resource_name, "configs": []}
     try:
+        ctx.require("DESCRIBE_CONFIGS", *config_resource(res))
         if res.resource_type == TOPIC_RESOURCE:
             if res.resource_name not in broker.image.topics:
                 raise errors.UnknownTopicOrPartition(
@@ -149,6 +150,13 @@ def _describe(ctx: RequestContext, res: Any, with_synonyms: bool) -> dict[str, A
 
 
 @api(key=32, versions=(1, 4))
+def config_resource(res: Any) -> tuple[str, str]:
+    """The ACL resource of a config resource: its topic, or the cluster for brokers."""
+    if res.resource_type == TOPIC_RESOURCE:
+        return "TOPIC", res.resource_name
+    return "CLUSTER", CLUSTER
+
+
 async def describe_configs(ctx: RequestContext, req: Any) -> Any:
     with_synonyms = getattr(req, "include_synonyms", False)
     return ctx.response({"throttle_time": 0,

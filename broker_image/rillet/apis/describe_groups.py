@@ -22,6 +22,7 @@ def _describe(ctx: RequestContext, group_id: str) -> dict[str, Any]:
                              "protocol_type": "", "protocol_data": "", "members": [],
                              "authorized_operations": OPERATIONS_UNSET}
     try:
+        ctx.require("DESCRIBE", "GROUP", group_id)
         group = ctx.broker.coordinator.describe_group(group_id)
     except Exception as exc:
         entry.update(error_code=errors.code_of(exc, "describe group"), group_state="")

@@ -12,7 +12,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .registry import RequestContext, api
+from ..protocol import errors
+from .registry import CLUSTER, RequestContext, api
 
 
 def _wanted(req: Any) -> set[tuple[str, int]] | None:
@@ -37,6 +38,9 @@ def _disk_usage(path: Path) -> tuple[int, int]:
 @api(key=35, versions=(1, 4))
 async def describe_log_dirs(ctx: RequestContext, req: Any) -> Any:
     broker = ctx.broker
+    if not ctx.authorized("DESCRIBE", "CLUSTER", CLUSTER):
+        return ctx.response({"throttle_time": 0, "results": [],
+                             "error_code": errors.ClusterAuthorizationFailed.code})
     wanted = _wanted(req)
     by_dir: dict[Path, dict[str, list[dict[str, Any]]]] = {
         Path(d): {} for d in broker.logs.log_dirs}

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..controller.leader_balance import PREFERRED, ElectionOutcome
 from ..protocol import errors
-from .registry import RequestContext, api
+from .registry import CLUSTER, RequestContext, api
 
 
 def _wanted(req: Any) -> list[tuple[str, int]] | None:
@@ -36,6 +36,7 @@ async def elect_leaders(ctx: RequestContext, req: Any) -> Any:
     election_type = int(getattr(req, "election_type", PREFERRED))
     wanted = _wanted(req)
     try:
+        ctx.require("ALTER", "CLUSTER", CLUSTER)
         outcomes = await ctx.broker.controller.elect_leaders(election_type, wanted)
     except errors.KafkaError as exc:
         # No decision was made (not the controller, no quorum): every partition asked for

@@ -23,7 +23,7 @@ from ..protocol import errors
 from ..raft import rpc
 from ..replication import read_replica
 from . import quorum_rpc
-from .registry import RequestContext, api
+from .registry import CLUSTER, RequestContext, api
 
 
 def _read_partition(ctx: RequestContext, topic: str, p: Any, budget: int,
@@ -113,7 +113,8 @@ def _divergence(plog: Any, p: Any) -> tuple[int, int] | None:
     return epoch, end
 
 
-def _read_all(ctx: RequestContext, req: Any) -> tuple[list[dict[str, Any]], int, bool]:
+def _read_all(ctx: RequestContext, req: Any, denied: set[str]
+              ) -> tuple[list[dict[str, Any]], int, bool]:
     budget = req.max_bytes
     total = 0
     errored = False
@@ -121,7 +122,12 @@ def _read_all(ctx: RequestContext, req: Any) -> tuple[list[dict[str, Any]], int,
     for topic in req.topics:
         parts = []
         for p in topic.partitions:
-            if req.replica_id >= 0:
+            if topic.topic in denied:
+                entry = {"partition_index": p.partition, "high_watermark": -1,
+                         "last_stable_offset": -1, "log_start_offset": -1, "records": b"",
+                         "aborted_transactions": None,
+                         "error_code": errors.TopicAuthorizationFailed.code}
+            elif req.replica_id >= 0:
                 entry = _read_for_follower(ctx, topic.topic, p, req.replica_id, budget - total,
                                            min_one=total == 0)
             else:
@@ -143,10 +149,16 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
     if ctx.listener == "controller" and rpc.is_quorum_fetch(req):
         return await quorum_rpc.answer(ctx, rpc.FETCH, req)
     isolation = getattr(req, "isolation_level", 0)
+    if req.replica_id >= 0 and not ctx.authorized("CLUSTER_ACTION", "CLUSTER", CLUSTER):
+        return ctx.response({"throttle_time": 0, "session_id": 0, "responses": [],
+                             "error_code": errors.ClusterAuthorizationFailed.code})
+    denied = set() if req.replica_id >= 0 else \
+        {t.topic for t in req.topics if not ctx.authorized("READ", "TOPIC", t.topic)}
     deadline = time.monotonic() + req.max_wait.total_seconds()
-    tps = [(t.topic, p.partition) for t in req.topics for p in t.partitions]
+    tps = [(t.topic, p.partition) for t in req.topics for p in t.partitions
+           if t.topic not in denied]
     while True:
-        topics, total, errored = _read_all(ctx, req)
+        topics, total, errored = _read_all(ctx, req, denied)
         remaining = deadline - time.monotonic()
         if total >= req.min_bytes or errored or remaining <= 0 or not tps:
             break

@@ -25,7 +25,9 @@ async def _lookup(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any
             raise errors.InvalidRequest(f"coordinator key type {key_type} is not supported")
         if not key:
             raise errors.InvalidGroupId("group id is empty")
-        node_id, host, port = await ctx.broker.coordinator.find_coordinator(key)
+        ctx.require("DESCRIBE", "GROUP", key)
+        node_id, host, port = await ctx.broker.coordinator.find_coordinator(
+            key, ctx.session.listener_name)
         entry.update(node_id=node_id, host=host, port=port)
     except Exception as exc:  # each key gets its own error
         entry.update(error_code=errors.code_of(exc, "find coordinator"),

@@ -15,6 +15,7 @@ from .registry import RequestContext, api
 @api(key=12, versions=(0, 4))
 async def heartbeat(ctx: RequestContext, req: Any) -> Any:
     try:
+        ctx.require("READ", "GROUP", req.group_id)
         code = ctx.broker.coordinator.heartbeat(
             req.group_id, req.member_id, getattr(req, "group_instance_id", None),
             req.generation_id)

@@ -24,6 +24,11 @@ async def init_producer_id(ctx: RequestContext, req: Any) -> Any:
         return ctx.response({"throttle_time": 0,
                              "error_code": errors.TransactionalIdAuthorizationFailed.code,
                              "producer_id": -1, "producer_epoch": -1})
+    authorizer = ctx.broker.authorizer
+    if authorizer is not None and not authorizer.may_write_idempotently(ctx.session):
+        return ctx.response({"throttle_time": 0,
+                             "error_code": errors.ClusterAuthorizationFailed.code,
+                             "producer_id": -1, "producer_epoch": -1})
     pid = getattr(req, "producer_id", -1)
     epoch = getattr(req, "producer_epoch", -1)
     if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:

@@ -38,6 +38,7 @@ async def join_group(ctx: RequestContext, req: Any) -> Any:
         protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
         require_known_member_id=ctx.version >= 4)
     try:
+        ctx.require("READ", "GROUP", req.group_id)
         result = await ctx.broker.coordinator.join_group(req.group_id, join)
         body: dict[str, Any] = {
             "error_code": result.error, "generation_id": result.generation_id,

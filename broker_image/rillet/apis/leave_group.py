@@ -20,6 +20,7 @@ async def leave_group(ctx: RequestContext, req: Any) -> Any:
     else:
         identities = [(m.member_id, m.group_instance_id) for m in req.members]
     try:
+        ctx.require("READ", "GROUP", req.group_id)
         codes = ctx.broker.coordinator.leave_group(req.group_id, identities)
         top = 0
     except Exception as exc:

@@ -12,13 +12,17 @@ from typing import Any
 from ..controller.controller import ACTIVE_WAIT_S
 from ..controller.reassignment import ongoing
 from ..protocol import errors
-from .registry import RequestContext, api
+from .registry import CLUSTER, RequestContext, api
 
 
 @api(key=46, versions=(0, 0), forward=True)
 async def list_partition_reassignments(ctx: RequestContext, req: Any) -> Any:
     controller = ctx.broker.controller
     raft = controller.raft
+    if not ctx.authorized("DESCRIBE", "CLUSTER", CLUSTER):
+        return ctx.response({"throttle_time": 0, "topics": [],
+                             "error_code": errors.ClusterAuthorizationFailed.code,
+                             "error_message": "DESCRIBE on the cluster is not allowed"})
     if not await raft.wait_for(lambda: raft.is_active, ACTIVE_WAIT_S):
         # Not relayed (no controller reachable): our image may be behind.
         return ctx.response({"throttle_time": 0, "error_code": errors.NotController.code,

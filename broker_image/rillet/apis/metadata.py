@@ -3,8 +3,10 @@
 Brokers, controller, cluster id, topics with ids, partitions with leader,
 leader epoch, replicas and ISR. Topics named in the request that do not
 exist are created when auto.create.topics.enable and the request allows it.
-Gaps: topic/cluster authorized operations are not computed (reported as
-unset). v0: empty topic list = all. v1+: null = all; is_internal,
+With an authorizer, a topic the principal may not DESCRIBE is left out of an all-topics
+answer and answered TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs CREATE on
+the cluster or the topic. Gaps: topic/cluster authorized operations are not computed
+(reported as unset). v0: empty topic list = all. v1+: null = all; is_internal,
 controller. v2: cluster id. v4: allow_auto_topic_creation. v7: leader
 epoch. v9: flexible. v10: topic ids. v12: topic by id without name.
 """
@@ -16,7 +18,7 @@ from typing import Any
 from ..controller.topics import TopicSpec, validate_topic_name
 from ..metadata.image import MetadataImage, TopicInfo
 from ..protocol import errors
-from .registry import RequestContext, api
+from .registry import CLUSTER, RequestContext, api
 
 log = logging.getLogger(__name__)
 
@@ -69,13 +71,18 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
     if ctx.version == 0 and not requested:
         requested = None
     topics: list[dict[str, Any]] = []
+    authorizer = broker.authorizer
     if requested is None:
-        topics = [_topic(t, image) for t in image.topics.values()]
+        topics = [_topic(t, image) for t in image.topics.values()
+                  if authorizer is None or authorizer.authorize(
+                      ctx.session, "DESCRIBE", "TOPIC", t.name, quiet=True)]
     else:
         allow = getattr(req, "allow_auto_topic_creation", True)
         missing = [t.name for t in requested
                    if t.name is not None and t.name not in image.topics]
-        creatable = [n for n in missing if not n.startswith("__") and _valid_name(n)]
+        creatable = [n for n in missing if not n.startswith("__") and _valid_name(n)
+                     and (ctx.authorized("CREATE", "CLUSTER", CLUSTER, quiet=True)
+                          or ctx.authorized("CREATE", "TOPIC", n))]
         if creatable and allow and broker.config["auto.create.topics.enable"]:
             await _auto_create(ctx, creatable)
             image = broker.image
@@ -89,6 +96,10 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
                                    "topic_id": topic_id, "partitions": []})
                     continue
             info = image.topics.get(name) if name is not None else None
+            if name is not None and not ctx.authorized("DESCRIBE", "TOPIC", name):
+                topics.append({"error_code": errors.TopicAuthorizationFailed.code,
+                               "name": name, "topic_id": topic_id, "partitions": []})
+                continue
             if info is None:
                 code = (errors.UnknownTopicOrPartition.code if _valid_name(name or "")
                         else errors.InvalidTopicException.code)
@@ -96,8 +107,8 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
                                "topic_id": topic_id, "partitions": []})
             else:
                 topics.append(_topic(info, image))
-    brokers = [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-               for b in image.live_brokers]
+    brokers = [{"node_id": b.node_id, "host": host, "port": port, "rack": b.rack}
+               for b, host, port in image.brokers_for(ctx.session.listener_name)]
     return ctx.response({
         "throttle_time": 0,
         "brokers": brokers,

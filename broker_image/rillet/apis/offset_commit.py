@@ -26,9 +26,14 @@ async def offset_commit(ctx: RequestContext, req: Any) -> Any:
                            getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
                for t in req.topics for p in t.partitions]
     try:
+        ctx.require("READ", "GROUP", req.group_id)
+        denied = {e.topic for e in entries if not ctx.authorized("READ", "TOPIC", e.topic)}
         codes = await ctx.broker.coordinator.commit_offsets(
             req.group_id, req.member_id, getattr(req, "group_instance_id", None),
-            req.generation_id_or_member_epoch, retention_ms, entries)
+            req.generation_id_or_member_epoch, retention_ms,
+            [e for e in entries if e.topic not in denied])
+        codes.update({(e.topic, e.partition): errors.TopicAuthorizationFailed.code
+                      for e in entries if e.topic in denied})
     except Exception as exc:  # a group-level refusal applies to every partition
         code = errors.code_of(exc, "offset commit")
         codes = {(e.topic, e.partition): code for e in entries}

@@ -15,7 +15,12 @@ from .registry import RequestContext, api
 async def offset_delete(ctx: RequestContext, req: Any) -> Any:
     wanted = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
     try:
-        codes = ctx.broker.coordinator.delete_offsets(req.group_id, wanted)
+        ctx.require("DELETE", "GROUP", req.group_id)
+        denied = {t for t, _ in wanted if not ctx.authorized("READ", "TOPIC", t)}
+        codes = ctx.broker.coordinator.delete_offsets(
+            req.group_id, [(t, parts) for t, parts in wanted if t not in denied])
+        codes.update({(t, p): errors.TopicAuthorizationFailed.code
+                      for t, parts in wanted if t in denied for p in parts})
         top = 0
     except Exception as exc:
         top, codes = errors.code_of(exc, "offset delete"), {}

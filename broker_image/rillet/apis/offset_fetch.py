@@ -20,20 +20,30 @@ def _group_offsets(ctx: RequestContext, group_id: str, topics: Any, version: int
     requested = None if topics is None else [
         (t.name, list(t.partition_indexes)) for t in topics]
     try:
+        ctx.require("DESCRIBE", "GROUP", group_id)
         found = ctx.broker.coordinator.fetch_offsets(group_id, requested)
+        # A topic the principal may not DESCRIBE: left out of an all-topics answer, its
+        # partitions answered TOPIC_AUTHORIZATION_FAILED when named.
+        denied = {t for t, _ in found if not ctx.authorized("DESCRIBE", "TOPIC", t)}
+        if requested is None:
+            found = {tp: o for tp, o in found.items() if tp[0] not in denied}
         code = 0
     except Exception as exc:
         code = errors.code_of(exc, "offset fetch")
         found = {(t, p): None for t, parts in (requested or []) for p in parts}
+        denied = set()
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), o in found.items():
+        if topic in denied:
+            o = None
         by_topic.setdefault(topic, []).append({
             "partition_index": partition,
             "committed_offset": o.offset if o else -1,
             "committed_leader_epoch": o.leader_epoch if o else -1,
             "metadata": o.metadata if o else "",
             # v1 has no top-level error: the group's error goes on every partition.
-            "error_code": code if version < 2 else 0})
+            "error_code": errors.TopicAuthorizationFailed.code if topic in denied
+            else code if version < 2 else 0})
     return code, [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
 
 

@@ -54,8 +54,12 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
     replicated: list[tuple[str, int, dict[str, Any], int]] = []
     for topic in req.topic_data:
         parts = []
+        may_write = ctx.authorized("WRITE", "TOPIC", topic.name)
         for pdata in topic.partition_data:
             try:
+                if not may_write:
+                    raise errors.TopicAuthorizationFailed(
+                        f"{ctx.principal} may not WRITE topic {topic.name}")
                 if req.transactional_id is not None:
                     raise errors.InvalidTxnState("transactions are not supported by rillet")
                 if acks not in (-1, 0, 1):

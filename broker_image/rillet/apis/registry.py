@@ -7,11 +7,13 @@ kio has schemas for every advertised version is checked by a unit test
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from ..protocol import errors
 from ..protocol.build import build
 from ..protocol.codec import RequestHeader, response_schema
+from ..security.session import Session
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -25,6 +27,28 @@ class RequestContext:
     peer: str
     connection_id: int
     listener: str = "broker"   # "controller" on the CONTROLLER listener
+    session: Session = field(default_factory=Session)
+
+    @property
+    def principal(self) -> str:
+        return self.session.principal
+
+    def authorized(self, operation: str, resource_type: str, name: str, *,
+                   quiet: bool = False) -> bool:
+        """Whether this request's principal may do ``operation`` on the resource (always,
+        when no authorizer is configured). ``quiet``: a refusal is not logged (a check
+        with a fallback, or one that only filters what is shown)."""
+        authorizer = getattr(self.broker, "authorizer", None)
+        if authorizer is None:
+            return True
+        return authorizer.authorize(self.session, operation, resource_type, name, quiet=quiet)
+
+    def require(self, operation: str, resource_type: str, name: str) -> None:
+        """Raise the authorization error Kafka answers for the resource type when this
+        request's principal may not do ``operation`` on it."""
+        if not self.authorized(operation, resource_type, name):
+            raise _DENIED[resource_type](f"{self.principal} may not {operation} "
+                                         f"{resource_type.lower()} {name}")
 
     @property
     def version(self) -> int:
@@ -34,6 +58,11 @@ class RequestContext:
         """The response entity of this request's key and version, built from plain values."""
         return build(response_schema(self.header.api_key, self.header.api_version), data)
 
+
+_DENIED = {"TOPIC": errors.TopicAuthorizationFailed, "GROUP": errors.GroupAuthorizationFailed,
+           "CLUSTER": errors.ClusterAuthorizationFailed,
+           "TRANSACTIONAL_ID": errors.TransactionalIdAuthorizationFailed}
+CLUSTER = "kafka-cluster"   # the one cluster resource's name
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 # Raw handler for advertised versions kio has no schema for (Produce v0-2 is

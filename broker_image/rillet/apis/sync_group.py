@@ -15,6 +15,7 @@ from .registry import RequestContext, api
 @api(key=14, versions=(0, 5))
 async def sync_group(ctx: RequestContext, req: Any) -> Any:
     try:
+        ctx.require("READ", "GROUP", req.group_id)
         result = await ctx.broker.coordinator.sync_group(
             req.group_id, req.member_id, getattr(req, "group_instance_id", None),
             req.generation_id, getattr(req, "protocol_type", None),

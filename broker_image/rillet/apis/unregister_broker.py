@@ -9,12 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..protocol import errors
-from .registry import RequestContext, api
+from .registry import CLUSTER, RequestContext, api
 
 
 @api(key=64, versions=(0, 0), forward=True)
 async def unregister_broker(ctx: RequestContext, req: Any) -> Any:
     try:
+        ctx.require("ALTER", "CLUSTER", CLUSTER)
         await ctx.broker.controller.unregister_broker(int(req.broker_id))
     except Exception as exc:
         return ctx.response({"throttle_time": 0,

@@ -19,7 +19,8 @@ from ..metadata import records as mrec
 from ..metadata.image import TOPIC_RESOURCE, MetadataImage, replay, replay_batches
 from ..protocol import errors
 from ..topic_config import validate_topic_configs
-from . import election, leader_balance, reassignment, remote
+from ..security.acl import AclBinding, AclFilter
+from . import election, leader_balance, reassignment, remote, security
 from .broker_configs import decide_broker_configs
 from .brokers import decide_unregister
 from .topics import (TopicResult, TopicSpec, check_new_partitions, decide_new_partitions,
@@ -123,18 +124,21 @@ class Controller:
     # -- brokers ---------------------------------------------------------------
 
     async def register_broker(self, node_id: int, host: str, port: int,
-                              rack: str | None, incarnation: str) -> int:
-        """Registers (or re-registers) a broker, fenced until it has caught up; its epoch."""
+                              rack: str | None, incarnation: str,
+                              endpoints: tuple[tuple[str, str, int], ...] = ()) -> int:
+        """Registers (or re-registers) a broker, fenced until it has caught up; its epoch.
+        ``endpoints``: (LISTENER, host, port) of each broker listener, inter-broker first."""
         async with self._exclusive():
             known = self.image.brokers.get(node_id)
-            if known and (known.host, known.port, known.rack, known.incarnation) == \
-                    (host, port, rack, incarnation):
+            if known and (known.host, known.port, known.rack, known.incarnation,
+                          known.endpoints) == (host, port, rack, incarnation, endpoints):
                 self._heartbeats[node_id] = time.monotonic()
                 return known.epoch
             epoch = (known.epoch + 1) if known else 0
             await self._commit([{"type": mrec.REGISTER_BROKER, "node_id": node_id,
                                  "host": host, "port": port, "rack": rack, "epoch": epoch,
-                                 "incarnation": incarnation, "fenced": True}])
+                                 "incarnation": incarnation, "fenced": True,
+                                 "endpoints": [list(e) for e in endpoints]}])
             self._heartbeats[node_id] = time.monotonic()
             return epoch
 
@@ -414,6 +418,25 @@ class Controller:
                 await self._commit(records)
 
     # -- producer ids ----------------------------------------------------------
+
+    # -- security: SCRAM credentials and ACLs (decided in controller/security.py) --------
+
+    async def alter_scram_credentials(self, changes: list[security.ScramChange]
+                                      ) -> dict[str, errors.KafkaError | None]:
+        async with self._exclusive():
+            records, outcome = security.scram_changes(self.image, changes)
+            await self._commit(records)
+            return outcome
+
+    async def create_acls(self, bindings: list[AclBinding]) -> None:
+        async with self._exclusive():
+            await self._commit(security.acl_creations(self.image, bindings))
+
+    async def delete_acls(self, filters: list[AclFilter]) -> list[list[AclBinding]]:
+        async with self._exclusive():
+            records, matches = security.acl_deletions(self.image, filters)
+            await self._commit(records)
+            return matches
 
     async def next_producer_id(self) -> int:
         async with self._exclusive():

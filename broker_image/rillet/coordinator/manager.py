@@ -170,15 +170,22 @@ class GroupCoordinator:
             log.info("created %s with %d partitions, replication factor %d", OFFSETS_TOPIC,
                      spec.num_partitions, rf)
 
-    async def find_coordinator(self, key: str) -> tuple[int, str, int]:
-        """(node id, host, port) of the coordinator of group `key`."""
+    async def find_coordinator(self, key: str, listener_name: str | None = None
+                               ) -> tuple[int, str, int]:
+        """(node id, host, port) of the coordinator of group `key`, as a client of listener
+        ``listener_name`` reaches it."""
         await self.ensure_offsets_topic()
         image = self.broker.image
         part = image.partition(OFFSETS_TOPIC, group_partition(key, self.num_partitions(image)))
         if part is None or part.leader not in image.brokers:
             raise errors.CoordinatorNotAvailable(f"no leader for the offsets partition of {key!r}")
         b = image.brokers[part.leader]
-        return b.node_id, b.host, b.port
+        address = b.address(listener_name) if listener_name else (b.host, b.port)
+        if address is None:
+            raise errors.CoordinatorNotAvailable(
+                f"the coordinator of {key!r}, broker {b.node_id}, has no {listener_name} "
+                f"listener")
+        return b.node_id, *address
 
     def check_coordinator(self, group_id: str) -> int:
         """The offsets partition of a group this node may serve, else the error clients expect."""

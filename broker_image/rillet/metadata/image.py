@@ -7,11 +7,14 @@ consistent snapshot even if the controller commits meanwhile.
 from __future__ import annotations
 
 import uuid
+from base64 import b64decode
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
+from ..security.acl import AclBinding
+from ..security.sasl import ScramCredential
 from . import records as r
 
 TOPIC_RESOURCE = 2
@@ -28,6 +31,19 @@ class BrokerInfo:
     fenced: bool = False
     incarnation: str | None = None
     registered_offset: int = 0   # metadata offset a broker must have applied to be unfenced
+    # (LISTENER NAME, host, port) of every broker listener; host/port above is the first,
+    # the inter-broker one. Empty in records older than named listeners.
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def address(self, listener_name: str) -> tuple[str, int] | None:
+        """Where a client of listener ``listener_name`` reaches this broker (Kafka answers
+        each client with the brokers' endpoints of the listener it came in on)."""
+        if not self.endpoints:
+            return self.host, self.port
+        for name, host, port in self.endpoints:
+            if name == listener_name:
+                return host, port
+        return None
 
 
 @dataclass(frozen=True)
@@ -66,6 +82,8 @@ class MetadataImage:
     topic_names: Mapping[uuid.UUID, str] = field(default_factory=lambda: _EMPTY)
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
     next_producer_id: int = 0
+    scram: Mapping[tuple[str, str], ScramCredential] = field(default_factory=lambda: _EMPTY)
+    acls: frozenset[AclBinding] = frozenset()
 
     def topic_config(self, name: str) -> Mapping[str, str]:
         return self.configs.get((TOPIC_RESOURCE, name), _EMPTY)
@@ -79,6 +97,16 @@ class MetadataImage:
     @cached_property
     def live_broker_ids(self) -> frozenset[int]:
         return frozenset(b.node_id for b in self.live_brokers)
+
+    def brokers_for(self, listener_name: str) -> list[tuple[BrokerInfo, str, int]]:
+        """Live brokers with their address on ``listener_name``; brokers without that
+        listener are left out, as Kafka does. A listener no broker has (a request on the
+        controller listener) gets the inter-broker addresses."""
+        out = [(b, *addr) for b in self.live_brokers
+               if (addr := b.address(listener_name)) is not None]
+        if not out and self.live_brokers:
+            out = [(b, b.host, b.port) for b in self.live_brokers]
+        return out
 
     def partition(self, topic: str, partition: int) -> PartitionInfo | None:
         info = self.topics.get(topic)
@@ -103,6 +131,8 @@ class _Delta:
         # An empty entry drops the resource's configs (a removed topic takes them along).
         self.changed_configs: dict[tuple[int, str], dict[str, str]] = {}
         self.next_producer_id = image.next_producer_id
+        self.scram: dict[tuple[str, str], ScramCredential] | None = None
+        self.acls: set[AclBinding] | None = None
 
     def name_of(self, topic_id: str) -> str:
         tid = uuid.UUID(topic_id)
@@ -134,7 +164,8 @@ class _Delta:
                 rec["node_id"], rec["host"], rec["port"], rec.get("rack"),
                 rec.get("epoch", 0), rec.get("fenced", False), rec.get("incarnation"),
                 # A snapshot carries it; a live registration is stamped with its own offset.
-                rec.get("registered_offset", self.batch_end))
+                rec.get("registered_offset", self.batch_end),
+                tuple((e[0], e[1], e[2]) for e in rec.get("endpoints", ())))
         elif kind == r.TOPIC:
             self.added[uuid.UUID(rec["topic_id"])] = rec["name"]
             self.changed_parts[rec["name"]] = {}
@@ -177,6 +208,24 @@ class _Delta:
             if self.brokers is None:
                 self.brokers = dict(self.image.brokers)
             self.brokers.pop(rec["node_id"], None)
+        elif kind in (r.SCRAM_CREDENTIAL, r.REMOVE_SCRAM_CREDENTIAL):
+            if self.scram is None:
+                self.scram = dict(self.image.scram)
+            key = (rec["user"], rec["mechanism"])
+            if kind == r.REMOVE_SCRAM_CREDENTIAL:
+                self.scram.pop(key, None)
+            else:
+                self.scram[key] = ScramCredential(
+                    b64decode(rec["salt"]), b64decode(rec["stored_key"]),
+                    b64decode(rec["server_key"]), rec["iterations"])
+        elif kind in (r.ACL, r.REMOVE_ACL):
+            if self.acls is None:
+                self.acls = set(self.image.acls)
+            binding = AclBinding(*(rec[f] for f in r.ACL_FIELDS))
+            if kind == r.ACL:
+                self.acls.add(binding)
+            else:
+                self.acls.discard(binding)
         elif kind == r.PRODUCER_IDS:
             self.next_producer_id = max(self.next_producer_id, rec["next_producer_id"])
 
@@ -214,6 +263,8 @@ class _Delta:
             topic_names=names,
             configs=configs,
             next_producer_id=self.next_producer_id,
+            scram=image.scram if self.scram is None else MappingProxyType(self.scram),
+            acls=image.acls if self.acls is None else frozenset(self.acls),
         )
 
 

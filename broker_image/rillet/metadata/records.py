@@ -7,6 +7,7 @@ these records produces, so restart and (later) followers use the same code.
 from __future__ import annotations
 
 import json
+from base64 import b64encode
 from typing import Any
 
 REGISTER_BROKER = "register_broker"
@@ -22,10 +23,33 @@ LEADER_CHANGE = "leader_change"
 FENCE_BROKER = "fence_broker"
 UNFENCE_BROKER = "unfence_broker"
 UNREGISTER_BROKER = "unregister_broker"
+# SCRAM credentials (salt, iterations, StoredKey, ServerKey; base64) by user and mechanism.
+SCRAM_CREDENTIAL = "scram_credential"
+REMOVE_SCRAM_CREDENTIAL = "remove_scram_credential"
+# ACL bindings, identified by their content (security/acl.AclBinding's fields).
+ACL = "acl"
+REMOVE_ACL = "remove_acl"
 
 RECORD_TYPES = {REGISTER_BROKER, TOPIC, PARTITION, PARTITION_CHANGE, REMOVE_TOPIC, CONFIG,
                 PRODUCER_IDS, LEADER_CHANGE, FENCE_BROKER, UNFENCE_BROKER,
-                UNREGISTER_BROKER}
+                UNREGISTER_BROKER, SCRAM_CREDENTIAL, REMOVE_SCRAM_CREDENTIAL, ACL,
+                REMOVE_ACL}
+ACL_FIELDS = ("resource_type", "resource_name", "pattern_type", "principal", "host",
+              "operation", "permission")
+
+
+def scram_record(user: str, mechanism: str, cred: Any) -> dict[str, Any]:
+    """The record of one SCRAM credential (a security.sasl.ScramCredential)."""
+    return {"type": SCRAM_CREDENTIAL, "user": user, "mechanism": mechanism,
+            "salt": b64encode(cred.salt).decode(), "stored_key": b64encode(cred.stored_key)
+            .decode(), "server_key": b64encode(cred.server_key).decode(),
+            "iterations": cred.iterations}
+
+
+def acl_record(binding: Any, remove: bool = False) -> dict[str, Any]:
+    """The record adding (or removing) one security.acl.AclBinding."""
+    return {"type": REMOVE_ACL if remove else ACL,
+            **{f: getattr(binding, f) for f in ACL_FIELDS}}
 
 
 def encode(record: dict[str, Any]) -> tuple[bytes, bytes]:

@@ -46,6 +46,8 @@ def image_records(image: MetadataImage) -> list[dict[str, Any]]:
                  "key": key, "value": value} for key, value in sorted(entries.items())]
     if image.next_producer_id:
         out.append({"type": r.PRODUCER_IDS, "next_producer_id": image.next_producer_id})
+    out += [r.scram_record(user, mech, cred) for (user, mech), cred in sorted(image.scram.items())]
+    out += [r.acl_record(b) for b in sorted(image.acls, key=lambda b: tuple(vars(b).values()))]
     return out
 
 
@@ -53,7 +55,8 @@ def _broker_record(b: BrokerInfo) -> dict[str, Any]:
     # registered_offset: replay would otherwise stamp the snapshot's own offset.
     return {"type": r.REGISTER_BROKER, "node_id": b.node_id, "host": b.host, "port": b.port,
             "rack": b.rack, "epoch": b.epoch, "fenced": b.fenced,
-            "incarnation": b.incarnation, "registered_offset": b.registered_offset}
+            "incarnation": b.incarnation, "registered_offset": b.registered_offset,
+            "endpoints": [list(e) for e in b.endpoints]}
 
 
 def _topic_records(topic: TopicInfo) -> list[dict[str, Any]]:

@@ -100,6 +100,13 @@ IneligibleReplica = _error("IneligibleReplica", 107)
 BrokerIdNotRegistered = _error("BrokerIdNotRegistered", 102)
 StaleBrokerEpoch = _error("StaleBrokerEpoch", 77)
 DuplicateBrokerRegistration = _error("DuplicateBrokerRegistration", 101)
+UnsupportedSaslMechanism = _error("UnsupportedSaslMechanism", 33)
+IllegalSaslState = _error("IllegalSaslState", 34)
+SecurityDisabled = _error("SecurityDisabled", 54)
+SaslAuthenticationFailed = _error("SaslAuthenticationFailed", 58)
+ResourceNotFound = _error("ResourceNotFound", 91)
+DuplicateResource = _error("DuplicateResource", 92)
+UnacceptableCredential = _error("UnacceptableCredential", 93)
 
 
 def error_for_code(code: int) -> type[KafkaError]:

@@ -227,11 +227,12 @@ class OutboundTls:
 
     @classmethod
     def from_config(cls, config: Any) -> "OutboundTls":
-        settings = TlsSettings.from_config(config)
+        from ..listeners import ListenerSettings
 
         def for_listener(listener: Any) -> ssl.SSLContext | None:
             if listener is None or config.security_protocol(listener) != "SSL":
                 return None
-            return client_context(settings)
+            return client_context(TlsSettings.from_config(
+                ListenerSettings(config, listener.name)))
         return cls(controller=for_listener(config.controller_listener),
-                   brokers=for_listener(config.served_listener))
+                   brokers=for_listener(config.inter_broker_listener))

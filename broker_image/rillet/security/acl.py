@@ -1,0 +1,139 @@
+"""ACL bindings and the decision Kafka's StandardAuthorizer makes from them. Pure logic.
+
+A binding allows or denies one principal (or `User:*`) from one host (or `*`) one
+operation (or ALL) on resources of one type named literally (or `*`) or by prefix. A
+request is allowed when the principal is a super user; otherwise it is denied if any
+matching binding denies it, allowed if a matching one allows it (READ, WRITE, DELETE and
+ALTER imply DESCRIBE; ALTER_CONFIGS implies DESCRIBE_CONFIGS), and when no binding at all
+names the resource, allowed only with allow.everyone.if.no.acl.found.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+# Kafka's wire codes (ResourceType, PatternType, AclOperation, AclPermissionType).
+RESOURCE_TYPES = {2: "TOPIC", 3: "GROUP", 4: "CLUSTER", 5: "TRANSACTIONAL_ID",
+                  6: "DELEGATION_TOKEN", 7: "USER"}
+PATTERN_TYPES = {3: "LITERAL", 4: "PREFIXED"}
+OPERATIONS = {2: "ALL", 3: "READ", 4: "WRITE", 5: "CREATE", 6: "DELETE", 7: "ALTER",
+              8: "DESCRIBE", 9: "CLUSTER_ACTION", 10: "DESCRIBE_CONFIGS",
+              11: "ALTER_CONFIGS", 12: "IDEMPOTENT_WRITE", 13: "CREATE_TOKENS",
+              14: "DESCRIBE_TOKENS"}
+PERMISSIONS = {2: "DENY", 3: "ALLOW"}
+ANY, MATCH = 1, 2      # filter-only codes: any type/operation/permission; MATCH patterns
+CODES = {kind: {name: code for code, name in table.items()}
+         for kind, table in (("resource", RESOURCE_TYPES), ("pattern", PATTERN_TYPES),
+                             ("operation", OPERATIONS), ("permission", PERMISSIONS))}
+CLUSTER_NAME = "kafka-cluster"
+WILDCARD = "*"
+_IMPLIES = {"DESCRIBE": {"READ", "WRITE", "DELETE", "ALTER"},
+            "DESCRIBE_CONFIGS": {"ALTER_CONFIGS"}}
+
+
+class InvalidAcl(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class AclBinding:
+    resource_type: str
+    resource_name: str
+    pattern_type: str
+    principal: str
+    host: str
+    operation: str
+    permission: str
+
+    def matches_resource(self, resource_type: str, name: str) -> bool:
+        if self.resource_type != resource_type:
+            return False
+        if self.pattern_type == "PREFIXED":
+            return name.startswith(self.resource_name)
+        return self.resource_name in (name, WILDCARD)
+
+    def applies_to(self, principal: str, host: str) -> bool:
+        return self.principal in (principal, "User:*") and self.host in (host, WILDCARD)
+
+
+@dataclass(frozen=True)
+class AclFilter:
+    """What DescribeAcls and DeleteAcls select: None (ANY) matches every value; pattern
+    MATCH selects the bindings that would apply to the named resource."""
+    resource_type: str | None
+    resource_name: str | None
+    pattern_type: str | None    # None = ANY, "MATCH", "LITERAL", "PREFIXED"
+    principal: str | None
+    host: str | None
+    operation: str | None
+    permission: str | None
+
+    def matches(self, b: AclBinding) -> bool:
+        if self.resource_type is not None and b.resource_type != self.resource_type:
+            return False
+        if self.resource_name is not None:
+            if self.pattern_type == "MATCH":
+                if not b.matches_resource(b.resource_type, self.resource_name):
+                    return False
+            elif b.resource_name != self.resource_name:
+                return False
+        if self.pattern_type not in (None, "MATCH") and b.pattern_type != self.pattern_type:
+            return False
+        return all(want is None or want == have for want, have in (
+            (self.principal, b.principal), (self.host, b.host),
+            (self.operation, b.operation), (self.permission, b.permission)))
+
+
+def _name(table: dict[int, str], code: int, what: str) -> str:
+    try:
+        return table[code]
+    except KeyError:
+        raise InvalidAcl(f"unknown {what} code {code}") from None
+
+
+def binding_from_wire(resource_type: int, resource_name: str, pattern_type: int,
+                      principal: str, host: str, operation: int,
+                      permission: int) -> AclBinding:
+    """A binding CreateAcls may store; InvalidAcl says what is wrong with it."""
+    if not principal or ":" not in principal:
+        raise InvalidAcl(f"principal {principal!r} is not TYPE:NAME (User:alice)")
+    if not resource_name:
+        raise InvalidAcl("the resource name is empty")
+    rtype = _name(RESOURCE_TYPES, resource_type, "resource type")
+    if rtype == "CLUSTER" and resource_name != CLUSTER_NAME:
+        raise InvalidAcl(f"the cluster resource is named {CLUSTER_NAME}")
+    return AclBinding(rtype, resource_name, _name(PATTERN_TYPES, pattern_type, "pattern type"),
+                      principal, host or WILDCARD,
+                      _name(OPERATIONS, operation, "operation"),
+                      _name(PERMISSIONS, permission, "permission"))
+
+
+def filter_from_wire(resource_type: int, resource_name: str | None, pattern_type: int,
+                     principal: str | None, host: str | None, operation: int,
+                     permission: int) -> AclFilter:
+    def opt(table: dict[int, str], code: int, what: str) -> str | None:
+        return None if code == ANY else _name(table, code, what)
+    pattern = None if pattern_type == ANY else "MATCH" if pattern_type == MATCH else \
+        _name(PATTERN_TYPES, pattern_type, "pattern type")
+    return AclFilter(opt(RESOURCE_TYPES, resource_type, "resource type"), resource_name,
+                     pattern, principal, host, opt(OPERATIONS, operation, "operation"),
+                     opt(PERMISSIONS, permission, "permission"))
+
+
+def parse_super_users(text: str) -> frozenset[str]:
+    return frozenset(p.strip() for p in text.split(";") if p.strip())
+
+
+def allowed(acls: Iterable[AclBinding], principal: str, host: str, operation: str,
+            resource_type: str, name: str, *, super_users: frozenset[str] = frozenset(),
+            allow_if_no_acl: bool = False) -> bool:
+    if principal in super_users:
+        return True
+    relevant = [b for b in acls if b.matches_resource(resource_type, name)]
+    if not relevant:
+        return allow_if_no_acl
+    mine = [b for b in relevant if b.applies_to(principal, host)]
+    if any(b.permission == "DENY" and b.operation in (operation, "ALL") for b in mine):
+        return False
+    granting = {operation, "ALL"} | _IMPLIES.get(operation, set())
+    return any(b.permission == "ALLOW" and b.operation in granting for b in mine)

@@ -1,0 +1,64 @@
+"""The ACL authorizer of one broker: security/acl.py's decision on the current metadata image.
+
+On when authorizer.class.name names Kafka's StandardAuthorizer (or AclAuthorizer): every
+API then checks its resources for the request's principal. Denials are logged at INFO
+(principal, host, operation, resource), as Kafka's authorizer logger does, except for the
+quiet checks that only filter what a client sees (Metadata's topic list).
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from .acl import CLUSTER_NAME, allowed, parse_super_users
+
+if TYPE_CHECKING:
+    from .session import Session
+
+log = logging.getLogger("rillet.authorizer")
+
+
+class Authorizer:
+    def __init__(self, broker: Any, config: Any) -> None:
+        self.broker = broker
+        self.super_users = parse_super_users(config["super.users"])
+        self.allow_if_no_acl = bool(config["allow.everyone.if.no.acl.found"])
+
+    @classmethod
+    def from_config(cls, broker: Any, config: Any) -> "Authorizer | None":
+        return cls(broker, config) if config["authorizer.class.name"] else None
+
+    def may_write_idempotently(self, session: "Session") -> bool:
+        """InitProducerId without a transactional id: IDEMPOTENT_WRITE on the cluster, or
+        (KIP-679) WRITE allowed on some topic."""
+        if self.authorize(session, "IDEMPOTENT_WRITE", "CLUSTER", CLUSTER_NAME, quiet=True):
+            return True
+        acls = self.broker.image.acls
+        if self.allow_if_no_acl and not any(b.resource_type == "TOPIC" for b in acls):
+            return True
+        if any(b.resource_type == "TOPIC" and b.permission == "ALLOW"
+               and b.operation in ("WRITE", "ALL") and b.applies_to(session.principal,
+                                                                    session.client_host)
+               and self.authorize(session, "WRITE", "TOPIC", b.resource_name, quiet=True)
+               for b in acls):
+            return True
+        self._denied(session, "IDEMPOTENT_WRITE", "CLUSTER", CLUSTER_NAME)
+        return False
+
+    def authorize(self, session: "Session", operation: str, resource_type: str, name: str,
+                  *, quiet: bool = False) -> bool:
+        ok = allowed(self.broker.image.acls, session.principal, session.client_host,
+                     operation, resource_type, name, super_users=self.super_users,
+                     allow_if_no_acl=self.allow_if_no_acl)
+        if not ok and not quiet:
+            self._denied(session, operation, resource_type, name)
+        return ok
+
+    def _denied(self, session: "Session", operation: str, resource_type: str,
+                name: str) -> None:
+        log.info("denied: principal=%s host=%s operation=%s resource=%s:%s (listener %s)",
+                 session.principal, session.client_host, operation, resource_type, name,
+                 session.listener_name)
+        metrics = getattr(self.broker, "metrics", None)
+        if metrics is not None:
+            metrics.authorization_denied(resource_type, operation)

@@ -1,0 +1,155 @@
+"""SASL exchanges on the broker side: PLAIN and SCRAM-SHA-256/512 (RFC 4616, 5802, 7677).
+
+PLAIN checks a password against the `user_<name>="<password>"` entries of the listener's
+JAAS line, as Kafka's PlainLoginModule does. SCRAM runs through scramp (the exchange, nonce
+and proof checks are its job) against credentials kept in the metadata log: only the salt,
+iteration count, StoredKey and ServerKey are stored, never a password. An unknown user
+goes through the same exchange against a random credential, so a client cannot tell a
+wrong user from a wrong password.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import scramp
+
+PLAIN = "PLAIN"
+SCRAM_SHA_256 = "SCRAM-SHA-256"
+SCRAM_SHA_512 = "SCRAM-SHA-512"
+SCRAM_MECHANISMS = {1: SCRAM_SHA_256, 2: SCRAM_SHA_512}   # Kafka's wire codes
+SCRAM_CODES = {name: code for code, name in SCRAM_MECHANISMS.items()}
+_HASHES = {SCRAM_SHA_256: hashlib.sha256, SCRAM_SHA_512: hashlib.sha512}
+MIN_ITERATIONS = 4096     # Kafka's bounds for SCRAM credentials
+MAX_ITERATIONS = 16384
+_JAAS_OPTION = re.compile(r'([A-Za-z_][\w.-]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+class SaslConfigError(ValueError):
+    pass
+
+
+class AuthenticationFailed(Exception):
+    """The client's credentials are wrong; the message is for the log, not the client."""
+
+
+@dataclass(frozen=True)
+class ScramCredential:
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+def scram_credential(mechanism: str, salted_password: bytes, salt: bytes,
+                     iterations: int) -> ScramCredential:
+    """What the server keeps of a SaltedPassword (as AlterUserScramCredentials sends it):
+    StoredKey = H(HMAC(SaltedPassword, "Client Key")), ServerKey = HMAC(SaltedPassword,
+    "Server Key") (RFC 5802, section 3)."""
+    digest = _HASHES[mechanism]
+    client_key = hmac.new(salted_password, b"Client Key", digest).digest()
+    return ScramCredential(salt, digest(client_key).digest(),
+                           hmac.new(salted_password, b"Server Key", digest).digest(),
+                           iterations)
+
+
+def parse_jaas_users(text: str) -> dict[str, str]:
+    """The `user_<name>="<password>"` options of a PlainLoginModule JAAS line."""
+    options = {k: v.replace('\\"', '"').replace("\\\\", "\\")
+               for k, v in _JAAS_OPTION.findall(text)}
+    return {k[len("user_"):]: v for k, v in options.items() if k.startswith("user_")}
+
+
+def enabled_mechanisms(settings: Any) -> list[str]:
+    return [m.upper() for m in settings["sasl.enabled.mechanisms"]]
+
+
+def check_mechanisms(settings: Any) -> None:
+    """A SASL listener's mechanisms exist in rillet, and PLAIN has its users."""
+    mechanisms = enabled_mechanisms(settings)
+    if not mechanisms:
+        raise SaslConfigError("sasl.enabled.mechanisms is empty")
+    for mechanism in mechanisms:
+        if mechanism not in (PLAIN, *SCRAM_CODES):
+            raise SaslConfigError(f"SASL mechanism {mechanism} is not available in rillet "
+                                  f"(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 are)")
+    if PLAIN in mechanisms:
+        jaas = settings.jaas(PLAIN)
+        if not jaas or not parse_jaas_users(jaas):
+            raise SaslConfigError(
+                f"PLAIN needs listener.name.{settings.name.lower()}.plain.sasl.jaas.config "
+                f"with user_<name>=\"<password>\" entries")
+
+
+class PlainExchange:
+    """One PLAIN authentication: a single message `authzid NUL authcid NUL password`."""
+
+    mechanism = PLAIN
+
+    def __init__(self, users: dict[str, str]) -> None:
+        self.users = users
+        self.principal: str | None = None
+
+    def step(self, token: bytes) -> bytes:
+        parts = token.split(b"\0")
+        if len(parts) != 3:
+            raise AuthenticationFailed("malformed PLAIN message")
+        authzid, user, password = (p.decode("utf-8", "replace") for p in parts)
+        if authzid and authzid != user:
+            raise AuthenticationFailed(f"{user} may not act for {authzid}")
+        known = self.users.get(user)
+        # compare_digest on equal-length digests: the time taken says nothing of the password.
+        if known is None or not hmac.compare_digest(
+                hashlib.sha256(known.encode()).digest(), hashlib.sha256(password.encode()).digest()):
+            raise AuthenticationFailed(f"wrong user name or password for {user!r}")
+        self.principal = "User:" + user
+        return b""
+
+
+class ScramExchange:
+    """One SCRAM authentication: client-first -> server-first, client-final -> server-final."""
+
+    def __init__(self, mechanism: str,
+                 lookup: Callable[[str, str], ScramCredential | None],
+                 server_nonce: str | None = None) -> None:
+        self.mechanism = mechanism
+        self._lookup = lookup
+        self._server = scramp.ScramMechanism(mechanism).make_server(self._auth_info,
+                                                                    s_nonce=server_nonce)
+        self._user: str | None = None
+        self._known = False
+        self._round = 0
+        self.principal: str | None = None
+
+    def _auth_info(self, user: str) -> tuple[bytes, bytes, bytes, int]:
+        self._user = user
+        cred = self._lookup(user, self.mechanism)
+        self._known = cred is not None
+        if cred is None:
+            digest_size = _HASHES[self.mechanism]().digest_size
+            cred = ScramCredential(os.urandom(16), os.urandom(digest_size),
+                                   os.urandom(digest_size), MIN_ITERATIONS)
+        return cred.salt, cred.stored_key, cred.server_key, cred.iterations
+
+    def step(self, token: bytes) -> bytes:
+        self._round += 1
+        try:
+            text = token.decode("utf-8")
+            if self._round == 1:
+                self._server.set_client_first(text)
+                return self._server.get_server_first().encode()
+            if self._round == 2:
+                self._server.set_client_final(text)
+                if not self._known:
+                    raise AuthenticationFailed(f"unknown user {self._user!r}")
+                final = self._server.get_server_final().encode()
+                self.principal = "User:" + (self._user or "")
+                return final
+        except (scramp.ScramException, UnicodeDecodeError) as exc:
+            raise AuthenticationFailed(f"{self.mechanism} exchange for {self._user!r} "
+                                       f"failed: {exc}") from None
+        raise AuthenticationFailed("SCRAM exchange already complete")
