@@ -29,6 +29,20 @@ def test_every_registered_version_has_kio_schemas_and_a_handler():
             assert request_schema(spec.key, v) and response_schema(spec.key, v)
 
 
+def test_a_plain_function_is_refused_as_a_handler_at_registration():
+    """Regression: a helper put between @api and its handler became DescribeConfigs'
+    handler, and every DescribeConfigs closed its connection."""
+    import pytest
+
+    from rillet.apis.registry import api
+
+    def config_resource(res):
+        return "TOPIC", res
+
+    with pytest.raises(TypeError, match="config_resource is not an async handler"):
+        api(key=9999, versions=(0, 0))(config_resource)
+
+
 def test_build_fills_defaults_and_drops_unknown_fields():
     cls = response_schema(3, 1)
     body = build(cls, {"brokers": [{"node_id": 1, "host": "h", "port": 1, "rack": None}],

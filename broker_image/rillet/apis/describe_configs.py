@@ -149,7 +149,6 @@ def _describe(ctx: RequestContext, res: Any, with_synonyms: bool) -> dict[str, A
     return entry
 
 
-@api(key=32, versions=(1, 4))
 def config_resource(res: Any) -> tuple[str, str]:
     """The ACL resource of a config resource: its topic, or the cluster for brokers."""
     if res.resource_type == TOPIC_RESOURCE:
@@ -157,6 +156,7 @@ def config_resource(res: Any) -> tuple[str, str]:
     return "CLUSTER", CLUSTER
 
 
+@api(key=32, versions=(1, 4))
 async def describe_configs(ctx: RequestContext, req: Any) -> Any:
     with_synonyms = getattr(req, "include_synonyms", False)
     return ctx.response({"throttle_time": 0,

@@ -7,6 +7,7 @@ kio has schemas for every advertised version is checked by a unit test
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
@@ -111,6 +112,11 @@ def api(key: int, versions: tuple[int, int], *, decodable_from: int | None = Non
                              f"({REGISTRY[key].handler.__module__}, {handler.__module__})")
         if scope not in ("broker", "controller"):
             raise ValueError(f"api {key}: unknown scope {scope!r}")
+        # Every handler is awaited: a plain function here is a decorator placed on the
+        # wrong definition, which would answer the API with that function's return value.
+        if not inspect.iscoroutinefunction(handler):
+            raise TypeError(f"api {key}: {handler.__module__}.{handler.__qualname__} is not "
+                            f"an async handler")
         REGISTRY[key] = ApiSpec(key, handler.__module__.rsplit(".", 1)[-1], low, high,
                                 handler, first, raw_handler, scope, forward)
         return handler
