@@ -3,6 +3,8 @@
 Served on the controller listener only. The inner frame is handled as if the client had sent
 it here, with the client's principal and host from the envelope, so the authorizer judges
 the client and not the forwarding broker. The answer carries the inner response frame.
+With an authorizer on, the sender itself must hold CLUSTER_ACTION on the cluster, as in
+Kafka: whoever merely reaches the controller listener cannot claim to be someone else.
 """
 from __future__ import annotations
 
@@ -13,13 +15,16 @@ from ..dispatch import dispatch
 from ..protocol import errors
 from ..protocol.codec import FramingError
 from ..security.session import Session
-from .registry import RequestContext, api
+from .registry import CLUSTER, RequestContext, api
 
 log = logging.getLogger(__name__)
 
 
 @api(key=58, versions=(0, 0), scope="controller")
 async def envelope(ctx: RequestContext, req: Any) -> Any:
+    if not ctx.authorized("CLUSTER_ACTION", "CLUSTER", CLUSTER):
+        return ctx.response({"response_data": None,
+                             "error_code": errors.ClusterAuthorizationFailed.code})
     inner = Session(listener_name="FORWARDED", security_protocol="PLAINTEXT",
                     client_host=bytes(req.client_host_address or b"").decode(errors="replace"),
                     principal=bytes(req.request_principal or b"User:ANONYMOUS").decode())
