@@ -185,8 +185,11 @@ class JobProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-8000:]
+    def log(self, tail: int | None = 8000) -> str:
+        """The job's output: its last ``tail`` characters (for failure messages), or all of
+        it with ``tail=None`` (to search: Spark's INFO lines soon push a line out of a tail)."""
+        text = self.log_path.read_text(errors="replace")
+        return text if tail is None else text[-tail:]
 
 
 def batch_ids(checkpoint: Path, log: str) -> set[int]:
@@ -195,6 +198,16 @@ def batch_ids(checkpoint: Path, log: str) -> set[int]:
     if not folder.is_dir():
         return set()
     return {int(p.name) for p in folder.iterdir() if p.name.isdigit()}
+
+
+def sink_batch_ids(output: Path) -> set[int]:
+    """Batch ids the file sink has committed: its `_spark_metadata` log, where every tenth
+    batch's file is a compaction named `<id>.compact`."""
+    folder = output / "_spark_metadata"
+    if not folder.is_dir():
+        return set()
+    names = (p.name.removesuffix(".compact") for p in folder.iterdir())
+    return {int(n) for n in names if n.isdigit()}
 
 
 def end_offsets(checkpoint: Path, batch_id: int) -> dict[int, int]:
