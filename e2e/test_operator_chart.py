@@ -16,8 +16,8 @@ def _helm(helm: str, *args: str) -> str:
     return out.stdout
 
 
-def _render(helm: str, *sets: str) -> list[dict]:
-    args = ["template", "r", str(CHART), "--namespace", "ops"]
+def _render(helm: str, *sets: str, release: str = "r") -> list[dict]:
+    args = ["template", release, str(CHART), "--namespace", "ops"]
     for s in sets:
         args += ["--set", s]
     return [d for d in yaml.safe_load_all(_helm(helm, *args)) if d]
@@ -54,3 +54,30 @@ def test_chart_values_watched_namespaces_replicas_and_log_level(helm):
     assert container["image"] == "rillet/operator:1.2.3"
     assert {"--namespace=team-a", "--namespace=team-b", "--debug"} <= set(container["args"])
     assert "--all-namespaces" not in container["args"]
+
+
+CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "ClusterKopfPeering",
+                  "CustomResourceDefinition"}
+
+
+def test_two_releases_share_no_cluster_scoped_object_but_the_crds(helm):
+    """Two operators (each watching its own namespaces) in one Kubernetes cluster: helm
+    refuses an object another release owns, so no cluster-scoped name may be fixed; and each
+    operator binds brokers to its own release's node-reader role, the one it may bind."""
+    names = {}
+    for release, ns in (("one", "team-a"), ("two", "team-b")):
+        docs = _render(helm, f"watchNamespaces={{{ns}}}", release=release)
+        names[release] = {(d["kind"], d["metadata"]["name"]) for d in docs
+                          if d["kind"] in CLUSTER_SCOPED and d["kind"] != "CustomResourceDefinition"}
+        roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
+        env = {e["name"]: e.get("value") for e in next(
+            d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"][
+            "containers"][0]["env"]}
+        node_reader = env["RILLET_NODE_READER_ROLE"]
+        assert roles[node_reader]["rules"] == [
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
+        bindable = [r for role in roles.values() for r in role["rules"] if "bind" in r["verbs"]]
+        assert bindable == [{"apiGroups": ["rbac.authorization.k8s.io"],
+                             "resources": ["clusterroles"], "verbs": ["bind"],
+                             "resourceNames": [node_reader]}]
+    assert not names["one"] & names["two"], names["one"] & names["two"]

@@ -18,3 +18,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "rillet.peering" -}}
 {{- printf "%s-rillet" .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
+
+{{/* The brokers' node-reader ClusterRole: one per release; the operator is told its name. */}}
+{{- define "rillet.nodeReader" -}}
+{{- printf "%s-broker-node-reader" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}

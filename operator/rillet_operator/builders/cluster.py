@@ -60,15 +60,15 @@ def service_account(spec: ClusterSpec) -> dict:
             "metadata": _meta(spec, names.service_account(spec.name))}
 
 
-def rack_binding(spec: ClusterSpec) -> dict:
+def rack_binding(spec: ClusterSpec, role: str = names.NODE_READER_ROLE) -> dict:
     """Lets the brokers' init container read Nodes (cluster-scoped, hence a ClusterRoleBinding
-    to the chart's node-reader ClusterRole)."""
+    to the chart's node-reader ClusterRole ``role``)."""
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
             "metadata": {"name": names.rack_binding(spec.namespace, spec.name),
                          "labels": {**names.labels(spec.name),
                                     "rillet.io/cluster-namespace": spec.namespace}},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                        "name": names.NODE_READER_ROLE},
+                        "name": role},
             "subjects": [{"kind": "ServiceAccount", "name": names.service_account(spec.name),
                           "namespace": spec.namespace}]}
 

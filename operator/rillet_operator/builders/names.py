@@ -14,7 +14,9 @@ CLUSTER_DOMAIN = "cluster.local"
 MANAGED_BY = "rillet-operator"
 LABEL_CLUSTER = "rillet.io/cluster"
 LABEL_COMPONENT = "app.kubernetes.io/component"
-# The ClusterRole every broker is bound to (installed by the chart): get on nodes.
+# The ClusterRole every broker is bound to (installed by the chart, one per release, its name
+# given to the operator in RILLET_NODE_READER_ROLE): get on nodes. This is the name the chart
+# gives it in the release "rillet".
 NODE_READER_ROLE = "rillet-broker-node-reader"
 
 

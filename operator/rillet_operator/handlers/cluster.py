@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 from typing import Any
 
 import kopf
@@ -23,6 +24,9 @@ from ..spec import SpecError, parse_cluster
 from .common import kube, lock, write_outcome
 from .rolling import apply_dynamic_configs, roll_step
 from .scaling import scale_step
+
+# The chart's node-reader ClusterRole of this release (named per release).
+NODE_READER_ROLE = os.environ.get("RILLET_NODE_READER_ROLE") or names.NODE_READER_ROLE
 
 
 async def _cluster_id(name: str, namespace: str, status: dict) -> str:
@@ -75,7 +79,7 @@ async def _reconcile(body: Any, meta: Any, spec: Any, status: dict, name: str, n
             kopf.append_owner_reference(obj, owner=body)
             await _apply(obj, body, logger)
         if cs.rack_topology_key:
-            binding = builders.rack_binding(cs)
+            binding = builders.rack_binding(cs, NODE_READER_ROLE)
             # Cluster-scoped, so it cannot be owned by the Cluster: the namespace owns it (it
             # goes with the namespace), and the delete handler removes it with the Cluster.
             ns = await asyncio.to_thread(k.get, "Namespace", namespace)

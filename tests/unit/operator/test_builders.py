@@ -133,6 +133,9 @@ def test_pdb_service_account_and_rack_binding():
     crb = b.rack_binding(spec())
     assert crb["metadata"]["name"] == "rillet-prod-events-broker-rack"
     assert crb["roleRef"]["name"] == names.NODE_READER_ROLE
+    # Another release's operator binds its brokers to its own release's role.
+    assert b.rack_binding(spec(), "other-broker-node-reader")["roleRef"]["name"] == \
+        "other-broker-node-reader"
     assert crb["subjects"] == [{"kind": "ServiceAccount", "name": "events-broker",
                                 "namespace": "prod"}]
     kinds = [o["kind"] for o in b.owned_objects(spec(), CID, True)]
