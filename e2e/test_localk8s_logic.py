@@ -91,3 +91,22 @@ def test_long_steps_report_progress_and_keep_the_full_log(tmp_path: Path, capsys
 def test_a_step_past_its_timeout_is_killed(tmp_path: Path):
     with pytest.raises(subprocess.TimeoutExpired):
         run_reporting(["sleep", "30"], tmp_path / "s.log", lambda _l: None, timeout=0.5)
+
+
+def test_kubectl_is_built_only_when_none_is_on_path(tmp_path: Path, monkeypatch):
+    """A fresh machine may have no kubectl: the harness builds one and puts it first on PATH,
+    which the tests, submit-k8s and the demo inherit; one on PATH is used as it is."""
+    from localk8s import cluster
+    built: list[str] = []
+
+    def build(layout, what="k8s"):
+        built.append(what)
+        return tmp_path / "bin"
+    monkeypatch.setattr(cluster, "build_binaries", build)
+    monkeypatch.setenv("PATH", "/usr/bin")
+    monkeypatch.setattr(cluster.shutil, "which", lambda name: None)
+    assert cluster.ensure_kubectl(None) == str(tmp_path / "bin" / "kubectl")
+    assert built == ["kubectl"]
+    assert cluster.os.environ["PATH"] == f"{tmp_path / 'bin'}:/usr/bin"
+    monkeypatch.setattr(cluster.shutil, "which", lambda name: "/opt/k/kubectl")
+    assert cluster.ensure_kubectl(None) == "/opt/k/kubectl" and built == ["kubectl"]

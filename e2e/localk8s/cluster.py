@@ -39,10 +39,27 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-def build_binaries(layout: Layout) -> Path:
-    out = subprocess.run([str(layout.repo / "e2e" / "build-k8s"), "k8s"], check=True,
+def build_binaries(layout: Layout, what: str = "k8s") -> Path:
+    """The bin folder of e2e/build-k8s's `what` (k8s, helm, kubectl), built once into the cache."""
+    out = subprocess.run([str(layout.repo / "e2e" / "build-k8s"), what], check=True,
                          stdout=subprocess.PIPE, text=True, timeout=3600).stdout
     return Path(out.strip().splitlines()[-1])
+
+
+def ensure_kubectl(layout: Layout) -> str:
+    """kubectl for the harness, the tests, submit-k8s and the demo: the one on PATH, else one
+    built from the same Kubernetes module as the servers and put first on this process's PATH
+    (which every command it starts inherits)."""
+    found = shutil.which("kubectl")
+    if found:
+        return found
+    print("local-cluster: no kubectl on PATH; building it from the Kubernetes module "
+          "(once, a few minutes)", file=sys.stderr, flush=True)
+    folder = build_binaries(layout, "kubectl")
+    os.environ["PATH"] = f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"
+    print(f"local-cluster: kubectl is {folder / 'kubectl'} (export PATH={folder}:$PATH to "
+          f"use it from a shell)", file=sys.stderr, flush=True)
+    return str(folder / "kubectl")
 
 
 def kubeconfig_text(server: str, pki_dir: Path, user: str) -> str:
@@ -201,6 +218,7 @@ def up(layout: Layout, build_images: bool = True) -> Path:
     """Brings the cluster up (idempotent: a running cluster is left as is). Returns kubeconfig."""
     # Host tools first: on a fresh machine even the clean-up below needs podman and ip.
     host.ensure_packages()
+    ensure_kubectl(layout)
     if status(layout, quiet=True):
         return layout.kubeconfig
     down(layout, quiet=True)  # a half-started previous run must not leak into this one
