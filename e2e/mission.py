@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 SPARK_IMAGE = "rillet/spark:dev"
 CR = "/apis/rillet.io/v1alpha1/namespaces/{ns}/{plural}"
 DATA_CLAIM = "rillet-spark-data"
+PROGRESS_EVERY_S = 15.0   # a long wait says where it is this often
 
 
 class MissionError(RuntimeError):
@@ -72,13 +73,35 @@ class Mission:
 
     def wait(self, what: str, check: Callable[[], Any], timeout: float,
              interval: float = 1.0) -> Any:
+        """Polls ``check`` until it answers (bounded); every PROGRESS_EVERY_S reports how long
+        it has waited and what the Cluster's status says it is doing."""
+        started = last = time.monotonic()
+
+        def check_and_report() -> Any:
+            nonlocal last
+            now = time.monotonic()
+            if now - last >= PROGRESS_EVERY_S:
+                last = now
+                self.report(f"... {what}: {now - started:.0f}s so far; {self.doing()}")
+            return check()
         try:
-            return self.kube.wait_for(what, check, timeout, interval)
+            return self.kube.wait_for(what, check_and_report, timeout, interval)
         except Exception as e:  # noqa: BLE001 - re-raised with the state that matters
             raise MissionError(f"{what}: {e}\ncluster status: {json.dumps(self.status())}") from e
 
     def status(self) -> dict:
         return (self.get_cr("clusters", self.cluster) or {}).get("status") or {}
+
+    def doing(self) -> str:
+        """One line of the Cluster's status: brokers ready, and its Ready condition's reason
+        and message (which say, e.g., how many partitions of a move are done)."""
+        try:
+            st = self.status()
+        except (ApiError, OSError) as e:
+            return f"status unreadable ({e})"
+        ready = next((c for c in st.get("conditions") or () if c.get("type") == "Ready"), {})
+        return (f"{st.get('readyBrokers', 0)} brokers ready; {ready.get('reason', '-')}: "
+                f"{ready.get('message', '')}".rstrip(": "))
 
     def kubectl(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
         return subprocess.run(["kubectl", *args], env={**os.environ, "KUBECONFIG": self.kubeconfig},
