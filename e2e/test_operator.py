@@ -387,7 +387,25 @@ def test_bad_cluster_config_gets_invalid_config_and_creates_nothing(k8s, cluster
     assert err.value.status == 422
 
 
-def test_topic_waits_for_its_cluster(k8s, cluster_ns):
+def test_deleting_a_topic_resource_deletes_the_topic(k8s, cluster_ns):
+    """The finalizer deletes the Kafka topic before it lets the resource go."""
+    kube, ns = k8s.kube, cluster_ns
+    kube.request("POST", _cr_path(ns, "topics"), {
+        "apiVersion": "rillet.io/v1alpha1", "kind": "Topic",
+        "metadata": {"name": "doomed", "namespace": ns},
+        "spec": {"cluster": CLUSTER, "partitions": 2, "replicas": 3}})
+    out = kubectl(k8s.kubeconfig, "wait", "--for=condition=Ready", "topic.rillet.io/doomed",
+                  "-n", ns, "--timeout=120s", timeout=150)
+    assert out.returncode == 0, (out.stderr, get_cr(kube, ns, "topics", "doomed"))
+    assert "doomed" in run_job(kube, ns, ["topics", BOOTSTRAP])["topics"]
+    kube.request("DELETE", _cr_path(ns, "topics", "doomed"))
+    kube.wait_for("Topic doomed gone", lambda: get_cr(kube, ns, "topics", "doomed") is None,
+                  timeout=120)
+    left = run_job(kube, ns, ["topics", BOOTSTRAP])["topics"]
+    assert "doomed" not in left and TOPIC in left, left
+
+
+def test_topic_waits_for_its_cluster_and_is_created_when_it_appears(k8s, cluster_ns):
     kube, ns = k8s.kube, cluster_ns
     kube.request("POST", _cr_path(ns, "topics"), {
         "apiVersion": "rillet.io/v1alpha1", "kind": "Topic",
@@ -395,6 +413,14 @@ def test_topic_waits_for_its_cluster(k8s, cluster_ns):
         "spec": {"cluster": "not-yet", "partitions": 1, "replicas": 1}})
     kube.wait_for("ClusterNotFound", lambda: condition(get_cr(
         kube, ns, "topics", "later")).get("reason") == "ClusterNotFound", timeout=90)
+    kube.request("POST", _cr_path(ns, "clusters"), {
+        "apiVersion": "rillet.io/v1alpha1", "kind": "Cluster",
+        "metadata": {"name": "not-yet", "namespace": ns}, "spec": {"replicas": 1}})
+    out = kubectl(k8s.kubeconfig, "wait", "--for=condition=Ready", "topic.rillet.io/later",
+                  "-n", ns, "--timeout=300s", timeout=330)
+    assert out.returncode == 0, (out.stderr, get_cr(kube, ns, "topics", "later"),
+                                 get_cr(kube, ns, "clusters", "not-yet"))
+    assert "later" in run_job(kube, ns, ["topics", "not-yet-bootstrap:9092"])["topics"]
 
 
 def test_namespace_deletion_finishes(k8s, cluster_ns):

@@ -138,6 +138,28 @@ def test_scale_up_3_to_5_moves_replicas_and_leaders_onto_the_new_brokers(k8s, sc
     assert len(alone) == 1 and holds[alone[0]] == sum(holds.values()) // 3, (holds, racks)
 
 
+def test_a_rebalance_request_is_taken_once_and_leaves_a_balanced_cluster_alone(k8s, scaled):
+    """The rillet.io/rebalance annotation asks for one rebalance without scaling; right after
+    3 -> 5 the layout is balanced already, so the plan moves nothing."""
+    kube, ns = k8s.kube, scaled["ns"]
+    before = _layout(kube, ns, BULK)["partitions"]
+    out = kubectl(k8s.kubeconfig, "annotate", "--overwrite", f"cluster.rillet.io/{CLUSTER}",
+                  "-n", ns, "rillet.io/rebalance=e2e-1")
+    assert out.returncode == 0, out.stderr
+
+    def taken() -> dict | None:
+        st = _cluster(kube, ns).get("status") or {}
+        reb = st.get("rebalance") or {}
+        return reb if (st.get("rebalanceToken") == "e2e-1" and reb.get("goal") == "rebalance"
+                       and reb.get("phase") == "Done") else None
+    final = kube.wait_for("the rebalance request done", taken, timeout=180)
+    assert final["total"] == 0 and final["replicaMoves"] == 0 and final["submitted"] == [], final
+    assert _settled(kube, ns, 5) is not None
+    after = _layout(kube, ns, BULK)["partitions"]
+    assert {p: i["replicas"] for p, i in after.items()} == \
+        {p: i["replicas"] for p, i in before.items()}
+
+
 def test_unsafe_scale_down_is_refused_and_changes_nothing(k8s, scaled):
     """RF=3 topics on two brokers cannot be: refused (ScaleDownUnsafe), nothing moves."""
     kube, ns = k8s.kube, scaled["ns"]

@@ -18,6 +18,8 @@
   client.py count BOOTSTRAP TOPIC
       reads every partition from the beginning to its end offset (no group) and reports the
       number of records.
+  client.py topics BOOTSTRAP
+      the names of every topic the cluster has.
 """
 import json
 import sys
@@ -191,6 +193,14 @@ def _end_offsets(bootstrap, topic):
         consumer.close()
 
 
+def topics(bootstrap):
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=20000)
+    try:
+        return {"topics": sorted(admin.list_topics())}
+    finally:
+        admin.close()
+
+
 def main(argv):
     if argv[0] == "inspect":
         full = float(argv[4]) if len(argv) > 4 and argv[3] == "--full-isr" else 0.0
@@ -205,6 +215,8 @@ def main(argv):
         out = broker_config(argv[1], argv[2], argv[3])
     elif argv[0] == "count":
         out = count(argv[1], argv[2])
+    elif argv[0] == "topics":
+        out = topics(argv[1])
     else:
         sys.exit(f"unknown command {argv[0]!r}")
     print("RESULT " + json.dumps(out), flush=True)
