@@ -1,7 +1,7 @@
 """Scaling a Cluster on a real API server, with a real client producing acks=all idempotent
 records all through (a Job) and reading them back at the end: 3 -> 5 (data and leaders move
-onto the new brokers), an unsafe 3 -> 2 refused, 5 -> 3 with the operator pod killed in the
-middle of the drain, a config change rolling the brokers one at a time.
+onto the new brokers), 5 -> 3 with the operator pod killed in the middle of the drain, an
+unsafe 3 -> 2 refused, a config change rolling the brokers one at a time.
 
 One Cluster serves the module; the tests run in file order and build on each other's state.
 """
@@ -160,20 +160,6 @@ def test_a_rebalance_request_is_taken_once_and_leaves_a_balanced_cluster_alone(k
         {p: i["replicas"] for p, i in before.items()}
 
 
-def test_unsafe_scale_down_is_refused_and_changes_nothing(k8s, scaled):
-    """RF=3 topics on two brokers cannot be: refused (ScaleDownUnsafe), nothing moves."""
-    kube, ns = k8s.kube, scaled["ns"]
-    patch_cr(kube, ns, "clusters", CLUSTER, {"spec": {"replicas": 2}})
-    cond = kube.wait_for("ScaleDownUnsafe", lambda: (lambda c: c if c.get("reason") ==
-                         "ScaleDownUnsafe" else None)(condition(_cluster(kube, ns))),
-                         timeout=120)
-    assert cond["status"] == "False" and "replication factor 3" in cond["message"], cond
-    assert kube.get("StatefulSet", f"{CLUSTER}-broker", ns)["spec"]["replicas"] == 5
-    assert (_cluster(kube, ns)["status"].get("rebalance") or {}).get("goal") == "scale-up"
-    patch_cr(kube, ns, "clusters", CLUSTER, {"spec": {"replicas": 5}})
-    kube.wait_for("Ready at 5 again", lambda: _settled(kube, ns, 5), timeout=120)
-
-
 def test_scale_down_5_to_3_drains_first_with_the_operator_killed_mid_move(k8s, scaled, operator):  # noqa: F811
     kube, ns = k8s.kube, scaled["ns"]
     op_ns, release = operator
@@ -214,6 +200,24 @@ def test_scale_down_5_to_3_drains_first_with_the_operator_killed_mid_move(k8s, s
             assert sorted(info["replicas"]) == [0, 1, 2], info
     bulk = run_job(kube, ns, ["count", BOOTSTRAP, BULK], timeout=300)
     assert bulk["records"] == BULK_RECORDS == bulk["end_offsets"]
+
+
+def test_unsafe_scale_down_3_to_2_is_refused_and_changes_nothing(k8s, scaled):
+    """RF=3 topics on two brokers cannot be: refused (ScaleDownUnsafe), nothing moves."""
+    kube, ns = k8s.kube, scaled["ns"]
+    before = _layout(kube, ns, BULK)["partitions"]
+    patch_cr(kube, ns, "clusters", CLUSTER, {"spec": {"replicas": 2}})
+    cond = kube.wait_for("ScaleDownUnsafe", lambda: (lambda c: c if c.get("reason") ==
+                         "ScaleDownUnsafe" else None)(condition(_cluster(kube, ns))),
+                         timeout=120)
+    assert cond["status"] == "False" and "replication factor 3" in cond["message"], cond
+    assert kube.get("StatefulSet", f"{CLUSTER}-broker", ns)["spec"]["replicas"] == 3
+    assert (_cluster(kube, ns)["status"].get("rebalance") or {}).get("goal") == "scale-down"
+    after = _layout(kube, ns, BULK)
+    assert {p: i["replicas"] for p, i in after["partitions"].items()} == \
+        {p: i["replicas"] for p, i in before.items()} and after["full_isr"], after
+    patch_cr(kube, ns, "clusters", CLUSTER, {"spec": {"replicas": 3}})
+    kube.wait_for("Ready at 3 again", lambda: _settled(kube, ns, 3), timeout=120)
 
 
 def _uids(kube: Kube, ns: str) -> dict[str, str]:
