@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 Key = tuple[str, int]
 Assignment = dict[Key, tuple[int, ...]]
@@ -161,22 +161,32 @@ def _level_replicas(layout: _Layout, sizes: Mapping[Key, int]) -> None:
 
 
 def _free_chain(layout: _Layout, src: int, dst: int) -> list[tuple[Key, int, int]] | None:
-    """Breadth-first over moves of replicas placed by this plan: the shortest chain whose net
-    effect is one replica less on src and one more on dst, at no extra copy."""
+    """The shortest chain of moves of replicas placed by this plan whose net effect is one
+    replica less on src and one more on dst, at no extra copy."""
     placed: dict[int, list[Key]] = {}
     for key, replicas in layout.parts.items():
         for r in replicas:
             if r not in layout.original[key]:
                 placed.setdefault(r, []).append(key)
+    return _shortest_chain(src, dst, placed, lambda a, key: (
+        b for b in layout.targets
+        if b not in layout.parts[key] and _move_keeps_spread(layout, key, a, b)))
+
+
+def _shortest_chain(src: int, dst: int, holds: Mapping[int, Sequence[Key]],
+                    next_brokers: Callable[[int, Key], Iterable[int]]
+                    ) -> list[tuple[Key, int, int]] | None:
+    """Breadth-first from src to dst: each hop passes something of partition `key` that
+    broker a holds (``holds[a]``) to a broker b of ``next_brokers(a, key)``. The hops as
+    (key, a, b), first hop first; None when dst cannot be reached."""
     came_from: dict[int, tuple[int, Key]] = {}
     frontier, seen = [src], {src}
     while frontier:
         nxt = []
         for a in frontier:
-            for key in placed.get(a, ()):
-                for b in layout.targets:
-                    if b in seen or b in layout.parts[key] or not _move_keeps_spread(
-                            layout, key, a, b):
+            for key in holds.get(a, ()):
+                for b in next_brokers(a, key):
+                    if b in seen:
                         continue
                     seen.add(b)
                     came_from[b] = (a, key)
@@ -221,31 +231,12 @@ def _level_leaders(layout: _Layout) -> None:
 
 
 def _leader_chain(layout: _Layout, src: int, dst: int) -> list[tuple[Key, int]] | None:
-    """Breadth-first: the shortest chain of leadership hand-overs from src to dst."""
+    """The shortest chain of leadership hand-overs from src to dst: (partition, new leader)."""
     led: dict[int, list[Key]] = {}
     for key, replicas in layout.parts.items():
         led.setdefault(replicas[0], []).append(key)
-    came_from: dict[int, tuple[int, Key]] = {}
-    frontier, seen = [src], {src}
-    while frontier:
-        nxt = []
-        for a in frontier:
-            for key in led.get(a, ()):
-                for b in layout.parts[key][1:]:
-                    if b in seen:
-                        continue
-                    seen.add(b)
-                    came_from[b] = (a, key)
-                    if b == dst:
-                        chain, at = [], dst
-                        while at != src:
-                            prev, k = came_from[at]
-                            chain.append((k, at))
-                            at = prev
-                        return chain[::-1]
-                    nxt.append(b)
-        frontier = nxt
-    return None
+    chain = _shortest_chain(src, dst, led, lambda _a, key: layout.parts[key][1:])
+    return None if chain is None else [(key, b) for key, _a, b in chain]
 
 
 def resize_replicas(assignment: Mapping[Key, Sequence[int]], topic: str, new_rf: int,
