@@ -127,3 +127,6 @@ def _handover(kube: Kube, ns: str, release: str, namespace: str, name: str, acti
     pods, peers = kube.wait_for("two replicas again", lambda: _both_known(kube, ns, release),
                                 timeout=180)
     assert len({peers[p] for p in pods}) == 2
+    leader = max(pods, key=lambda p: peers[p])
+    kube.wait_for(f"only {leader} (the higher priority) active", lambda: [
+        p for p in pods if not _paused(kube, ns, p)] == [leader], timeout=120)
