@@ -19,7 +19,7 @@ import ssl
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -194,16 +194,24 @@ class ReloadingContext:
 
 
 def peer_principal(ssl_object: ssl.SSLObject | None) -> str:
-    """Kafka's default principal of a TLS client: User:<subject DN> of its certificate, most
-    specific RDN first (CN=...,OU=...,O=...), or User:ANONYMOUS without one."""
+    """Kafka's default principal of a TLS client: User:<subject DN> of its certificate, or
+    User:ANONYMOUS without one."""
     cert = ssl_object.getpeercert() if ssl_object is not None else None
     subject = (cert or {}).get("subject")
-    if not subject:
-        return ANONYMOUS
-    names = {"commonName": "CN", "organizationalUnitName": "OU", "organizationName": "O",
-             "localityName": "L", "stateOrProvinceName": "ST", "countryName": "C",
-             "streetAddress": "STREET", "domainComponent": "DC", "userId": "UID"}
-    rdns = [",".join(f"{names.get(k, k)}={_escape(v)}" for k, v in rdn) for rdn in subject]
+    return principal_from_subject(subject) if subject else ANONYMOUS
+
+
+# Kafka's short names of subject attributes; any other keeps the name it is given.
+DN_NAMES = {"commonName": "CN", "organizationalUnitName": "OU", "organizationName": "O",
+            "localityName": "L", "stateOrProvinceName": "ST", "countryName": "C",
+            "streetAddress": "STREET", "domainComponent": "DC", "userId": "UID"}
+
+
+def principal_from_subject(subject: Sequence[Sequence[tuple[str, str]]]) -> str:
+    """User:<subject DN> as Kafka prints it (RFC 2253): most specific RDN first, the
+    attributes of a multi-valued RDN joined with "+", special characters escaped. `subject`
+    is ssl's getpeercert() form: RDNs of (attribute name, value), least specific first."""
+    rdns = ["+".join(f"{DN_NAMES.get(k, k)}={_escape(v)}" for k, v in rdn) for rdn in subject]
     return "User:" + ",".join(reversed(rdns))
 
 
