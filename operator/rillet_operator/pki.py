@@ -1,0 +1,237 @@
+"""The operator's certificates: CAs, broker and user certificates, and the Secrets holding them.
+
+Like Strimzi, a Cluster gets two CAs: the cluster CA signs the brokers' certificates (server and
+client, since brokers talk mTLS to each other) and is what clients trust; the clients CA signs
+the certificates of Users with `tls` authentication, and is what the brokers trust for mTLS.
+Keeping them apart means a user certificate can never pose as a broker.
+
+Everything here is pure, like the builders: no API calls and no clock (callers pass `now`), and
+keys and certificates travel as PEM strings in a frozen KeyPair. The only non-determinism is
+what certificates need: fresh keys and random serial numbers. Whether a certificate must be
+replaced is decided by `needs_renewal` (close to expiry, or unreadable) and `covers` (the DNS
+names it must serve have grown beyond its SANs).
+"""
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Iterable, Mapping
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from rillet.security.tls import principal_from_subject
+
+from .builders import names
+
+# Certificates start this long before `now`, so a node whose clock is a little behind the
+# operator's still accepts a certificate issued a moment ago.
+CLOCK_SKEW = timedelta(minutes=5)
+
+# How rillet's broker (rillet.security.tls.peer_principal) names subject attributes: the short
+# names of Kafka's principals, then OpenSSL's long names (as ssl reports them), then the OID.
+_SHORT_NAMES = {NameOID.COMMON_NAME: "CN", NameOID.ORGANIZATIONAL_UNIT_NAME: "OU",
+                NameOID.ORGANIZATION_NAME: "O", NameOID.LOCALITY_NAME: "L",
+                NameOID.STATE_OR_PROVINCE_NAME: "ST", NameOID.COUNTRY_NAME: "C",
+                NameOID.STREET_ADDRESS: "STREET", NameOID.DOMAIN_COMPONENT: "DC",
+                NameOID.USER_ID: "UID"}
+_LONG_NAMES = {NameOID.EMAIL_ADDRESS: "emailAddress", NameOID.SERIAL_NUMBER: "serialNumber",
+               NameOID.TITLE: "title", NameOID.GIVEN_NAME: "givenName",
+               NameOID.SURNAME: "surname"}
+
+
+@dataclass(frozen=True)
+class KeyPair:
+    """A private key (PKCS#8, unencrypted, as Kafka's PEM keystore wants it) and its
+    certificate, both PEM."""
+    key_pem: str
+    cert_pem: str
+
+
+def _aware(now: datetime) -> datetime:
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware (e.g. datetime.now(timezone.utc))")
+    return now.astimezone(timezone.utc).replace(microsecond=0)
+
+
+def _new_key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> str:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption()).decode()
+
+
+def _cert_pem(cert: x509.Certificate) -> str:
+    return cert.public_bytes(serialization.Encoding.PEM).decode()
+
+
+def _subject(common_name: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def _key_usage(digital_signature: bool = False, cert_sign: bool = False) -> x509.KeyUsage:
+    return x509.KeyUsage(digital_signature=digital_signature, content_commitment=False,
+                         key_encipherment=False, data_encipherment=False, key_agreement=False,
+                         key_cert_sign=cert_sign, crl_sign=cert_sign, encipher_only=False,
+                         decipher_only=False)
+
+
+def _builder(subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey,
+             now: datetime, valid_days: int) -> x509.CertificateBuilder:
+    if valid_days < 1:
+        raise ValueError(f"valid_days must be >= 1, got {valid_days}")
+    start = _aware(now)
+    return (x509.CertificateBuilder()
+            .subject_name(subject).issuer_name(issuer).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(start - CLOCK_SKEW)
+            .not_valid_after(start + timedelta(days=valid_days))
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
+                           critical=False))
+
+
+def new_ca(common_name: str, now: datetime, valid_days: int) -> KeyPair:
+    """A self-signed CA that may sign leaf certificates only (path length 0)."""
+    key = _new_key()
+    cert = (_builder(_subject(common_name), _subject(common_name), key, now, valid_days)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(_key_usage(cert_sign=True), critical=True)
+            .sign(key, hashes.SHA256()))
+    return KeyPair(_key_pem(key), _cert_pem(cert))
+
+
+def _extended_key_usage(client: bool, server: bool) -> x509.ExtendedKeyUsage:
+    usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + \
+             ([ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])
+    if not usages:
+        raise ValueError("a certificate must be for a client, a server or both")
+    return x509.ExtendedKeyUsage(usages)
+
+
+def issue_cert(ca: KeyPair, common_name: str, dns_names: list[str], now: datetime,
+               valid_days: int, client: bool, server: bool) -> KeyPair:
+    """A leaf certificate signed by `ca`. Brokers: server and client, their DNS names from
+    broker_sans. Users with tls authentication: client only, no DNS names, CN = user name."""
+    ca_key = serialization.load_pem_private_key(ca.key_pem.encode(), password=None)
+    ca_cert = x509.load_pem_x509_certificate(ca.cert_pem.encode())
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise ValueError("the CA key must be an EC key")
+    key = _new_key()
+    builder = (_builder(_subject(common_name), ca_cert.subject, key, now, valid_days)
+               .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+               .add_extension(_key_usage(digital_signature=True), critical=True)
+               .add_extension(_extended_key_usage(client, server), critical=False)
+               .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
+                   ca_cert.public_key()), critical=False))
+    if dns_names:
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]), critical=False)
+    return KeyPair(_key_pem(key), _cert_pem(builder.sign(ca_key, hashes.SHA256())))
+
+
+def broker_sans(cluster: str, namespace: str, replicas: int,
+                cluster_domain: str = names.CLUSTER_DOMAIN) -> list[str]:
+    """Every DNS name a broker is dialled by: its own per-pod name, the bootstrap Service's,
+    and a wildcard over the headless Service, so brokers added later are covered too. One
+    certificate serves all the brokers of a cluster."""
+    headless = f"{names.headless_service(cluster)}.{namespace}.svc"
+    bootstrap = names.bootstrap_service(cluster)
+    sans = {bootstrap, f"{bootstrap}.{namespace}", f"{bootstrap}.{namespace}.svc",
+            f"{bootstrap}.{namespace}.svc.{cluster_domain}",
+            f"*.{headless}", f"*.{headless}.{cluster_domain}"}
+    for ordinal in range(replicas):
+        pod = names.pod(cluster, ordinal)
+        sans |= {f"{pod}.{headless}", f"{pod}.{headless}.{cluster_domain}"}
+    return sorted(sans)
+
+
+def _load(cert_pem: str) -> x509.Certificate:
+    return x509.load_pem_x509_certificate(cert_pem.encode())
+
+
+def not_after(cert_pem: str) -> datetime:
+    """When the certificate expires (UTC)."""
+    return _load(cert_pem).not_valid_after_utc
+
+
+def needs_renewal(cert_pem: str, now: datetime, renew_before_days: int) -> bool:
+    """True from `renew_before_days` before expiry on, and for anything that is not a readable
+    certificate (a damaged Secret is replaced rather than served)."""
+    try:
+        expiry = not_after(cert_pem)
+    except (ValueError, TypeError, AttributeError):
+        return True
+    return _aware(now) >= expiry - timedelta(days=renew_before_days)
+
+
+def _dns_names(cert: x509.Certificate) -> set[str]:
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return set()
+    return {n.lower() for n in san.get_values_for_type(x509.DNSName)}
+
+
+def _matches(name: str, sans: set[str]) -> bool:
+    """As a TLS client checks a host name: exactly, or by a `*` standing for the whole
+    leftmost label."""
+    name = name.lower()
+    if name in sans:
+        return True
+    label, _, rest = name.partition(".")
+    return bool(label and rest and label != "*" and f"*.{rest}" in sans)
+
+
+def covers(cert_pem: str, dns_names: Iterable[str]) -> bool:
+    """Whether the certificate serves every one of `dns_names` (False if unreadable): when the
+    names a cluster needs grow beyond it, the certificate is reissued."""
+    try:
+        sans = _dns_names(_load(cert_pem))
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return all(_matches(n, sans) for n in dns_names)
+
+
+def _attribute_name(oid: x509.ObjectIdentifier) -> str:
+    return _SHORT_NAMES.get(oid) or _LONG_NAMES.get(oid) or oid.dotted_string
+
+
+def principal_of(cert_pem: str) -> str:
+    """The principal rillet's broker gives a client presenting this certificate, as ACLs and
+    super.users name it: `User:` and the subject DN, most specific RDN first
+    (User:CN=alice,O=acme), the same string as rillet.security.tls.peer_principal."""
+    return principal_from_subject([[(_attribute_name(a.oid), str(a.value)) for a in rdn]
+                                   for rdn in _load(cert_pem).subject.rdns])
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def tls_secret(name: str, keypair: KeyPair, ca_cert_pem: str,
+               labels: Mapping[str, str] | None = None) -> dict:
+    """A kubernetes.io/tls Secret: tls.key, tls.crt and the issuing CA's ca.crt. The namespace
+    and owner come from the handler (kopf.adopt), as for the builders."""
+    metadata: dict = {"name": name}
+    if labels:
+        metadata["labels"] = dict(labels)
+    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": metadata,
+            "data": {"tls.key": _b64(keypair.key_pem), "tls.crt": _b64(keypair.cert_pem),
+                     "ca.crt": _b64(ca_cert_pem)}}
+
+
+def ca_secret(name: str, keypair: KeyPair, labels: Mapping[str, str] | None = None) -> dict:
+    """A CA's Secret: its key and certificate, ca.crt being the certificate itself."""
+    return tls_secret(name, keypair, keypair.cert_pem, labels)
+
+
+def keypair_from_secret(secret: Mapping) -> KeyPair:
+    """The KeyPair back out of a Secret built by tls_secret (KeyError if a key is missing)."""
+    data = secret.get("data") or {}
+    return KeyPair(base64.b64decode(data["tls.key"]).decode(),
+                   base64.b64decode(data["tls.crt"]).decode())
