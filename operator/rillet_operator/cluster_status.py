@@ -47,3 +47,15 @@ def outcome(spec: ClusterSpec, broker_list: list[dict]) -> Outcome:
     waiting = ", ".join(f"{b['pod']} {b['state']}" for b in broker_list if b["state"] != "Ready")
     return Outcome(False, "BrokersNotReady", f"{ready}/{spec.replicas} brokers ready ({waiting})",
                    reconciling=True)
+
+
+def listeners(spec: ClusterSpec) -> list[dict]:
+    """What a client needs per listener: its bootstrap address, whether it is TLS (trust the
+    CA in status.certificates.clusterCaSecret) and how it authenticates."""
+    if not spec.secured:
+        return [{"name": "plain", "port": names.CLIENT_PORT, "tls": False,
+                 "authentication": "none",
+                 "bootstrapServers": names.bootstrap_address(spec.name, spec.namespace)}]
+    return [{"name": l.name, "port": l.port, "tls": l.tls, "authentication": l.authentication,
+             "bootstrapServers": names.listener_bootstrap(spec.name, spec.namespace, l.port)}
+            for l in spec.listeners]

@@ -15,6 +15,7 @@ import pykube
 # kind -> (apiVersion, plural, namespaced)
 RESOURCES: dict[str, tuple[str, str, bool]] = {
     "ConfigMap": ("v1", "configmaps", True),
+    "Secret": ("v1", "secrets", True),
     "Service": ("v1", "services", True),
     "ServiceAccount": ("v1", "serviceaccounts", True),
     "Pod": ("v1", "pods", True),
@@ -26,6 +27,7 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "ClusterRoleBinding": ("rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
     "Cluster": ("rillet.io/v1alpha1", "clusters", True),
     "Topic": ("rillet.io/v1alpha1", "topics", True),
+    "User": ("rillet.io/v1alpha1", "users", True),
 }
 
 

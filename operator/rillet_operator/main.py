@@ -12,12 +12,13 @@ from typing import Any
 import kopf
 
 from .builders.names import GROUP, VERSION
-from .handlers import cluster, topic
+from .handlers import cluster, topic, user
 
 CLUSTER_INTERVAL_S = float(os.environ.get("RILLET_CLUSTER_INTERVAL", "10"))
 TOPIC_INTERVAL_S = float(os.environ.get("RILLET_TOPIC_INTERVAL", "10"))
 CLUSTERS = (GROUP, VERSION, "clusters")
 TOPICS = (GROUP, VERSION, "topics")
+USERS = (GROUP, VERSION, "users")
 
 
 @kopf.on.startup()
@@ -69,3 +70,20 @@ async def topic_timer(**kwargs: Any) -> None:
 @kopf.on.delete(*TOPICS)
 async def topic_deleted(**kwargs: Any) -> None:
     await topic.delete(**kwargs)
+
+
+@kopf.on.resume(*USERS)
+@kopf.on.create(*USERS)
+@kopf.on.update(*USERS)
+async def user_changed(**kwargs: Any) -> None:
+    await user.reconcile(**kwargs)
+
+
+@kopf.timer(*USERS, interval=TOPIC_INTERVAL_S, initial_delay=TOPIC_INTERVAL_S)
+async def user_timer(**kwargs: Any) -> None:
+    await user.reconcile(**kwargs)
+
+
+@kopf.on.delete(*USERS)
+async def user_deleted(**kwargs: Any) -> None:
+    await user.delete(**kwargs)

@@ -14,11 +14,13 @@ names it must serve have grown beyond its SANs).
 from __future__ import annotations
 
 import base64
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Mapping
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -69,8 +71,12 @@ def _cert_pem(cert: x509.Certificate) -> str:
     return cert.public_bytes(serialization.Encoding.PEM).decode()
 
 
-def _subject(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+def _subject(common_name: str, organization: str | None = None) -> x509.Name:
+    cn = x509.NameAttribute(NameOID.COMMON_NAME, common_name)
+    if organization is None:
+        return x509.Name([cn])
+    # Most general first, as certificates order them; the principal reads CN=..,O=...
+    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization), cn])
 
 
 def _key_usage(digital_signature: bool = False, cert_sign: bool = False) -> x509.KeyUsage:
@@ -113,7 +119,8 @@ def _extended_key_usage(client: bool, server: bool) -> x509.ExtendedKeyUsage:
 
 
 def issue_cert(ca: KeyPair, common_name: str, dns_names: list[str], now: datetime,
-               valid_days: int, client: bool, server: bool) -> KeyPair:
+               valid_days: int, client: bool, server: bool,
+               organization: str | None = None) -> KeyPair:
     """A leaf certificate signed by `ca`. Brokers: server and client, their DNS names from
     broker_sans. Users with tls authentication: client only, no DNS names, CN = user name."""
     ca_key = serialization.load_pem_private_key(ca.key_pem.encode(), password=None)
@@ -121,7 +128,8 @@ def issue_cert(ca: KeyPair, common_name: str, dns_names: list[str], now: datetim
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
         raise ValueError("the CA key must be an EC key")
     key = _new_key()
-    builder = (_builder(_subject(common_name), ca_cert.subject, key, now, valid_days)
+    builder = (_builder(_subject(common_name, organization), ca_cert.subject, key, now,
+                        valid_days)
                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
                .add_extension(_key_usage(digital_signature=True), critical=True)
                .add_extension(_extended_key_usage(client, server), critical=False)
@@ -166,6 +174,21 @@ def needs_renewal(cert_pem: str, now: datetime, renew_before_days: int) -> bool:
     except (ValueError, TypeError, AttributeError):
         return True
     return _aware(now) >= expiry - timedelta(days=renew_before_days)
+
+
+def issued_by(cert_pem: str, ca_cert_pem: str) -> bool:
+    """Whether `ca_cert_pem` signed the certificate (False if either is unreadable): a leaf
+    left from a replaced CA is reissued."""
+    try:
+        _load(cert_pem).verify_directly_issued_by(_load(ca_cert_pem))
+        return True
+    except (ValueError, TypeError, AttributeError, InvalidSignature):
+        return False
+
+
+def fingerprint(cert_pem: str) -> str:
+    """A short stable digest of a certificate, e.g. for a pod template annotation."""
+    return hashlib.sha256(cert_pem.encode()).hexdigest()[:16]
 
 
 def _dns_names(cert: x509.Certificate) -> set[str]:
@@ -230,8 +253,11 @@ def ca_secret(name: str, keypair: KeyPair, labels: Mapping[str, str] | None = No
     return tls_secret(name, keypair, keypair.cert_pem, labels)
 
 
+def secret_text(secret: Mapping, key: str) -> str:
+    """One PEM entry of a Secret's data (KeyError if missing)."""
+    return base64.b64decode((secret.get("data") or {})[key]).decode()
+
+
 def keypair_from_secret(secret: Mapping) -> KeyPair:
     """The KeyPair back out of a Secret built by tls_secret (KeyError if a key is missing)."""
-    data = secret.get("data") or {}
-    return KeyPair(base64.b64decode(data["tls.key"]).decode(),
-                   base64.b64decode(data["tls.crt"]).decode())
+    return KeyPair(secret_text(secret, "tls.key"), secret_text(secret, "tls.crt"))

@@ -6,6 +6,7 @@ SpecError for what a schema cannot say. Pure: no API calls, no clock.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -46,6 +47,31 @@ class PodTemplate:
 
 
 @dataclass(frozen=True)
+class ListenerSpec:
+    """A client listener, as Strimzi's Kafka resource names one: `name` becomes the Kafka
+    listener name (upper-cased), `authentication` none | scram-sha-512 | tls (mTLS)."""
+    name: str
+    port: int
+    tls: bool = False
+    authentication: str = "none"
+
+    @property
+    def security_protocol(self) -> str:
+        sasl = self.authentication == "scram-sha-512"
+        return {(False, False): "PLAINTEXT", (True, False): "SSL",
+                (False, True): "SASL_PLAINTEXT", (True, True): "SASL_SSL"}[(self.tls, sasl)]
+
+
+@dataclass(frozen=True)
+class Certificates:
+    """Validity of the broker and user certificates, renewed `renewal_days` before expiry;
+    the CAs live `ca_validity_days`."""
+    validity_days: int = 365
+    renewal_days: int = 30
+    ca_validity_days: int = 3650
+
+
+@dataclass(frozen=True)
 class ClusterSpec:
     """One rillet Cluster, as the builders see it."""
     name: str
@@ -60,10 +86,22 @@ class ClusterSpec:
     pod: PodTemplate = field(default_factory=PodTemplate)
     pdb_max_unavailable: int = 1
     rebalance: Rebalance = field(default_factory=Rebalance)
+    # Empty: the one PLAINTEXT listener on 9092 of clusters made before listeners existed.
+    # Set: these listeners, plus the operator's own mTLS listeners between brokers, for the
+    # quorum and for the operator (see builders/broker_config.py), with certificates.
+    listeners: tuple[ListenerSpec, ...] = ()
+    authorization: bool = False      # spec.authorization.type == simple: ACLs enforced
+    super_users: tuple[str, ...] = ()
+    certificates: Certificates = field(default_factory=Certificates)
 
     @property
     def config_dict(self) -> dict[str, str]:
         return dict(self.config)
+
+    @property
+    def secured(self) -> bool:
+        """Whether the operator runs this cluster's certificates and internal mTLS."""
+        return bool(self.listeners)
 
 
 @dataclass(frozen=True)
@@ -122,6 +160,10 @@ def parse_cluster(name: str, namespace: str, spec: Mapping[str, Any]) -> Cluster
             or max_unavailable < 0:
         raise SpecError("InvalidSpec", f"spec.pdb.maxUnavailable must be a whole number >= 0, "
                                        f"got {max_unavailable!r}")
+    if (spec.get("authorization") or {}).get("type") and not spec.get("listeners"):
+        raise SpecError("InvalidSpec", "spec.authorization needs spec.listeners: without them "
+                                       "the brokers have no authenticated listener between "
+                                       "themselves, and every client would be anonymous")
     return ClusterSpec(
         name=name, namespace=namespace,
         replicas=_positive_int(spec, "replicas"),
@@ -138,7 +180,67 @@ def parse_cluster(name: str, namespace: str, spec: Mapping[str, Any]) -> Cluster
             annotations=tuple(sorted((pod.get("annotations") or {}).items())),
             priority_class_name=pod.get("priorityClassName") or None),
         pdb_max_unavailable=max_unavailable,
-        rebalance=parse_rebalance(spec.get("rebalance")))
+        rebalance=parse_rebalance(spec.get("rebalance")),
+        listeners=parse_listeners(spec.get("listeners")),
+        authorization=_authorization_type(spec.get("authorization")) == "simple",
+        super_users=tuple((spec.get("authorization") or {}).get("superUsers") or ()),
+        certificates=parse_certificates(spec.get("certificates")))
+
+
+# Ports the operator's own listeners take (RESERVED_PORTS) and names it gives them.
+RESERVED_PORTS = {9091: "the brokers' replication listener", 9093: "the controller listener",
+                  8080: "the admin HTTP listener"}
+RESERVED_NAMES = {"replication", "controller"}
+AUTHENTICATIONS = ("none", "scram-sha-512", "tls")
+
+
+def _authorization_type(raw: Mapping[str, Any] | None, where: str = "spec.authorization"
+                        ) -> str | None:
+    kind = (raw or {}).get("type")
+    if kind not in (None, "simple"):
+        raise SpecError("InvalidSpec", f"{where}.type must be simple, got {kind!r}")
+    return kind
+
+
+def parse_listeners(raw: Any) -> tuple[ListenerSpec, ...]:
+    out: list[ListenerSpec] = []
+    for i, item in enumerate(raw or ()):
+        where = f"spec.listeners[{i}]"
+        name = str(item.get("name") or "")
+        if not re.fullmatch(r"[a-z0-9]{1,11}", name):
+            raise SpecError("InvalidListener", f"{where}.name must be 1-11 lowercase letters or "
+                                               f"digits, got {name!r}")
+        if name in RESERVED_NAMES:
+            raise SpecError("InvalidListener", f"{where}.name {name!r} is the operator's own")
+        port = item.get("port")
+        if isinstance(port, bool) or not isinstance(port, int) or not 1024 <= port <= 65535:
+            raise SpecError("InvalidListener", f"{where}.port must be 1024-65535, got {port!r}")
+        if port in RESERVED_PORTS:
+            raise SpecError("InvalidListener", f"{where}.port {port} is {RESERVED_PORTS[port]}")
+        auth = (item.get("authentication") or {}).get("type", "none")
+        if auth not in AUTHENTICATIONS:
+            raise SpecError("InvalidListener", f"{where}.authentication.type must be one of "
+                                               f"{', '.join(AUTHENTICATIONS)}, got {auth!r}")
+        tls = bool(item.get("tls", False))
+        if auth == "tls" and not tls:
+            raise SpecError("InvalidListener", f"{where}: authentication tls (client "
+                                               f"certificates) needs tls: true")
+        if any(l.name == name for l in out) or any(l.port == port for l in out):
+            raise SpecError("InvalidListener", f"{where}: name {name!r} or port {port} is "
+                                               f"taken by another listener")
+        out.append(ListenerSpec(name, port, tls, auth))
+    return tuple(out)
+
+
+def parse_certificates(raw: Mapping[str, Any] | None) -> Certificates:
+    raw = raw or {}
+    where = "spec.certificates"
+    validity = _positive_int(raw, "validityDays", Certificates.validity_days, where)
+    renewal = _positive_int(raw, "renewalDays", Certificates.renewal_days, where)
+    if renewal >= validity:
+        raise SpecError("InvalidSpec", f"{where}.renewalDays ({renewal}) must be less than "
+                                       f"validityDays ({validity})")
+    return Certificates(validity, renewal)
 
 
 def parse_rebalance(raw: Mapping[str, Any] | None) -> Rebalance:
@@ -160,3 +262,84 @@ def parse_topic(name: str, namespace: str, spec: Mapping[str, Any]) -> TopicSpec
                      partitions=_positive_int(spec, "partitions", 1),
                      replicas=_positive_int(spec, "replicas", 1),
                      config=_config(spec.get("config")))
+
+
+@dataclass(frozen=True)
+class AclRule:
+    """One rule of a User's simple authorization, in Kafka's names (TOPIC, LITERAL, READ...)."""
+    resource_type: str
+    resource_name: str
+    pattern_type: str
+    operations: tuple[str, ...]
+    host: str = "*"
+    permission: str = "ALLOW"
+
+
+@dataclass(frozen=True)
+class UserSpec:
+    name: str            # metadata.name: the SCRAM user name, or the certificate's CN
+    namespace: str
+    cluster: str
+    authentication: str  # scram-sha-512 | tls
+    acls: tuple[AclRule, ...] = ()
+
+    @property
+    def principal(self) -> str:
+        """The principal the brokers give this user (rillet.security: a SCRAM user by name, a
+        certificate by its subject DN), which its ACLs name."""
+        return f"User:CN={self.name}" if self.authentication == "tls" else f"User:{self.name}"
+
+
+USER_AUTHENTICATIONS = ("scram-sha-512", "tls")
+ACL_RESOURCES = {"topic": "TOPIC", "group": "GROUP", "cluster": "CLUSTER",
+                 "transactionalid": "TRANSACTIONAL_ID"}
+ACL_OPERATIONS = ("Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction",
+                  "DescribeConfigs", "AlterConfigs", "IdempotentWrite", "All")
+
+
+def _kafka_name(camel: str) -> str:
+    """Strimzi's operation names (DescribeConfigs) as Kafka's (DESCRIBE_CONFIGS)."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", camel).upper()
+
+
+def parse_acl(i: int, raw: Mapping[str, Any]) -> AclRule:
+    where = f"spec.authorization.acls[{i}]"
+    resource = raw.get("resource") or {}
+    kind = ACL_RESOURCES.get(str(resource.get("type", "")).lower())
+    if kind is None:
+        raise SpecError("InvalidAcl", f"{where}.resource.type must be one of "
+                                      f"{', '.join(ACL_RESOURCES)}, got {resource.get('type')!r}")
+    name = "kafka-cluster" if kind == "CLUSTER" else resource.get("name")
+    if not name:
+        raise SpecError("InvalidAcl", f"{where}.resource.name is required for a {kind.lower()}")
+    pattern = str(resource.get("patternType", "literal")).upper()
+    if pattern not in ("LITERAL", "PREFIX", "PREFIXED"):
+        raise SpecError("InvalidAcl", f"{where}.resource.patternType must be literal or prefix, "
+                                      f"got {resource.get('patternType')!r}")
+    ops = list(raw.get("operations") or ()) + ([raw["operation"]] if raw.get("operation") else [])
+    if not ops:
+        raise SpecError("InvalidAcl", f"{where}: name at least one operation")
+    bad = [o for o in ops if o not in ACL_OPERATIONS]
+    if bad:
+        raise SpecError("InvalidAcl", f"{where}: unknown operations {bad}; known: "
+                                      f"{', '.join(ACL_OPERATIONS)}")
+    permission = str(raw.get("type", "allow")).upper()
+    if permission not in ("ALLOW", "DENY"):
+        raise SpecError("InvalidAcl", f"{where}.type must be allow or deny, got {raw.get('type')!r}")
+    return AclRule(kind, str(name), "LITERAL" if pattern == "LITERAL" else "PREFIXED",
+                   tuple(dict.fromkeys(_kafka_name(o) for o in ops)),
+                   str(raw.get("host") or "*"), permission)
+
+
+def parse_user(name: str, namespace: str, spec: Mapping[str, Any]) -> UserSpec:
+    cluster = spec.get("cluster")
+    if not cluster:
+        raise SpecError("InvalidSpec", "spec.cluster is required")
+    auth = (spec.get("authentication") or {}).get("type")
+    if auth not in USER_AUTHENTICATIONS:
+        raise SpecError("InvalidSpec", f"spec.authentication.type must be one of "
+                                       f"{', '.join(USER_AUTHENTICATIONS)}, got {auth!r}")
+    authorization = spec.get("authorization") or {}
+    _authorization_type(authorization)
+    acls = tuple(parse_acl(i, a) for i, a in enumerate(authorization.get("acls") or ()))
+    return UserSpec(name, namespace, str(cluster), auth, acls)

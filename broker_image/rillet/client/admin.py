@@ -13,6 +13,7 @@ partitions, dynamic broker configs (throttles) and UnregisterBroker.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
@@ -167,10 +168,14 @@ class _Cluster:
 class AdminClient:
     """Use as `async with AdminClient("127.0.0.1:9092") as admin: ...`."""
 
-    def __init__(self, bootstrap: str, *, timeout: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, *, timeout: float = 30.0,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        """`ssl_context`: for an SSL listener (with the client's certificate for mTLS); every
+        broker is then dialled with it, as the listener's advertised addresses are."""
         self.bootstrap = [(h, int(p)) for h, p in
                           (b.strip().rsplit(":", 1) for b in bootstrap.split(","))]
         self.timeout = timeout
+        self.ssl_context = ssl_context
         self._conns: dict[tuple[str, int], BrokerConnection] = {}
 
     async def __aenter__(self) -> "AdminClient":
@@ -187,7 +192,8 @@ class AdminClient:
     def _conn(self, host: str, port: int) -> BrokerConnection:
         key = (host, port)
         if key not in self._conns:
-            self._conns[key] = BrokerConnection(host, port, timeout=self.timeout)
+            self._conns[key] = BrokerConnection(host, port, timeout=self.timeout,
+                                                ssl_context=self.ssl_context)
         return self._conns[key]
 
     async def _any(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
@@ -199,6 +205,10 @@ class AdminClient:
                 last = exc
         assert last is not None
         raise last
+
+    async def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        """One request to the first bootstrap server that answers (client/security.py)."""
+        return await self._any(api_key, version, body)
 
     # -- cluster --------------------------------------------------------------------
 

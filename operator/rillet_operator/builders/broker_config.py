@@ -16,13 +16,17 @@ from rillet.config import BROKER_DEFS, BrokerConfig, ConfigError, parse_value
 from ..spec import ClusterSpec
 from . import names
 
-CLIENT, CONTROLLER = "PLAINTEXT", "CONTROLLER"
+CLIENT, CONTROLLER, REPLICATION = "PLAINTEXT", "CONTROLLER", "REPLICATION"
 DATA_MOUNT = "/var/lib/rillet"
 LOG_DIR = f"{DATA_MOUNT}/data"
 CONFIG_MOUNT = "/etc/rillet"
 CONFIG_FILE = f"{CONFIG_MOUNT}/server.properties"
 RACK_MOUNT = "/var/run/rillet"
 RACK_FILE = f"{RACK_MOUNT}/rack"
+# The broker certificate Secret (names.broker_certs), mounted where the properties point.
+CERTS_MOUNT = "/etc/rillet-certs"
+KEYSTORE_KEY, CLUSTER_CA_KEY, CLIENTS_CA_KEY = "keystore.pem", "ca.crt", "clients-ca.crt"
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 ADMIN_KEY = "admin.http.listener"
 
 # Keys the operator sets: a user value would make a broker disagree with its Services,
@@ -31,6 +35,11 @@ OWNED_KEYS = frozenset({
     "node.id", "process.roles", "listeners", "advertised.listeners", "controller.listener.names",
     "inter.broker.listener.name", "listener.security.protocol.map", "controller.quorum.voters",
     "cluster.id", "log.dirs", "log.dir", "metadata.log.dir", "broker.rack", ADMIN_KEY,
+    # Security comes from spec.listeners and spec.authorization, with the operator's
+    # certificates: set by hand it would lock the operator and the brokers out.
+    "ssl.keystore.location", "ssl.keystore.key", "ssl.keystore.certificate.chain",
+    "ssl.truststore.location", "ssl.truststore.certificates", "ssl.client.auth",
+    "sasl.enabled.mechanisms", "authorizer.class.name", "super.users",
 })
 
 
@@ -39,7 +48,7 @@ def admin_http_supported() -> bool:
     return ADMIN_KEY in BROKER_DEFS
 
 
-@dataclass(frozen=True)
+@dataclass   # not frozen: raising sets __traceback__ on the exception
 class InvalidConfig(Exception):
     key: str
     message: str
@@ -53,6 +62,63 @@ def voters(spec: ClusterSpec) -> str:
                     for i in range(names.voter_count(spec.replicas)))
 
 
+def broker_listeners(spec: ClusterSpec) -> list[tuple[str, int]]:
+    """(Kafka listener name, port) of every listener a broker serves besides the controller's:
+    the spec's, then the replication listener; the lone PLAINTEXT one without spec.listeners."""
+    if not spec.secured:
+        return [(CLIENT, names.CLIENT_PORT)]
+    return [(l.name.upper(), l.port) for l in spec.listeners] + \
+        [(REPLICATION, names.REPLICATION_PORT)]
+
+
+def _cert_file(key: str) -> str:
+    return f"{CERTS_MOUNT}/{key}"
+
+
+def security_settings(spec: ClusterSpec) -> dict[str, str]:
+    """Listener protocols, TLS files, SASL mechanisms and the authorizer.
+
+    With spec.listeners, brokers replicate and vote over mutual TLS with the cluster CA's
+    certificates (REPLICATION, CONTROLLER), which is also how the operator connects (its
+    certificate, a super user). A `tls` listener checks client certificates against the
+    clients CA; a scram-sha-512 one offers SCRAM-SHA-512 only."""
+    if not spec.secured:
+        return {"listener.security.protocol.map": f"{CLIENT}:PLAINTEXT,{CONTROLLER}:PLAINTEXT"}
+    protocols = [f"{l.name.upper()}:{l.security_protocol}" for l in spec.listeners]
+    protocols += [f"{REPLICATION}:SSL", f"{CONTROLLER}:SSL"]
+    out = {"listener.security.protocol.map": ",".join(protocols),
+           "inter.broker.listener.name": REPLICATION,
+           "ssl.keystore.location": _cert_file(KEYSTORE_KEY),
+           "ssl.truststore.location": _cert_file(CLUSTER_CA_KEY),
+           # Required by default, for REPLICATION and CONTROLLER: a broker-only node has no
+           # CONTROLLER listener to name in a listener.name.controller. key.
+           "ssl.client.auth": "required"}
+    for listener in spec.listeners:
+        prefix = f"listener.name.{listener.name}."
+        if listener.authentication == "tls":
+            out[prefix + "ssl.truststore.location"] = _cert_file(CLIENTS_CA_KEY)
+        elif listener.tls:
+            out[prefix + "ssl.client.auth"] = "none"
+        if listener.authentication == "scram-sha-512":
+            out[prefix + "sasl.enabled.mechanisms"] = "SCRAM-SHA-512"
+    if spec.authorization:
+        out["authorizer.class.name"] = AUTHORIZER
+        out["super.users"] = ";".join(super_users(spec))
+    return out
+
+
+def internal_principals(spec: ClusterSpec) -> list[str]:
+    """The principals of the brokers' and the operator's certificates (pki.principal_of)."""
+    return [f"User:CN={cn},O={names.CERT_ORGANIZATION}"
+            for cn in (names.broker_common_name(spec.name),
+                       names.operator_common_name(spec.name))]
+
+
+def super_users(spec: ClusterSpec) -> list[str]:
+    extra = [u if u.startswith("User:") else f"User:{u}" for u in spec.super_users]
+    return list(dict.fromkeys(internal_principals(spec) + extra))
+
+
 def shared_settings(spec: ClusterSpec, cluster_id: str, admin_http: bool) -> dict[str, str]:
     """What every broker of the cluster is configured with (the ConfigMap's properties)."""
     rf = str(min(3, spec.replicas))
@@ -62,9 +128,9 @@ def shared_settings(spec: ClusterSpec, cluster_id: str, admin_http: bool) -> dic
         "transaction.state.log.replication.factor": rf,
     }
     settings.update(spec.config_dict)
+    settings.update(security_settings(spec))
     settings.update({
         "controller.listener.names": CONTROLLER,
-        "listener.security.protocol.map": f"{CLIENT}:PLAINTEXT,{CONTROLLER}:PLAINTEXT",
         "controller.quorum.voters": voters(spec),
         "cluster.id": cluster_id,
         "log.dirs": LOG_DIR,
@@ -77,18 +143,22 @@ def shared_settings(spec: ClusterSpec, cluster_id: str, admin_http: bool) -> dic
 def node_settings(spec: ClusterSpec, ordinal: int, rack: str | None = None) -> dict[str, str]:
     """What the start command adds for the broker of this ordinal (mirrors `start_script`)."""
     voter = ordinal < names.voter_count(spec.replicas)
-    listeners = f"{CLIENT}://0.0.0.0:{names.CLIENT_PORT}"
-    if voter:
-        listeners += f",{CONTROLLER}://0.0.0.0:{names.CONTROLLER_PORT}"
+    host = names.pod_fqdn(spec.name, spec.namespace, ordinal)
     out = {"node.id": str(ordinal),
            "process.roles": "broker,controller" if voter else "broker",
-           "listeners": listeners,
-           "advertised.listeners":
-               f"{CLIENT}://{names.pod_fqdn(spec.name, spec.namespace, ordinal)}:"
-               f"{names.CLIENT_PORT}"}
+           "listeners": _bind_listeners(spec, voter),
+           "advertised.listeners": ",".join(f"{n}://{host}:{p}"
+                                            for n, p in broker_listeners(spec))}
     if rack:
         out["broker.rack"] = rack
     return out
+
+
+def _bind_listeners(spec: ClusterSpec, voter: bool) -> str:
+    bound = [f"{n}://0.0.0.0:{p}" for n, p in broker_listeners(spec)]
+    if voter:
+        bound.append(f"{CONTROLLER}://0.0.0.0:{names.CONTROLLER_PORT}")
+    return ",".join(bound)
 
 
 def render_properties(settings: dict[str, str]) -> str:
@@ -131,19 +201,18 @@ def start_script(spec: ClusterSpec) -> str:
     headless = names.headless_service(spec.name)
     domain = f"{headless}.{spec.namespace}.svc.{names.CLUSTER_DOMAIN}"
     voters_n = names.voter_count(spec.replicas)
-    client = f"{CLIENT}://0.0.0.0:{names.CLIENT_PORT}"
-    controller = f"{CONTROLLER}://0.0.0.0:{names.CONTROLLER_PORT}"
+    advertised = ",".join(f"{n}://$HOSTNAME.{domain}:{p}" for n, p in broker_listeners(spec))
     return "\n".join([
         "set -eu",
         'ordinal="${HOSTNAME##*-}"',
         f'if [ "$ordinal" -lt {voters_n} ]; then',
-        f'  roles=broker,controller; listeners={shlex.quote(client + "," + controller)}',
+        f"  roles=broker,controller; listeners={shlex.quote(_bind_listeners(spec, True))}",
         "else",
-        f"  roles=broker; listeners={shlex.quote(client)}",
+        f"  roles=broker; listeners={shlex.quote(_bind_listeners(spec, False))}",
         "fi",
         f'set -- --config {CONFIG_FILE} --set "node.id=$ordinal" --set "process.roles=$roles"'
         f' --set "listeners=$listeners"'
-        f' --set "advertised.listeners={CLIENT}://$HOSTNAME.{domain}:{names.CLIENT_PORT}"',
+        f' --set "advertised.listeners={advertised}"',
         f'if [ -s {RACK_FILE} ]; then set -- "$@" --set "broker.rack=$(cat {RACK_FILE})"; fi',
         'echo "rillet: starting node $ordinal ($roles) with $*" >&2',
         'exec rillet serve "$@"',

@@ -15,6 +15,9 @@ from . import broker_config as bc
 from . import names
 
 
+CERT_ANNOTATION = "rillet.io/broker-cert"
+
+
 def _meta(spec: ClusterSpec, name: str) -> dict:
     return {"name": name, "namespace": spec.namespace, "labels": names.labels(spec.name)}
 
@@ -26,9 +29,13 @@ def config_map(spec: ClusterSpec, cluster_id: str, admin_http: bool) -> dict:
             "data": {"server.properties": props}}
 
 
-def _ports(admin_http: bool) -> list[dict]:
-    ports = [{"name": "clients", "port": names.CLIENT_PORT, "targetPort": names.CLIENT_PORT,
-              "protocol": "TCP"}]
+def _port_name(listener: str) -> str:
+    return "clients" if listener == bc.CLIENT else listener.lower()
+
+
+def _ports(spec: ClusterSpec, admin_http: bool) -> list[dict]:
+    ports = [{"name": _port_name(n), "port": p, "targetPort": p, "protocol": "TCP"}
+             for n, p in bc.broker_listeners(spec)]
     if admin_http:
         ports.append({"name": "admin", "port": names.ADMIN_PORT,
                       "targetPort": names.ADMIN_PORT, "protocol": "TCP"})
@@ -38,7 +45,7 @@ def _ports(admin_http: bool) -> list[dict]:
 def headless_service(spec: ClusterSpec, admin_http: bool) -> dict:
     """Per-pod DNS names; not-ready addresses are published because a broker only becomes
     ready once the quorum has formed, which needs the voters to find each other first."""
-    ports = _ports(admin_http) + [{"name": "controller", "port": names.CONTROLLER_PORT,
+    ports = _ports(spec, admin_http) + [{"name": "controller", "port": names.CONTROLLER_PORT,
                                    "targetPort": names.CONTROLLER_PORT, "protocol": "TCP"}]
     return {"apiVersion": "v1", "kind": "Service",
             "metadata": _meta(spec, names.headless_service(spec.name)),
@@ -52,7 +59,7 @@ def bootstrap_service(spec: ClusterSpec) -> dict:
     return {"apiVersion": "v1", "kind": "Service",
             "metadata": _meta(spec, names.bootstrap_service(spec.name)),
             "spec": {"type": "ClusterIP", "selector": names.selector_labels(spec.name),
-                     "ports": _ports(False)}}
+                     "ports": _ports(spec, False)}}
 
 
 def service_account(spec: ClusterSpec) -> dict:
@@ -113,13 +120,18 @@ def _rack_init(spec: ClusterSpec) -> dict:
             "volumeMounts": [{"name": "rack", "mountPath": bc.RACK_MOUNT}]}
 
 
-def statefulset(spec: ClusterSpec, cluster_id: str, admin_http: bool) -> dict:
+def statefulset(spec: ClusterSpec, cluster_id: str, admin_http: bool,
+                cert_hash: str = "") -> dict:
+    """`cert_hash`: of the broker certificate (secured clusters), in the pod template so that
+    a renewed certificate rolls the brokers onto it."""
     sel = names.selector_labels(spec.name)
     pod_labels = {**dict(spec.pod.labels), **names.labels(spec.name)}
     annotations = {**dict(spec.pod.annotations),
                    "rillet.io/config-hash": config_hash(spec, cluster_id, admin_http)}
-    ports = [{"name": "clients", "containerPort": names.CLIENT_PORT},
-             {"name": "controller", "containerPort": names.CONTROLLER_PORT}]
+    if spec.secured:
+        annotations[CERT_ANNOTATION] = cert_hash
+    ports = [{"name": _port_name(n), "containerPort": p} for n, p in bc.broker_listeners(spec)]
+    ports.append({"name": "controller", "containerPort": names.CONTROLLER_PORT})
     if admin_http:
         ports.append({"name": "admin", "containerPort": names.ADMIN_PORT})
     container = {
@@ -135,6 +147,10 @@ def statefulset(spec: ClusterSpec, cluster_id: str, admin_http: bool) -> dict:
         container["resources"] = spec.resources
     volumes = [{"name": "config", "configMap": {"name": names.config_map(spec.name)}},
                {"name": "rack", "emptyDir": {}}]
+    if spec.secured:
+        container["volumeMounts"].append({"name": "certs", "mountPath": bc.CERTS_MOUNT,
+                                          "readOnly": True})
+        volumes.append({"name": "certs", "secret": {"secretName": names.broker_certs(spec.name)}})
     pod_spec: dict = {
         "serviceAccountName": names.service_account(spec.name),
         "terminationGracePeriodSeconds": 30,
@@ -177,8 +193,10 @@ def statefulset(spec: ClusterSpec, cluster_id: str, admin_http: bool) -> dict:
             "metadata": _meta(spec, names.statefulset(spec.name)), "spec": sts_spec}
 
 
-def owned_objects(spec: ClusterSpec, cluster_id: str, admin_http: bool) -> list[dict]:
-    """Every namespaced object of the cluster, in the order they are applied."""
+def owned_objects(spec: ClusterSpec, cluster_id: str, admin_http: bool,
+                  cert_hash: str = "") -> list[dict]:
+    """Every namespaced object of the cluster but its certificate Secrets (handlers/
+    certificates.py), in the order they are applied."""
     return [service_account(spec), config_map(spec, cluster_id, admin_http),
             headless_service(spec, admin_http), bootstrap_service(spec),
-            statefulset(spec, cluster_id, admin_http), pdb(spec)]
+            statefulset(spec, cluster_id, admin_http, cert_hash), pdb(spec)]

@@ -6,6 +6,7 @@ VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 
 CLIENT_PORT = 9092
+REPLICATION_PORT = 9091   # between brokers, and the operator's way in, when listeners are set
 CONTROLLER_PORT = 9093
 ADMIN_PORT = 8080
 MAX_VOTERS = 3
@@ -48,6 +49,52 @@ def pdb(cluster: str) -> str:
     return f"{cluster}-broker"
 
 
+def cluster_ca(cluster: str) -> str:
+    """The cluster CA's key and certificate: signs the brokers' and the operator's."""
+    return f"{cluster}-cluster-ca"
+
+
+def cluster_ca_cert(cluster: str) -> str:
+    """The cluster CA's certificate alone (ca.crt): what clients trust, published for them."""
+    return f"{cluster}-cluster-ca-cert"
+
+
+def clients_ca(cluster: str) -> str:
+    """The clients CA's key and certificate: signs the certificates of tls Users."""
+    return f"{cluster}-clients-ca"
+
+
+def broker_certs(cluster: str) -> str:
+    return f"{cluster}-broker-certs"
+
+
+def operator_certs(cluster: str) -> str:
+    return f"{cluster}-operator-certs"
+
+
+# The subject organisation of the certificates the cluster CA issues: it puts the brokers'
+# and the operator's principals (User:CN=...,O=rillet.io) out of reach of a User's certificate,
+# whose subject is its name alone.
+CERT_ORGANIZATION = "rillet.io"
+
+
+def broker_common_name(cluster: str) -> str:
+    return f"{cluster}-broker"
+
+
+def operator_common_name(cluster: str) -> str:
+    return f"{cluster}-operator"
+
+
+def internal_bootstrap_address(cluster: str, namespace: str) -> str:
+    """The operator's way in to a cluster with listeners: the replication listener (mTLS)."""
+    return f"{bootstrap_service(cluster)}.{namespace}.svc.{CLUSTER_DOMAIN}:{REPLICATION_PORT}"
+
+
+def listener_bootstrap(cluster: str, namespace: str, port: int) -> str:
+    return f"{bootstrap_service(cluster)}.{namespace}.svc.{CLUSTER_DOMAIN}:{port}"
+
+
 def rack_binding(namespace: str, cluster: str) -> str:
     """Cluster-scoped, so the namespace is part of the name."""
     return f"rillet-{namespace}-{cluster}-broker-rack"
@@ -58,7 +105,7 @@ def pod_fqdn(cluster: str, namespace: str, ordinal: int) -> str:
 
 
 def bootstrap_address(cluster: str, namespace: str) -> str:
-    return f"{bootstrap_service(cluster)}.{namespace}.svc.{CLUSTER_DOMAIN}:{CLIENT_PORT}"
+    return listener_bootstrap(cluster, namespace, CLIENT_PORT)
 
 
 def voter_count(replicas: int) -> int:

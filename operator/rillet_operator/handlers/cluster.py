@@ -21,6 +21,7 @@ from ..builders import names
 from ..conditions import Outcome
 from ..kube import ApiError
 from ..spec import SpecError, parse_cluster
+from . import access, certificates
 from .common import kube, lock, write_outcome
 from .rolling import apply_dynamic_configs, roll_step
 from .scaling import scale_step
@@ -70,12 +71,22 @@ async def _reconcile(body: Any, meta: Any, spec: Any, status: dict, name: str, n
                       generation, body, logger)
         return
     admin_http = bc.admin_http_supported()
+    cert_hash = ""
+    if cs.secured:
+        try:
+            issued = await certificates.ensure(cs, meta, status, body, logger)
+        except (certificates.CertificateError, ApiError) as exc:
+            write_outcome(patch, status, Outcome(False, "CertificateError", str(exc),
+                                                 error=True), generation, body, logger)
+            return
+        cert_hash = issued.broker_fingerprint
+        patch.status["certificates"] = issued.status
+    target = await access.target(cs)
     # How many broker pods to run now: scaling decides (never fewer than hold data).
-    decision = await scale_step(cs, body, meta, status, patch, logger,
-                                names.bootstrap_address(name, namespace))
+    decision = await scale_step(cs, body, meta, status, patch, logger, target)
     running = dataclasses.replace(cs, replicas=decision.statefulset_replicas)
     try:
-        for obj in builders.owned_objects(running, cluster_id, admin_http):
+        for obj in builders.owned_objects(running, cluster_id, admin_http, cert_hash):
             kopf.append_owner_reference(obj, owner=body)
             await _apply(obj, body, logger)
         if cs.rack_topology_key:
@@ -100,13 +111,14 @@ async def _reconcile(body: Any, meta: Any, spec: Any, status: dict, name: str, n
     brokers = cluster_status.brokers(running, pods, node_labels)
     patch.status["brokers"] = brokers
     patch.status["readyBrokers"] = sum(1 for b in brokers if b["state"] == "Ready")
-    patch.status["bootstrapServers"] = names.bootstrap_address(name, namespace)
+    listeners = cluster_status.listeners(cs)
+    patch.status["listeners"] = listeners
+    patch.status["bootstrapServers"] = listeners[0]["bootstrapServers"]
     outcome = cluster_status.outcome(running, brokers)
-    bootstrap = names.bootstrap_address(name, namespace)
     try:
-        rolling = await roll_step(running, body, meta, status, patch, logger, bootstrap)
+        rolling = await roll_step(running, body, meta, status, patch, logger, target)
         if outcome.ready:
-            await apply_dynamic_configs(running, status, patch, body, logger, bootstrap)
+            await apply_dynamic_configs(running, status, patch, body, logger, target)
     except (KafkaClientError, OSError, asyncio.TimeoutError) as exc:
         logger.info("cluster %s not reachable for restarts or configs: %s", name, exc)
         rolling = Outcome(False, "ClusterNotReady", f"{type(exc).__name__}: {exc}",

@@ -24,6 +24,15 @@ def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def seconds_since(stamp: str | None) -> float | None:
+    """Seconds since an API timestamp (e.g. deletionTimestamp); None without one."""
+    if not stamp:
+        return None
+    t = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=datetime.timezone.utc)
+    return (datetime.datetime.now(datetime.timezone.utc) - t).total_seconds()
+
+
 def lock(memo: Any) -> asyncio.Lock:
     """One reconcile at a time per object: change handlers and timers run concurrently."""
     if "lock" not in memo:

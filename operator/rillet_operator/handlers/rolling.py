@@ -18,13 +18,13 @@ import time
 from typing import Any
 
 import kopf
-from rillet.client import AdminClient
 from rillet.dynamic_config import DYNAMIC_KEYS
 
 from .. import roll
 from ..builders import names
 from ..conditions import Outcome
 from ..spec import ClusterSpec
+from .access import Target
 from .common import kube, replacing
 
 ROLL_TIMEOUT_S = 600.0
@@ -44,7 +44,7 @@ def _pod_view(pod: dict) -> roll.PodView:
 
 
 async def roll_step(cs: ClusterSpec, body: Any, meta: Any, status: dict, patch: kopf.Patch,
-                    logger: Any, bootstrap: str) -> Outcome | None:
+                    logger: Any, target: Target) -> Outcome | None:
     """One step of a rolling restart; None when there is nothing to roll."""
     k = kube()
     sts = await asyncio.to_thread(k.get, "StatefulSet", names.statefulset(cs.name),
@@ -64,7 +64,7 @@ async def roll_step(cs: ClusterSpec, body: Any, meta: Any, status: dict, patch: 
         state.get("phase") in ("Rolling", "Stuck")
     if not pending:
         return None
-    async with AdminClient(bootstrap, timeout=ADMIN_TIMEOUT_S) as admin:
+    async with target.admin(ADMIN_TIMEOUT_S) as admin:
         # The quorum leader: DescribeCluster names the broker asked, as KRaft brokers do.
         controller = (await admin.describe_quorum()).leader_id
         urp = len(await admin.under_replicated())
@@ -97,14 +97,14 @@ def dynamic_hash(cs: ClusterSpec) -> str:
 
 
 async def apply_dynamic_configs(cs: ClusterSpec, status: dict, patch: kopf.Patch, body: Any,
-                                logger: Any, bootstrap: str) -> None:
+                                logger: Any, target: Target) -> None:
     """Brings the cluster-wide dynamic defaults in line with spec.config's dynamic keys, once
     per change of them (status.dynamicConfigHash); the rebalance throttles are left alone."""
     want_hash = dynamic_hash(cs)
     if status.get("dynamicConfigHash") == want_hash:
         return
     want = dynamic_configs(cs)
-    async with AdminClient(bootstrap, timeout=ADMIN_TIMEOUT_S) as admin:
+    async with target.admin(ADMIN_TIMEOUT_S) as admin:
         have = await admin.broker_config_overrides(None)
         set_configs = {k: v for k, v in want.items() if have.get(k) != v}
         delete = sorted(k for k in have if k not in want and k not in REBALANCE_OWNED)

@@ -31,6 +31,7 @@ from ..builders import names
 from ..conditions import Outcome
 from ..kube import ApiError
 from ..spec import ClusterSpec
+from .access import Target
 from .common import kube, now, replacing
 
 REBALANCE_ANNOTATION = "rillet.io/rebalance"
@@ -47,7 +48,7 @@ class ScaleDecision:
 
 
 async def scale_step(cs: ClusterSpec, body: Any, meta: Any, status: dict, patch: kopf.Patch,
-                     logger: Any, bootstrap: str) -> ScaleDecision:
+                     logger: Any, target: Target) -> ScaleDecision:
     sts = await asyncio.to_thread(kube().get, "StatefulSet", names.statefulset(cs.name),
                                   cs.namespace)
     if sts is None:
@@ -76,7 +77,7 @@ async def scale_step(cs: ClusterSpec, body: Any, meta: Any, status: dict, patch:
     if cs.replicas == current and not busy and not requested:
         return ScaleDecision(current)
     try:
-        async with AdminClient(bootstrap, timeout=ADMIN_TIMEOUT_S) as admin:
+        async with target.admin(ADMIN_TIMEOUT_S) as admin:
             if cs.replicas < current:
                 refusal = await _scale_down_refusal(admin, cs, current)
                 if refusal:

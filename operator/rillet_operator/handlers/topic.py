@@ -6,7 +6,6 @@ for long.
 from __future__ import annotations
 
 import asyncio
-import datetime
 from typing import Any
 
 import kopf
@@ -15,19 +14,14 @@ from rillet.config import ConfigError
 from rillet.topic_config import validate_topic_configs
 
 from .. import planner, topics
-from ..builders import names
 from ..conditions import Outcome
 from ..spec import SpecError, parse_topic
-from .common import kube, lock, write_outcome
+from . import access
+from .common import kube, lock, seconds_since, write_outcome
 
 ADMIN_TIMEOUT_S = 10.0
 # How long a Topic's deletion waits for an unreachable cluster before it lets go.
 DELETE_GIVE_UP_S = 120.0
-
-
-def _bootstrap(cluster: dict, name: str, namespace: str) -> str:
-    return ((cluster.get("status") or {}).get("bootstrapServers")
-            or names.bootstrap_address(name, namespace))
 
 
 async def _observe(admin: AdminClient, topic: str) -> topics.ObservedTopic | None:
@@ -62,8 +56,7 @@ async def _reconcile(body: Any, spec: Any, name: str, namespace: str, patch: kop
                        f"no Cluster {ts.cluster} in namespace {namespace}; waiting for it",
                        reconciling=True)
     try:
-        async with AdminClient(_bootstrap(cluster, ts.cluster, namespace),
-                               timeout=ADMIN_TIMEOUT_S) as admin:
+        async with (await access.target_of(cluster)).admin(ADMIN_TIMEOUT_S) as admin:
             observed = await _observe(admin, ts.topic_name)
             step = topics.plan(ts, observed)
             if step.refusal:
@@ -175,23 +168,14 @@ async def delete(spec: Any, meta: Any, name: str, namespace: str, body: Any, log
         logger.info("cluster %s is gone: letting topic %s go", cluster_name, topic)
         return
     try:
-        async with AdminClient(_bootstrap(cluster, cluster_name, namespace),
-                               timeout=ADMIN_TIMEOUT_S) as admin:
+        async with (await access.target_of(cluster)).admin(ADMIN_TIMEOUT_S) as admin:
             deleted = await admin.delete_topic(topic)
         logger.info("topic %s %s", topic, "deleted" if deleted else "was already gone")
     except Exception as exc:
-        since = _seconds_since(meta.get("deletionTimestamp"))
+        since = seconds_since(meta.get("deletionTimestamp"))
         if since is not None and since > DELETE_GIVE_UP_S:
             kopf.warn(body, reason="DeleteAbandoned",
                       message=f"cluster {cluster_name} unreachable for {since:.0f} s: "
                               f"letting topic {topic} go ({exc})")
             return
         raise kopf.TemporaryError(f"cannot delete topic {topic} yet: {exc}", delay=10)
-
-
-def _seconds_since(stamp: str | None) -> float | None:
-    if not stamp:
-        return None
-    t = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(
-        tzinfo=datetime.timezone.utc)
-    return (datetime.datetime.now(datetime.timezone.utc) - t).total_seconds()

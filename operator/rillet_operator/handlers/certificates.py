@@ -1,0 +1,151 @@
+"""A secured Cluster's certificates (pki.py does the cryptography, this the Secrets).
+
+- The cluster CA and the clients CA are created once and never overwritten: replacing a CA
+  would cut every client that trusts it, so a damaged CA Secret is an error condition.
+- The cluster CA's certificate alone is published in `<cluster>-cluster-ca-cert` for clients.
+- The brokers' certificate (one for all, per-pod wildcard and bootstrap SANs) and the
+  operator's are reissued when missing, unreadable, within `renewalDays` of expiry, no longer
+  covering the names the brokers are dialled by, not signed by the current CA, or when the
+  annotation `rillet.io/renew-certificates` gets a new value. The broker certificate's
+  fingerprint is in the pod template, so a renewal rolls the brokers one at a time
+  (handlers/rolling.py), never below min.insync.replicas.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+
+from .. import pki
+from ..builders import broker_config as bc
+from ..builders import names
+from ..spec import ClusterSpec
+from .common import kube
+
+RENEW_ANNOTATION = "rillet.io/renew-certificates"
+
+
+class CertificateError(Exception):
+    """A certificate Secret the operator must not repair by itself (a CA)."""
+
+
+@dataclass(frozen=True)
+class Issued:
+    broker_fingerprint: str
+    status: dict
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _labels(cs: ClusterSpec) -> dict[str, str]:
+    return names.labels(cs.name)
+
+
+def _owned(obj: dict, cs: ClusterSpec, owner: Any) -> dict:
+    obj["metadata"]["namespace"] = cs.namespace
+    kopf.append_owner_reference(obj, owner=owner)
+    return obj
+
+
+async def _get(name: str, namespace: str) -> dict | None:
+    return await asyncio.to_thread(kube().get, "Secret", name, namespace)
+
+
+async def _ca(cs: ClusterSpec, secret_name: str, common_name: str, now: datetime.datetime,
+              owner: Any, logger: Any) -> pki.KeyPair:
+    existing = await _get(secret_name, cs.namespace)
+    if existing is not None:
+        try:
+            return pki.keypair_from_secret(existing)
+        except (KeyError, ValueError) as exc:
+            raise CertificateError(f"Secret {secret_name} does not hold a CA key and "
+                                   f"certificate ({exc}); restore it or delete it (a new CA "
+                                   f"means every client must trust the new one)") from None
+    ca = pki.new_ca(common_name, now, cs.certificates.ca_validity_days)
+    await asyncio.to_thread(kube().create, _owned(pki.ca_secret(secret_name, ca, _labels(cs)),
+                                                  cs, owner))
+    kopf.info(owner, reason="CaCreated", message=f"created CA Secret {secret_name}")
+    logger.info("created CA Secret %s", secret_name)
+    return ca
+
+
+def _reason_to_issue(current: pki.KeyPair | None, ca: pki.KeyPair, dns_names: list[str],
+                     cs: ClusterSpec, now: datetime.datetime, forced: bool) -> str | None:
+    """Why the certificate must be (re)issued, or None to keep it."""
+    if current is None:
+        return "missing"
+    if forced:
+        return "renewal requested"
+    if pki.needs_renewal(current.cert_pem, now, cs.certificates.renewal_days):
+        return f"expires within {cs.certificates.renewal_days} days"
+    if not pki.issued_by(current.cert_pem, ca.cert_pem):
+        return "not signed by the current CA"
+    if dns_names and not pki.covers(current.cert_pem, dns_names):
+        return "does not cover the brokers' names"
+    return None
+
+
+def _keypair(secret: dict | None) -> pki.KeyPair | None:
+    try:
+        return pki.keypair_from_secret(secret) if secret else None
+    except (KeyError, ValueError):
+        return None
+
+
+async def _leaf(cs: ClusterSpec, secret_name: str, common_name: str, dns_names: list[str],
+                ca: pki.KeyPair, extra: dict[str, str], now: datetime.datetime, forced: bool,
+                owner: Any, logger: Any) -> pki.KeyPair:
+    current = _keypair(await _get(secret_name, cs.namespace))
+    why = _reason_to_issue(current, ca, dns_names, cs, now, forced)
+    if why is None:
+        assert current is not None
+        return current
+    issued = pki.issue_cert(ca, common_name, dns_names, now, cs.certificates.validity_days,
+                            client=True, server=bool(dns_names),
+                            organization=names.CERT_ORGANIZATION)
+    secret = pki.tls_secret(secret_name, issued, ca.cert_pem, _labels(cs))
+    secret["data"].update({k: _b64(v) for k, v in extra.items()})
+    if bool(dns_names):   # the broker's: its key and chain in one PEM, as ssl.keystore wants
+        secret["data"][bc.KEYSTORE_KEY] = _b64(issued.key_pem + issued.cert_pem)
+    await asyncio.to_thread(kube().apply, _owned(secret, cs, owner))
+    message = f"issued {secret_name} ({why}), valid until {pki.not_after(issued.cert_pem)}"
+    kopf.info(owner, reason="CertificateIssued", message=message)
+    logger.info("%s", message)
+    return issued
+
+
+async def ensure(cs: ClusterSpec, meta: Any, status: dict, owner: Any, logger: Any) -> Issued:
+    """Every certificate Secret of a secured cluster, created or renewed as needed."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    token = (meta.get("annotations") or {}).get(RENEW_ANNOTATION)
+    forced = bool(token) and token != (status.get("certificates") or {}).get("renewToken")
+    cluster_ca = await _ca(cs, names.cluster_ca(cs.name), f"{cs.name} cluster CA", now, owner,
+                           logger)
+    clients_ca = await _ca(cs, names.clients_ca(cs.name), f"{cs.name} clients CA", now, owner,
+                           logger)
+    published = {"apiVersion": "v1", "kind": "Secret",
+                 "metadata": {"name": names.cluster_ca_cert(cs.name), "labels": _labels(cs)},
+                 "data": {"ca.crt": _b64(cluster_ca.cert_pem)}}
+    await asyncio.to_thread(kube().apply, _owned(published, cs, owner))
+    broker = await _leaf(cs, names.broker_certs(cs.name), names.broker_common_name(cs.name),
+                         pki.broker_sans(cs.name, cs.namespace, cs.replicas), cluster_ca,
+                         {bc.CLIENTS_CA_KEY: clients_ca.cert_pem}, now, forced, owner, logger)
+    await _leaf(cs, names.operator_certs(cs.name), names.operator_common_name(cs.name), [],
+                cluster_ca, {}, now, forced, owner, logger)
+    return Issued(pki.fingerprint(broker.cert_pem), {
+        "clusterCaSecret": names.cluster_ca_cert(cs.name),
+        "clusterCaNotAfter": _stamp(pki.not_after(cluster_ca.cert_pem)),
+        "clientsCaNotAfter": _stamp(pki.not_after(clients_ca.cert_pem)),
+        "brokerNotAfter": _stamp(pki.not_after(broker.cert_pem)),
+        "brokerFingerprint": pki.fingerprint(broker.cert_pem),
+        "renewToken": token})
+
+
+def _stamp(t: datetime.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
