@@ -15,10 +15,8 @@ async def list_groups(ctx: RequestContext, req: Any) -> Any:
     states = getattr(req, "states_filter", ())
     # DESCRIBE on the cluster lists every group; otherwise the groups one may DESCRIBE.
     everything = ctx.authorized("DESCRIBE", "CLUSTER", CLUSTER, quiet=True)
-    authorizer = ctx.broker.authorizer
     groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type,
                "group_state": g.state}
               for g in ctx.broker.coordinator.list_groups(states)
-              if everything or authorizer.authorize(ctx.session, "DESCRIBE", "GROUP",
-                                                    g.group_id, quiet=True)]
+              if everything or ctx.authorized("DESCRIBE", "GROUP", g.group_id, quiet=True)]
     return ctx.response({"throttle_time": 0, "error_code": 0, "groups": groups})

@@ -71,11 +71,9 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
     if ctx.version == 0 and not requested:
         requested = None
     topics: list[dict[str, Any]] = []
-    authorizer = broker.authorizer
     if requested is None:
         topics = [_topic(t, image) for t in image.topics.values()
-                  if authorizer is None or authorizer.authorize(
-                      ctx.session, "DESCRIBE", "TOPIC", t.name, quiet=True)]
+                  if ctx.authorized("DESCRIBE", "TOPIC", t.name, quiet=True)]
     else:
         allow = getattr(req, "allow_auto_topic_creation", True)
         missing = [t.name for t in requested

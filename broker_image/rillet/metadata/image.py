@@ -13,7 +13,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
-from ..security.acl import AclBinding
+from ..security.acl import AclBinding, AclIndex
 from ..security.sasl import ScramCredential
 from . import records as r
 
@@ -83,7 +83,9 @@ class MetadataImage:
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
     next_producer_id: int = 0
     scram: Mapping[tuple[str, str], ScramCredential] = field(default_factory=lambda: _EMPTY)
-    acls: frozenset[AclBinding] = frozenset()
+    # Indexed by resource for the authorizer; the same object while a batch leaves the
+    # ACLs alone, so the index is built once per ACL change, never per request.
+    acls: AclIndex = AclIndex()
 
     def topic_config(self, name: str) -> Mapping[str, str]:
         return self.configs.get((TOPIC_RESOURCE, name), _EMPTY)
@@ -264,7 +266,7 @@ class _Delta:
             configs=configs,
             next_producer_id=self.next_producer_id,
             scram=image.scram if self.scram is None else MappingProxyType(self.scram),
-            acls=image.acls if self.acls is None else frozenset(self.acls),
+            acls=image.acls if self.acls is None else AclIndex(self.acls),
         )
 
 

@@ -1,16 +1,18 @@
 """The ACL authorizer of one broker: security/acl.py's decision on the current metadata image.
 
 On when authorizer.class.name names Kafka's StandardAuthorizer (or AclAuthorizer): every
-API then checks its resources for the request's principal. Denials are logged at INFO
-(principal, host, operation, resource), as Kafka's authorizer logger does, except for the
-quiet checks that only filter what a client sees (Metadata's topic list).
+API then checks its resources for the request's principal. A check reads the image's
+`AclIndex`, so it costs the bindings naming the resource, not every ACL of the cluster.
+Denials are logged at INFO (principal, host, operation, resource), as Kafka's authorizer
+logger does, except for the quiet checks that only filter what a client sees (Metadata's
+topic list, ListGroups' groups).
 """
 from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING, Any
 
-from .acl import CLUSTER_NAME, allowed, parse_super_users
+from .acl import CLUSTER_NAME, parse_super_users
 
 if TYPE_CHECKING:
     from .session import Session
@@ -33,23 +35,22 @@ class Authorizer:
         (KIP-679) WRITE allowed on some topic."""
         if self.authorize(session, "IDEMPOTENT_WRITE", "CLUSTER", CLUSTER_NAME, quiet=True):
             return True
-        acls = self.broker.image.acls
-        if self.allow_if_no_acl and not any(b.resource_type == "TOPIC" for b in acls):
+        topic_acls = self.broker.image.acls.of_type("TOPIC")
+        if self.allow_if_no_acl and not topic_acls:
             return True
-        if any(b.resource_type == "TOPIC" and b.permission == "ALLOW"
-               and b.operation in ("WRITE", "ALL") and b.applies_to(session.principal,
-                                                                    session.client_host)
+        if any(b.permission == "ALLOW" and b.operation in ("WRITE", "ALL")
+               and b.applies_to(session.principal, session.client_host)
                and self.authorize(session, "WRITE", "TOPIC", b.resource_name, quiet=True)
-               for b in acls):
+               for b in topic_acls):
             return True
         self._denied(session, "IDEMPOTENT_WRITE", "CLUSTER", CLUSTER_NAME)
         return False
 
     def authorize(self, session: "Session", operation: str, resource_type: str, name: str,
                   *, quiet: bool = False) -> bool:
-        ok = allowed(self.broker.image.acls, session.principal, session.client_host,
-                     operation, resource_type, name, super_users=self.super_users,
-                     allow_if_no_acl=self.allow_if_no_acl)
+        ok = self.broker.image.acls.allowed(
+            session.principal, session.client_host, operation, resource_type, name,
+            super_users=self.super_users, allow_if_no_acl=self.allow_if_no_acl)
         if not ok and not quiet:
             self._denied(session, operation, resource_type, name)
         return ok

@@ -9,6 +9,7 @@ from rillet.apis import envelope as envelope_api
 from rillet.apis.registry import RequestContext
 from rillet.protocol.codec import RequestHeader
 from rillet.protocol.errors import ClusterAuthorizationFailed
+from rillet.security.acl import AclIndex
 from rillet.security.authorizer import Authorizer
 from rillet.security.session import Session
 
@@ -23,7 +24,7 @@ def _answer(principal: str, monkeypatch) -> tuple[object, list]:
         return b"\0\0\0\4inner"
 
     monkeypatch.setattr(envelope_api, "dispatch", fake_dispatch)
-    broker = SimpleNamespace(image=SimpleNamespace(acls=[]), metrics=None)
+    broker = SimpleNamespace(image=SimpleNamespace(acls=AclIndex()), metrics=None)
     broker.authorizer = Authorizer(broker, CONFIG)
     ctx = RequestContext(broker, RequestHeader(58, 0, 1, "peer"), "127.0.0.1:1", 1,
                          "controller", Session(principal=principal))
