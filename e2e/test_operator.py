@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 import yaml
@@ -172,20 +172,27 @@ def _debug(kube: Kube, ns: str) -> str:
     return "\n".join(lines)
 
 
-def run_job(kube: Kube, ns: str, args: list[str], timeout: float = 240) -> dict:
+def run_job(kube: Kube, ns: str, args: list[str], timeout: float = 240, **pod: Any) -> dict:
     """Run the kafka-python client image as a Job; its RESULT line, decoded."""
-    return job_result(kube, ns, start_job(kube, ns, args), timeout)
+    return job_result(kube, ns, start_job(kube, ns, args, **pod), timeout)
 
 
-def start_job(kube: Kube, ns: str, args: list[str]) -> str:
-    """Starts the kafka-python client image as a Job; its name."""
+def start_job(kube: Kube, ns: str, args: list[str], env: list[dict] | None = None,
+              secrets: dict[str, str] | None = None) -> str:
+    """Starts the kafka-python client image as a Job; its name. `env`: container env
+    entries; `secrets`: Secret name -> where the container mounts it."""
     name = f"client-{uuid.uuid4().hex[:6]}"
+    container = {"name": "client", "image": CLIENT_IMAGE, "imagePullPolicy": "IfNotPresent",
+                 "args": args, "env": env or [],
+                 "volumeMounts": [{"name": f"s{i}", "mountPath": path, "readOnly": True}
+                                  for i, path in enumerate((secrets or {}).values())]}
+    volumes = [{"name": f"s{i}", "secret": {"secretName": secret}}
+               for i, secret in enumerate(secrets or {})]
     kube.create({"apiVersion": "batch/v1", "kind": "Job",
                  "metadata": {"name": name, "namespace": ns},
                  "spec": {"backoffLimit": 0, "template": {"spec": {
-                     "restartPolicy": "Never",
-                     "containers": [{"name": "client", "image": CLIENT_IMAGE,
-                                     "imagePullPolicy": "IfNotPresent", "args": args}]}}}})
+                     "restartPolicy": "Never", "containers": [container],
+                     "volumes": volumes}}}})
     return name
 
 

@@ -20,14 +20,52 @@
       number of records.
   client.py topics BOOTSTRAP
       the names of every topic the cluster has.
+  client.py access BOOTSTRAP TOPIC
+      tries to produce one record; reports "ok" or the error (a refusal is a result here).
+
+Security from the environment (a rillet User's Secret, as a Job would mount it):
+KAFKA_SECURITY_PROTOCOL (SSL, SASL_SSL, ...), KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD
+(SCRAM-SHA-512), KAFKA_SSL_CAFILE (the cluster CA), KAFKA_SSL_CERTFILE and KAFKA_SSL_KEYFILE
+(a tls User's certificate); KAFKA_GROUP_PREFIX names the consumer groups (default e2e-).
 """
 import json
+import os
 import sys
 import time
 import uuid
 
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient
+
+
+def _security():
+    """kafka-python's security settings from the environment (none: PLAINTEXT)."""
+    env = os.environ
+    out = {}
+    if env.get("KAFKA_SECURITY_PROTOCOL"):
+        out["security_protocol"] = env["KAFKA_SECURITY_PROTOCOL"]
+    if env.get("KAFKA_SASL_USERNAME"):
+        out.update(sasl_mechanism="SCRAM-SHA-512",
+                   sasl_plain_username=env["KAFKA_SASL_USERNAME"],
+                   sasl_plain_password=env.get("KAFKA_SASL_PASSWORD", ""))
+    for key, name in (("ssl_cafile", "KAFKA_SSL_CAFILE"), ("ssl_certfile", "KAFKA_SSL_CERTFILE"),
+                      ("ssl_keyfile", "KAFKA_SSL_KEYFILE")):
+        if env.get(name):
+            out[key] = env[name]
+    return out
+
+
+def _confluent_security():
+    """The same for confluent-kafka (librdkafka names)."""
+    names = {"security_protocol": "security.protocol", "sasl_mechanism": "sasl.mechanisms",
+             "sasl_plain_username": "sasl.username", "sasl_plain_password": "sasl.password",
+             "ssl_cafile": "ssl.ca.location", "ssl_certfile": "ssl.certificate.location",
+             "ssl_keyfile": "ssl.key.location"}
+    return {names[k]: v for k, v in _security().items()}
+
+
+SEC = _security()
+GROUP_PREFIX = os.environ.get("KAFKA_GROUP_PREFIX", "e2e-")
 
 
 def _get(d, *keys):
@@ -40,7 +78,7 @@ def _get(d, *keys):
 def inspect(bootstrap, topic, full_isr_s=0.0):
     deadline = time.monotonic() + full_isr_s
     while True:
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=20000)
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, **SEC, request_timeout_ms=20000)
         try:
             cluster = admin.describe_cluster()
             (desc,) = admin.describe_topics([topic])
@@ -61,7 +99,7 @@ def inspect(bootstrap, topic, full_isr_s=0.0):
 
 
 def produce_consume(bootstrap, topic, count):
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=10,
+    producer = KafkaProducer(bootstrap_servers=bootstrap, **SEC, acks="all", retries=10,
                              request_timeout_ms=30000)
     payloads = [f"msg-{i}-{uuid.uuid4().hex}".encode() for i in range(count)]
     futures = [producer.send(topic, key=str(i).encode(), value=value)
@@ -70,7 +108,8 @@ def produce_consume(bootstrap, topic, count):
     for f in futures:
         f.get(timeout=60)  # raises the delivery error instead of counting it as lost later
     producer.close()
-    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"e2e-{uuid.uuid4().hex[:6]}",
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, **SEC,
+                             group_id=f"{GROUP_PREFIX}{uuid.uuid4().hex[:6]}",
                              auto_offset_reset="earliest", enable_auto_commit=True,
                              consumer_timeout_ms=5000)
     wanted, seen = set(payloads), set()
@@ -90,7 +129,7 @@ def stream(bootstrap, topic, rate, max_s):
     good (flush never completed) after brokers it knew were removed by a scale-down, see the
     README's known limits."""
     from confluent_kafka import Producer
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", **_confluent_security(),
                          "enable.idempotence": True, "delivery.timeout.ms": 300000,
                          "linger.ms": 5})
     failed, sent = [], 0
@@ -128,7 +167,7 @@ def stream(bootstrap, topic, rate, max_s):
 
 
 def fill(bootstrap, topic, count, size):
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20,
+    producer = KafkaProducer(bootstrap_servers=bootstrap, **SEC, acks="all", linger_ms=20,
                              batch_size=256 * 1024, compression_type=None)
     started = time.monotonic()
     payload = b"x" * size
@@ -143,7 +182,7 @@ def fill(bootstrap, topic, count, size):
 
 def broker_config(bootstrap, broker, key):
     from kafka.admin import ConfigResource, ConfigResourceType
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=20000)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, **SEC, request_timeout_ms=20000)
     try:
         got = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, broker)],
                                      config_filter="all")
@@ -165,7 +204,7 @@ def _has_topic(producer, name):
 
 def _read_all(bootstrap, topic):
     from kafka import TopicPartition
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, **SEC, enable_auto_commit=False)
     parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
     consumer.assign(parts)
     consumer.seek_to_beginning(*parts)
@@ -185,7 +224,7 @@ def count(bootstrap, topic):
 
 def _end_offsets(bootstrap, topic):
     from kafka import TopicPartition
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, **SEC)
     try:
         parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
         return sum(consumer.end_offsets(parts).values())
@@ -194,11 +233,24 @@ def _end_offsets(bootstrap, topic):
 
 
 def topics(bootstrap):
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=20000)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, **SEC, request_timeout_ms=20000)
     try:
         return {"topics": sorted(admin.list_topics())}
     finally:
         admin.close()
+
+
+def access(bootstrap, topic):
+    try:
+        producer = KafkaProducer(bootstrap_servers=bootstrap, **SEC, acks="all", retries=0,
+                                 request_timeout_ms=15000, max_block_ms=20000)
+        try:
+            producer.send(topic, b"probe").get(timeout=30)
+        finally:
+            producer.close(timeout=5)
+        return {"produce": "ok"}
+    except Exception as exc:  # noqa: BLE001 - the refusal is what is reported
+        return {"produce": f"{type(exc).__name__}: {exc}"}
 
 
 def main(argv):
@@ -217,6 +269,8 @@ def main(argv):
         out = count(argv[1], argv[2])
     elif argv[0] == "topics":
         out = topics(argv[1])
+    elif argv[0] == "access":
+        out = access(argv[1], argv[2])
     else:
         sys.exit(f"unknown command {argv[0]!r}")
     print("RESULT " + json.dumps(out), flush=True)

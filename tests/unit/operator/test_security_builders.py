@@ -202,3 +202,15 @@ def test_jaas_line_is_what_kafka_clients_take():
     assert jaas_config("alice", "s3cret") == (
         'org.apache.kafka.common.security.scram.ScramLoginModule required '
         'username="alice" password="s3cret";')
+
+
+def test_the_example_manifests_parse_and_render():
+    import yaml
+    root = __import__("pathlib").Path(__file__).resolve().parents[3] / "examples"
+    cluster = yaml.safe_load((root / "secure-cluster.yaml").read_text())
+    cs = parse_cluster(cluster["metadata"]["name"], "ns", cluster["spec"])
+    assert cs.secured and cs.authorization
+    bc.validate(cs, CID)
+    user = yaml.safe_load((root / "user.yaml").read_text())
+    us = parse_user(user["metadata"]["name"], "ns", user["spec"])
+    assert us.cluster == cs.name and len(desired_acls(us)) == 4

@@ -1,0 +1,234 @@
+"""e2e: a secured Cluster (a SASL_SSL SCRAM-SHA-512 listener, an mTLS listener, ACLs) and
+Users, through the API server and real pods: the operator makes the CAs and certificates,
+publishes the CA for clients, creates each User's credentials and ACLs; Jobs with a User's
+Secret produce and consume; a User without rights and a wrong password are refused; a
+certificate renewal rolls the brokers while an acks=all client streams, without an error;
+a deleted User's credentials stop working."""
+from __future__ import annotations
+
+import base64
+import time
+import uuid
+from typing import Iterator
+
+import pytest
+from cryptography import x509
+
+from localk8s.kube import Kube
+from test_operator import (_cr_path, _debug, condition, delete_namespace, get_cr, job_result,
+                           kubectl, operator, patch_cr, run_job, start_job)  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.timeout(1200)
+
+CLUSTER = "secure"
+SCRAM_PORT, MTLS_PORT = 9094, 9095
+SCRAM = f"{CLUSTER}-bootstrap:{SCRAM_PORT}"
+MTLS = f"{CLUSTER}-bootstrap:{MTLS_PORT}"
+TOPIC = "orders"
+CA_MOUNT, USER_MOUNT = "/etc/cluster-ca", "/etc/user"
+RESULTS: dict[str, object] = {}
+
+
+def _apply(kube: Kube, ns: str, plural: str, kind: str, name: str, spec: dict) -> None:
+    kube.request("POST", _cr_path(ns, plural), {
+        "apiVersion": "rillet.io/v1alpha1", "kind": kind,
+        "metadata": {"name": name, "namespace": ns}, "spec": spec})
+
+
+def _wait_ready(k8s, ns: str, resource: str, timeout: int = 180) -> None:
+    out = kubectl(k8s.kubeconfig, "wait", "--for=condition=Ready", resource, "-n", ns,
+                  f"--timeout={timeout}s", timeout=timeout + 30)
+    if out.returncode != 0:
+        pytest.fail(f"{resource} not Ready: {out.stderr}\n{_debug(k8s.kube, ns)}")
+
+
+def _acls(prefix: str) -> dict:
+    """Everything on topics named orders* (the stream's stop topic too), groups prefix-*."""
+    return {"type": "simple", "acls": [
+        {"resource": {"type": "topic", "name": TOPIC, "patternType": "prefix"},
+         "operations": ["Write", "Read", "Describe"]},
+        {"resource": {"type": "group", "name": prefix, "patternType": "prefix"},
+         "operations": ["Read"]}]}
+
+
+@pytest.fixture(scope="module")
+def secured(k8s, operator) -> Iterator[str]:  # noqa: F811
+    kube = k8s.kube
+    ns = f"e2e-sec-{uuid.uuid4().hex[:5]}"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    try:
+        _apply(kube, ns, "clusters", "Cluster", CLUSTER, {
+            "replicas": 3, "config": {"min.insync.replicas": 2},
+            "listeners": [
+                {"name": "scram", "port": SCRAM_PORT, "tls": True,
+                 "authentication": {"type": "scram-sha-512"}},
+                {"name": "mtls", "port": MTLS_PORT, "tls": True,
+                 "authentication": {"type": "tls"}}],
+            "authorization": {"type": "simple"}})
+        _wait_ready(k8s, ns, f"cluster.rillet.io/{CLUSTER}", 420)
+        _apply(kube, ns, "topics", "Topic", TOPIC, {"cluster": CLUSTER, "partitions": 3,
+                                                    "replicas": 3})
+        _apply(kube, ns, "users", "User", "alice", {
+            "cluster": CLUSTER, "authentication": {"type": "scram-sha-512"},
+            "authorization": _acls("alice-")})
+        _apply(kube, ns, "users", "User", "bob", {
+            "cluster": CLUSTER, "authentication": {"type": "scram-sha-512"}})
+        _apply(kube, ns, "users", "User", "carol", {
+            "cluster": CLUSTER, "authentication": {"type": "tls"},
+            "authorization": _acls("carol-")})
+        for resource in (f"topic.rillet.io/{TOPIC}", "user.rillet.io/alice",
+                         "user.rillet.io/bob", "user.rillet.io/carol"):
+            _wait_ready(k8s, ns, resource)
+        yield ns
+    finally:
+        delete_namespace(kube, ns)
+
+
+def _secret(kube: Kube, ns: str, name: str) -> dict[str, str]:
+    data = (kube.get("Secret", name, ns) or {}).get("data") or {}
+    return {k: base64.b64decode(v).decode() for k, v in data.items()}
+
+
+def _scram_env(user: str, password: dict | str) -> list[dict]:
+    """A SCRAM client's env: the password from the User's Secret (or a literal one)."""
+    value = {"value": password} if isinstance(password, str) else {"valueFrom": password}
+    return [{"name": "KAFKA_SECURITY_PROTOCOL", "value": "SASL_SSL"},
+            {"name": "KAFKA_SASL_USERNAME", "value": user},
+            {"name": "KAFKA_SASL_PASSWORD", **value},
+            {"name": "KAFKA_SSL_CAFILE", "value": f"{CA_MOUNT}/ca.crt"},
+            {"name": "KAFKA_GROUP_PREFIX", "value": f"{user}-"}]
+
+
+def _scram_job(user: str, password: str | None = None) -> dict:
+    ref = {"secretKeyRef": {"name": user, "key": "password"}}
+    return {"env": _scram_env(user, password if password is not None else ref),
+            "secrets": {f"{CLUSTER}-cluster-ca-cert": CA_MOUNT}}
+
+
+def test_secured_cluster_publishes_its_ca_and_serves_certificates_for_every_name(k8s, secured):
+    kube, ns = k8s.kube, secured
+    status = get_cr(kube, ns, "clusters", CLUSTER)["status"]
+    assert [(l["name"], l["tls"], l["authentication"], l["bootstrapServers"])
+            for l in status["listeners"]] == [
+        ("scram", True, "scram-sha-512",
+         f"{CLUSTER}-bootstrap.{ns}.svc.cluster.local:{SCRAM_PORT}"),
+        ("mtls", True, "tls", f"{CLUSTER}-bootstrap.{ns}.svc.cluster.local:{MTLS_PORT}")]
+    published = _secret(kube, ns, status["certificates"]["clusterCaSecret"])
+    assert set(published) == {"ca.crt"}        # the certificate alone, never the key
+    ca = x509.load_pem_x509_certificate(published["ca.crt"].encode())
+    broker = x509.load_pem_x509_certificate(
+        _secret(kube, ns, f"{CLUSTER}-broker-certs")["tls.crt"].encode())
+    broker.verify_directly_issued_by(ca)
+    sans = set(broker.extensions.get_extension_for_class(
+        x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName))
+    assert f"{CLUSTER}-bootstrap.{ns}.svc.cluster.local" in sans
+    assert f"*.{CLUSTER}-brokers.{ns}.svc.cluster.local" in sans
+    pods = kube.list("Pod", ns, labelSelector=f"rillet.io/cluster={CLUSTER}")
+    assert {p["metadata"]["annotations"]["rillet.io/broker-cert"] for p in pods} == \
+        {status["certificates"]["brokerFingerprint"]}
+
+
+def test_users_get_their_credentials_in_secrets(k8s, secured):
+    kube, ns = k8s.kube, secured
+    alice = _secret(kube, ns, "alice")
+    assert len(alice["password"]) >= 24
+    assert alice["sasl.jaas.config"] == (
+        'org.apache.kafka.common.security.scram.ScramLoginModule required '
+        f'username="alice" password="{alice["password"]}";')
+    carol = _secret(kube, ns, "carol")
+    cert = x509.load_pem_x509_certificate(carol["user.crt"].encode())
+    clients_ca = x509.load_pem_x509_certificate(
+        _secret(kube, ns, f"{CLUSTER}-clients-ca")["tls.crt"].encode())
+    cert.verify_directly_issued_by(clients_ca)
+    assert cert.subject.rfc4514_string() == "CN=carol"
+    assert carol["ca.crt"] == _secret(kube, ns, f"{CLUSTER}-cluster-ca-cert")["ca.crt"]
+    users = {u: get_cr(kube, ns, "users", u)["status"] for u in ("alice", "bob", "carol")}
+    assert (users["alice"]["username"], users["alice"]["acls"]) == ("alice", 4)
+    assert (users["bob"]["username"], users["bob"]["acls"]) == ("bob", 0)
+    assert users["carol"]["username"] == "CN=carol"
+
+
+def test_scram_user_produces_and_consumes_over_sasl_ssl(k8s, secured):
+    out = run_job(k8s.kube, secured, ["produce-consume", SCRAM, TOPIC, "50"],
+                  **_scram_job("alice"))
+    assert out == {"produced": 50, "consumed_back": 50}
+
+
+def test_tls_user_produces_and_consumes_over_mtls(k8s, secured):
+    env = [{"name": "KAFKA_SECURITY_PROTOCOL", "value": "SSL"},
+           {"name": "KAFKA_SSL_CAFILE", "value": f"{USER_MOUNT}/ca.crt"},
+           {"name": "KAFKA_SSL_CERTFILE", "value": f"{USER_MOUNT}/user.crt"},
+           {"name": "KAFKA_SSL_KEYFILE", "value": f"{USER_MOUNT}/user.key"},
+           {"name": "KAFKA_GROUP_PREFIX", "value": "carol-"}]
+    out = run_job(k8s.kube, secured, ["produce-consume", MTLS, TOPIC, "30"], env=env,
+                  secrets={"carol": USER_MOUNT})
+    assert out == {"produced": 30, "consumed_back": 30}
+
+
+def test_a_user_without_rights_and_a_wrong_password_are_refused(k8s, secured):
+    kube, ns = k8s.kube, secured
+    bob = run_job(kube, ns, ["access", SCRAM, TOPIC], **_scram_job("bob"))
+    assert "TopicAuthorizationFailed" in bob["produce"], bob
+    wrong = run_job(kube, ns, ["access", SCRAM, TOPIC], **_scram_job("alice", "not-it"))
+    assert wrong["produce"] != "ok", wrong
+    assert "Authorization" not in wrong["produce"], wrong   # refused before any request
+    logs = "".join(kube.logs(p["metadata"]["name"], ns, "broker")
+                   for p in kube.list("Pod", ns, labelSelector=f"rillet.io/cluster={CLUSTER}"))
+    assert "authentication failed on listener SCRAM" in logs
+
+
+def _rolled_onto(kube: Kube, ns: str, fingerprint: str) -> bool:
+    c = get_cr(kube, ns, "clusters", CLUSTER) or {}
+    pods = kube.list("Pod", ns, labelSelector=f"rillet.io/cluster={CLUSTER}")
+    return (len(pods) == 3 and condition(c).get("status") == "True"
+            and all(p["metadata"]["annotations"].get("rillet.io/broker-cert") == fingerprint
+                    and not p["metadata"].get("deletionTimestamp")
+                    and any(cond["type"] == "Ready" and cond["status"] == "True"
+                            for cond in p["status"].get("conditions") or ())
+                    for p in pods))
+
+
+def test_certificate_renewal_rolls_the_brokers_without_client_errors(k8s, secured):
+    kube, ns = k8s.kube, secured
+    before = get_cr(kube, ns, "clusters", CLUSTER)["status"]["certificates"]
+    old_pods = {p["metadata"]["uid"] for p in
+                kube.list("Pod", ns, labelSelector=f"rillet.io/cluster={CLUSTER}")}
+    stream = start_job(kube, ns, ["stream", SCRAM, TOPIC, "30", "900"], **_scram_job("alice"))
+    # The stream is producing before the renewal starts.
+    kube.wait_for("the stream producing", lambda: "sent" in "".join(
+        kube.logs(p["metadata"]["name"], ns, "client")
+        for p in kube.list("Pod", ns, labelSelector=f"job-name={stream}")
+        if (p.get("status") or {}).get("phase") == "Running"), 120)
+    t0 = time.monotonic()
+    patch_cr(kube, ns, "clusters", CLUSTER, {"metadata": {"annotations": {
+        "rillet.io/renew-certificates": str(time.time())}}})
+    renewed = kube.wait_for("a new broker certificate", lambda: (
+        (get_cr(kube, ns, "clusters", CLUSTER)["status"].get("certificates") or {})
+        .get("brokerFingerprint") not in (None, before["brokerFingerprint"])
+        and get_cr(kube, ns, "clusters", CLUSTER)["status"]["certificates"]), 120)
+    kube.wait_for("every broker restarted on the new certificate",
+                  lambda: _rolled_onto(kube, ns, renewed["brokerFingerprint"]), 600, 2)
+    RESULTS["renewal roll s"] = round(time.monotonic() - t0)
+    now_pods = {p["metadata"]["uid"] for p in
+                kube.list("Pod", ns, labelSelector=f"rillet.io/cluster={CLUSTER}")}
+    assert not now_pods & old_pods                      # every broker was restarted
+    assert renewed["clusterCaNotAfter"] == before["clusterCaNotAfter"]   # same CA: trusted
+    _apply(kube, ns, "topics", "Topic", f"{TOPIC}-stop", {"cluster": CLUSTER})
+    out = job_result(kube, ns, stream, 600)
+    RESULTS["stream"] = out
+    print(f"\nsecurity e2e: {RESULTS}")
+    assert out["sent"] > 0 and out["failed"] == 0, out
+    assert out["missing"] == 0 and out["duplicates"] == 0, out
+
+
+def test_a_deleted_users_credentials_stop_working(k8s, secured):
+    kube, ns = k8s.kube, secured
+    password = _secret(kube, ns, "alice")["password"]
+    assert run_job(kube, ns, ["access", SCRAM, TOPIC],
+                   **_scram_job("alice", password))["produce"] == "ok"
+    kube.request("DELETE", _cr_path(ns, "users", "alice"))
+    kube.wait_for("user alice gone", lambda: get_cr(kube, ns, "users", "alice") is None, 120)
+    kube.wait_for("its Secret gone (owned by the User)",
+                  lambda: kube.get_or_none("Secret", "alice", ns) is None, 120)
+    after = run_job(kube, ns, ["access", SCRAM, TOPIC], **_scram_job("alice", password))
+    assert after["produce"] != "ok" and "Authorization" not in after["produce"], after
