@@ -217,6 +217,91 @@ def test_mtls_requires_a_certificate_from_the_broker_ca(tmp_path, pki) -> None:
         broker.stop()
 
 
+def _pkcs8_keystore(pki: dict[str, Path], path: Path) -> Path:
+    """The client's key and certificate as Kafka's PEM keystore reads them: an unencrypted
+    PKCS#8 key ("BEGIN PRIVATE KEY"; Kafka does not parse trustme's SEC1 "EC PRIVATE KEY")
+    followed by the certificate chain, and no ssl.key.password."""
+    from cryptography.hazmat.primitives import serialization
+    key = serialization.load_pem_private_key(pki["client_key"].read_bytes(), password=None)
+    path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                       serialization.PrivateFormat.PKCS8,
+                                       serialization.NoEncryption()) +
+                     pki["client_cert"].read_bytes())
+    return path
+
+
+def test_kafka_java_tools_over_mtls(tmp_path, pki, kafka_jars) -> None:  # noqa: F811
+    """Kafka's console tools with a client certificate (ssl.client.auth=required): the PEM
+    keystore as a file (ssl.keystore.location) and inline (ssl.keystore.key and
+    ssl.keystore.certificate.chain); a Java client without a certificate is refused."""
+    broker = _tls_broker(tmp_path, pki, **{"ssl.client.auth": "required"})
+    try:
+        trust = f"security.protocol=SSL\nssl.truststore.type=PEM\n" \
+                f"ssl.truststore.location={pki['ca']}\n"
+        keystore = _pkcs8_keystore(pki, tmp_path / "client-keystore.pem")
+        file_props = tmp_path / "mtls-file.properties"
+        file_props.write_text(trust + "ssl.keystore.type=PEM\n"
+                              f"ssl.keystore.location={keystore}\n")
+        key_pem, cert_pem = keystore.read_text().split("-----END PRIVATE KEY-----\n")
+        inline = {"ssl.keystore.key": key_pem + "-----END PRIVATE KEY-----",
+                  "ssl.keystore.certificate.chain": cert_pem.strip()}
+        inline_props = tmp_path / "mtls-inline.properties"   # a PEM on one line: "\n" escapes
+        inline_props.write_text(trust + "ssl.keystore.type=PEM\n" + "".join(
+            k + "=" + v.replace("\n", "\\n") + "\n" for k, v in inline.items()))
+        no_cert_props = tmp_path / "no-cert.properties"
+        no_cert_props.write_text(trust)
+
+        tools = KafkaTools(broker.bootstrap)
+        topic = _topic()
+        tools.topics("--create", "--topic", topic, "--partitions", "2", "--replication-factor",
+                     "1", "--command-config", str(file_props)).ok()
+        tools.produce_lines(topic, [f"k{i}:mtls-{i}" for i in range(10)],
+                            "--producer.config", str(file_props)).ok()
+        out = tools.consume(topic, 10, "--from-beginning",
+                            "--command-config", str(inline_props)).ok()
+        assert sorted(line.rsplit("\t", 1)[-1] for line in out.lines
+                      if line.startswith("Partition:")) == sorted(f"mtls-{i}" for i in range(10))
+        assert "TLS handshake failed" not in broker.log()
+
+        # Without a certificate the handshake is refused: nothing written, the refusal
+        # logged, the broker still serving the certified client.
+        refused = _produce_without_a_certificate(tools, topic, no_cert_props)
+        assert refused.returncode != 0 or "Error when sending message" in refused.stderr, \
+            refused.describe()
+        wait_until(lambda: "TLS handshake failed: PEER_DID_NOT_RETURN_A_CERTIFICATE"
+                   in broker.log(), 20, "the refusal logged")
+        assert broker.alive()
+        ends = tools.run("kafka-get-offsets", "--bootstrap-server", broker.bootstrap,
+                         "--command-config", str(file_props), "--topic", topic).ok()
+        assert sum(int(line.rsplit(":", 1)[1]) for line in ends.lines) == 10, ends.describe()
+    finally:
+        broker.stop()
+
+
+def _produce_without_a_certificate(tools: KafkaTools, topic: str, props: Path):
+    return tools.produce_lines(topic, ["k:no-certificate"], "--producer.config", str(props),
+                               "--producer-property", "max.block.ms=10000")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "rillet closes a refused mTLS handshake without sending a TLS alert: the Java client "
+    "sees 'Connection ... terminated during authentication', retries until max.block.ms and "
+    "times out, where Kafka's broker sends a fatal alert (bad_certificate) and the client "
+    "fails at once with SslAuthenticationException"))
+def test_a_java_client_without_a_certificate_gets_an_ssl_authentication_error(
+        tmp_path, pki, kafka_jars) -> None:  # noqa: F811
+    broker = _tls_broker(tmp_path, pki, **{"ssl.client.auth": "required"})
+    try:
+        props = tmp_path / "no-cert.properties"
+        props.write_text(f"security.protocol=SSL\nssl.truststore.type=PEM\n"
+                         f"ssl.truststore.location={pki['ca']}\n")
+        refused = _produce_without_a_certificate(KafkaTools(broker.bootstrap), _topic(), props)
+        assert "SslAuthenticationException" in refused.stdout + refused.stderr, \
+            refused.describe()
+    finally:
+        broker.stop()
+
+
 def _served_certificate(broker: BrokerProcess, ca: Path) -> bytes:
     ctx = ssl.create_default_context(cafile=str(ca))
     with socket.create_connection((broker.host, broker.port), timeout=10) as raw:
