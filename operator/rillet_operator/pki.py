@@ -32,16 +32,17 @@ from .builders import names
 # operator's still accepts a certificate issued a moment ago.
 CLOCK_SKEW = timedelta(minutes=5)
 
-# How rillet's broker (rillet.security.tls.peer_principal) names subject attributes: the short
-# names of Kafka's principals, then OpenSSL's long names (as ssl reports them), then the OID.
-_SHORT_NAMES = {NameOID.COMMON_NAME: "CN", NameOID.ORGANIZATIONAL_UNIT_NAME: "OU",
-                NameOID.ORGANIZATION_NAME: "O", NameOID.LOCALITY_NAME: "L",
-                NameOID.STATE_OR_PROVINCE_NAME: "ST", NameOID.COUNTRY_NAME: "C",
-                NameOID.STREET_ADDRESS: "STREET", NameOID.DOMAIN_COMPONENT: "DC",
-                NameOID.USER_ID: "UID"}
-_LONG_NAMES = {NameOID.EMAIL_ADDRESS: "emailAddress", NameOID.SERIAL_NUMBER: "serialNumber",
-               NameOID.TITLE: "title", NameOID.GIVEN_NAME: "givenName",
-               NameOID.SURNAME: "surname"}
+# Subject attributes by the names ssl's getpeercert() reports (OpenSSL's long names), which is
+# what rillet.security.tls.principal_from_subject takes and shortens as Kafka does (CN, O...).
+_SSL_NAMES = {NameOID.COMMON_NAME: "commonName", NameOID.ORGANIZATIONAL_UNIT_NAME:
+              "organizationalUnitName", NameOID.ORGANIZATION_NAME: "organizationName",
+              NameOID.LOCALITY_NAME: "localityName",
+              NameOID.STATE_OR_PROVINCE_NAME: "stateOrProvinceName",
+              NameOID.COUNTRY_NAME: "countryName", NameOID.STREET_ADDRESS: "streetAddress",
+              NameOID.DOMAIN_COMPONENT: "domainComponent", NameOID.USER_ID: "userId",
+              NameOID.EMAIL_ADDRESS: "emailAddress", NameOID.SERIAL_NUMBER: "serialNumber",
+              NameOID.TITLE: "title", NameOID.GIVEN_NAME: "givenName",
+              NameOID.SURNAME: "surname"}
 
 
 @dataclass(frozen=True)
@@ -220,7 +221,7 @@ def covers(cert_pem: str, dns_names: Iterable[str]) -> bool:
 
 
 def _attribute_name(oid: x509.ObjectIdentifier) -> str:
-    return _SHORT_NAMES.get(oid) or _LONG_NAMES.get(oid) or oid.dotted_string
+    return _SSL_NAMES.get(oid) or oid.dotted_string
 
 
 def principal_of(cert_pem: str) -> str:
