@@ -2,14 +2,17 @@
 
 v1: endpoint type; asking for controller endpoints gets UNSUPPORTED_ENDPOINT_TYPE
 (in combined mode the brokers are the controllers).
+
+Any principal may ask, as in Kafka (kafka-get-offsets and kafka-cluster send it for users
+without cluster ACLs); DESCRIBE on the cluster decides only what
+cluster_authorized_operations says when it is asked for: the operations allowed, else none.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from ..protocol import errors
-from .registry import CLUSTER, RequestContext, api
-
+from .registry import CLUSTER, OPERATIONS_UNSET, RequestContext, api
 
 
 @api(key=60, versions=(0, 1))
@@ -20,12 +23,11 @@ async def describe_cluster(ctx: RequestContext, req: Any) -> Any:
         return ctx.response({"throttle_time": 0, "error_code": errors.UnsupportedEndpointType.code,
                              "error_message": "only broker endpoints are served",
                              "cluster_id": broker.cluster_id, "brokers": []})
-    if not ctx.authorized("DESCRIBE", "CLUSTER", CLUSTER):
-        return ctx.response({"throttle_time": 0, "brokers": [], "cluster_id": broker.cluster_id,
-                             "error_code": errors.ClusterAuthorizationFailed.code,
-                             "error_message": "DESCRIBE on the cluster is not allowed"})
+    operations = ctx.authorized_operations("CLUSTER", CLUSTER) \
+        if req.include_cluster_authorized_operations else OPERATIONS_UNSET
     brokers = [{"broker_id": b.node_id, "host": host, "port": port, "rack": b.rack}
                for b, host, port in image.brokers_for(ctx.session.listener_name)]
     return ctx.response({"throttle_time": 0, "error_code": 0, "error_message": None,
-                         "cluster_id": broker.cluster_id, "controller_id": broker.controller_id_for_clients(),
-                         "brokers": brokers})
+                         "cluster_id": broker.cluster_id,
+                         "controller_id": broker.controller_id_for_clients(),
+                         "brokers": brokers, "cluster_authorized_operations": operations})

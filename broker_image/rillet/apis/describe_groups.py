@@ -12,12 +12,10 @@ from typing import Any
 
 from ..coordinator.group import GroupState
 from ..protocol import errors
-from .registry import RequestContext, api
-
-OPERATIONS_UNSET = -(2**31)
+from .registry import OPERATIONS_UNSET, RequestContext, api
 
 
-def _describe(ctx: RequestContext, group_id: str) -> dict[str, Any]:
+def _describe(ctx: RequestContext, group_id: str, with_operations: bool) -> dict[str, Any]:
     entry: dict[str, Any] = {"error_code": 0, "group_id": group_id, "group_state": "Dead",
                              "protocol_type": "", "protocol_data": "", "members": [],
                              "authorized_operations": OPERATIONS_UNSET}
@@ -27,6 +25,8 @@ def _describe(ctx: RequestContext, group_id: str) -> dict[str, Any]:
     except Exception as exc:
         entry.update(error_code=errors.code_of(exc, "describe group"), group_state="")
         return entry
+    if with_operations:
+        entry["authorized_operations"] = ctx.authorized_operations("GROUP", group_id)
     if group is None:
         return entry
     stable = group.state == GroupState.STABLE
@@ -43,5 +43,6 @@ def _describe(ctx: RequestContext, group_id: str) -> dict[str, Any]:
 
 @api(key=15, versions=(0, 5))
 async def describe_groups(ctx: RequestContext, req: Any) -> Any:
+    with_operations = bool(getattr(req, "include_authorized_operations", False))
     return ctx.response({"throttle_time": 0,
-                         "groups": [_describe(ctx, g) for g in req.groups]})
+                         "groups": [_describe(ctx, g, with_operations) for g in req.groups]})

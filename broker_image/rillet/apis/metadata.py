@@ -18,7 +18,7 @@ from typing import Any
 from ..controller.topics import TopicSpec, validate_topic_name
 from ..metadata.image import MetadataImage, TopicInfo
 from ..protocol import errors
-from .registry import CLUSTER, RequestContext, api
+from .registry import CLUSTER, OPERATIONS_UNSET, RequestContext, api
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +105,10 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
                                "topic_id": topic_id, "partitions": []})
             else:
                 topics.append(_topic(info, image))
+    if getattr(req, "include_topic_authorized_operations", False):
+        for t in topics:
+            if not t["error_code"]:
+                t["topic_authorized_operations"] = ctx.authorized_operations("TOPIC", t["name"])
     brokers = [{"node_id": b.node_id, "host": host, "port": port, "rack": b.rack}
                for b, host, port in image.brokers_for(ctx.session.listener_name)]
     return ctx.response({
@@ -115,5 +119,6 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
         # routing by it never chases a controller that died a moment ago.
         "controller_id": broker.node_id,
         "topics": topics,
-        "cluster_authorized_operations": -2147483648,
+        "cluster_authorized_operations": ctx.authorized_operations("CLUSTER", CLUSTER)
+        if getattr(req, "include_cluster_authorized_operations", False) else OPERATIONS_UNSET,
     })

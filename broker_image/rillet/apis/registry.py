@@ -14,10 +14,23 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from ..protocol import errors
 from ..protocol.build import build
 from ..protocol.codec import RequestHeader, response_schema
+from ..security.acl import CODES
 from ..security.session import Session
 
 if TYPE_CHECKING:
     from ..broker import Broker
+
+
+# The operations Kafka lists in a resource's authorized operations.
+RESOURCE_OPERATIONS = {
+    "CLUSTER": ("CREATE", "ALTER", "DESCRIBE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS",
+                "ALTER_CONFIGS", "IDEMPOTENT_WRITE"),
+    "TOPIC": ("READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "DESCRIBE_CONFIGS",
+              "ALTER_CONFIGS"),
+    "GROUP": ("READ", "DELETE", "DESCRIBE"),
+}
+# What a *_authorized_operations field holds when the client did not ask.
+OPERATIONS_UNSET = -(2**31)
 
 
 @dataclass
@@ -43,6 +56,15 @@ class RequestContext:
         if authorizer is None:
             return True
         return authorizer.authorize(self.session, operation, resource_type, name, quiet=quiet)
+
+    def authorized_operations(self, resource_type: str, name: str) -> int:
+        """The *_authorized_operations bit field Kafka answers when a client asks for it: a
+        bit (1 << operation code) per operation allowed on the resource, none at all
+        without DESCRIBE on it."""
+        if not self.authorized("DESCRIBE", resource_type, name, quiet=True):
+            return 0
+        return sum(1 << CODES["operation"][op] for op in RESOURCE_OPERATIONS[resource_type]
+                   if self.authorized(op, resource_type, name, quiet=True))
 
     def require(self, operation: str, resource_type: str, name: str) -> None:
         """Raise the authorization error Kafka answers for the resource type when this

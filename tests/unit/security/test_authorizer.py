@@ -125,3 +125,20 @@ def test_list_groups_shows_the_groups_one_may_describe_or_all_with_cluster_descr
     assert listed() == ["app-1", "app-2", "other"]
     broker.authorizer = None
     assert listed() == ["app-1", "app-2", "other"]
+
+
+def test_authorized_operations_are_the_allowed_bits_and_none_without_describe():
+    from rillet.security.acl import CODES
+    broker = FakeBroker()
+    ctx = _ctx(broker, 15, 5)
+    bits = lambda *ops: sum(1 << CODES["operation"][op] for op in ops)  # noqa: E731
+    assert ctx.authorized_operations("GROUP", "g1") == 0
+    broker.commit(acl_creations(broker.image, [acl("g1", "READ", rtype="GROUP")]))
+    assert ctx.authorized_operations("GROUP", "g1") == bits("READ", "DESCRIBE")
+    broker.commit(acl_creations(broker.image, [acl("g1", "DESCRIBE", "DENY", rtype="GROUP")]))
+    assert ctx.authorized_operations("GROUP", "g1") == 0      # no DESCRIBE: nothing shown
+    admin = RequestContext(broker, RequestHeader(15, 5, 1, "client"), "10.0.0.1:5", 1,
+                           "broker", Session(principal="User:admin"))
+    assert admin.authorized_operations("TOPIC", "t") == bits(
+        "READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "DESCRIBE_CONFIGS",
+        "ALTER_CONFIGS")
