@@ -214,3 +214,54 @@ def test_a_tls_user_certificate_from_the_clients_ca_is_held_to_its_acls(env, tmp
     assert errs == [] and sorted(got) == [b"a", b"b"]
     failures = _produce(certs["erin"], topic, [b"x"])   # certified, but no ACLs
     assert failures and "TOPIC_AUTHORIZATION_FAILED" in str(failures[0])
+
+
+def test_aiokafka_over_sasl_ssl_and_mtls(env, tmp_path):
+    """aiokafka with a SCRAM-SHA-512 User on the SASL_SSL listener, and with a clients-CA
+    certificate on the mTLS one (kafka-python is the e2e Jobs' client, confluent-kafka the
+    tests above, Kafka's Java tools tests/integration/test_sasl_acl.py and test_tls.py)."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.helpers import create_ssl_context
+    topic = _topic(env)
+    _apply_user(env, {"cluster": CLUSTER, "authentication": {"type": "scram-sha-512"},
+                      "authorization": _rules(topic, "frank-")}, "frank", "frank-pw")
+    _apply_user(env, {"cluster": CLUSTER, "authentication": {"type": "tls"},
+                      "authorization": _rules(topic, "gina-")}, "gina", None)
+    kp = pki.issue_cert(env.clients_ca, "gina", [], datetime.datetime.now(
+        datetime.timezone.utc), 5, client=True, server=False)
+    (tmp_path / "gina.crt").write_text(kp.cert_pem)
+    (tmp_path / "gina.key").write_text(kp.key_pem)
+    scram = {"bootstrap_servers": f"{HOST}:{env.ports['scram']}",
+             "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
+             "sasl_plain_username": "frank", "sasl_plain_password": "frank-pw",
+             "ssl_context": create_ssl_context(cafile=str(env.files["ca"]))}
+    mtls = {"bootstrap_servers": f"{HOST}:{env.ports['mtls']}", "security_protocol": "SSL",
+            "ssl_context": create_ssl_context(cafile=str(env.files["ca"]),
+                                              certfile=str(tmp_path / "gina.crt"),
+                                              keyfile=str(tmp_path / "gina.key"))}
+
+    async def round_trip(conf: dict, group: str, values: list[bytes]) -> list[bytes]:
+        producer = AIOKafkaProducer(acks="all", **conf)
+        await producer.start()
+        try:
+            for v in values:
+                await producer.send_and_wait(topic, v)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, group_id=group, auto_offset_reset="earliest",
+                                    **conf)
+        await consumer.start()
+        got: list[bytes] = []
+        try:
+            async with asyncio.timeout(30):
+                while not set(values) <= set(got):
+                    batch = await consumer.getmany(timeout_ms=1000)
+                    got += [m.value for msgs in batch.values() for m in msgs]
+        finally:
+            await consumer.stop()
+        return got
+
+    frank = [f"f{i}".encode() for i in range(5)]
+    assert set(frank) <= set(_run(round_trip(scram, "frank-g", frank)))
+    gina = [f"g{i}".encode() for i in range(5)]
+    assert set(gina) <= set(_run(round_trip(mtls, "gina-g", gina)))
