@@ -232,3 +232,23 @@ def test_a_deleted_users_credentials_stop_working(k8s, secured):
                   lambda: kube.get_or_none("Secret", "alice", ns) is None, 120)
     after = run_job(kube, ns, ["access", SCRAM, TOPIC], **_scram_job("alice", password))
     assert after["produce"] != "ok" and "Authorization" not in after["produce"], after
+
+
+def test_removing_the_listeners_of_a_running_cluster_is_refused_and_changes_nothing(
+        k8s, secured):
+    kube, ns = k8s.kube, secured
+    spec = get_cr(kube, ns, "clusters", CLUSTER)["spec"]
+    sts_generation = kube.get("StatefulSet", f"{CLUSTER}-broker", ns)["metadata"]["generation"]
+    patch_cr(kube, ns, "clusters", CLUSTER, {"spec": {"listeners": None,
+                                                      "authorization": None}})
+    cond = kube.wait_for("ListenersChangeUnsupported", lambda: (lambda c: c if c.get(
+        "reason") == "ListenersChangeUnsupported" else None)(condition(get_cr(
+            kube, ns, "clusters", CLUSTER))), timeout=90)
+    assert cond["status"] == "False" and "cannot be removed" in cond["message"]
+    assert kube.get("StatefulSet", f"{CLUSTER}-broker", ns)["metadata"]["generation"] == \
+        sts_generation
+    patch_cr(kube, ns, "clusters", CLUSTER, {"spec": {
+        "listeners": spec["listeners"], "authorization": spec["authorization"]}})
+    _wait_ready(k8s, ns, f"cluster.rillet.io/{CLUSTER}")
+    assert kube.get("StatefulSet", f"{CLUSTER}-broker", ns)["metadata"]["generation"] == \
+        sts_generation

@@ -161,6 +161,26 @@ def _bind_listeners(spec: ClusterSpec, voter: bool) -> str:
     return ",".join(bound)
 
 
+def mode_change(spec: ClusterSpec, rendered: str | None) -> str | None:
+    """Why the spec cannot be applied over what the brokers run (`rendered`: the ConfigMap's
+    properties, None before the first reconcile), or None.
+
+    Adding spec.listeners to a running cluster (or removing them) would move replication and
+    the quorum between PLAINTEXT and mutual TLS listeners: brokers restarted one at a time
+    could not reach the ones not yet restarted, nor the operator any of the old ones."""
+    if not rendered:
+        return None
+    running = f"inter.broker.listener.name={REPLICATION}" in rendered.splitlines()
+    if running == spec.secured:
+        return None
+    if spec.secured:
+        return ("spec.listeners cannot be added to a running Cluster: its brokers replicate "
+                "and vote over PLAINTEXT, and a rolling restart cannot move them to mutual "
+                "TLS; create a new Cluster with listeners and move the data")
+    return ("spec.listeners cannot be removed from a running Cluster: its brokers replicate "
+            "and vote over mutual TLS; put the listeners back")
+
+
 def render_properties(settings: dict[str, str]) -> str:
     lines = ["# Rendered by the rillet operator; per-broker settings are added at start."]
     lines += [f"{k}={v}" for k, v in sorted(settings.items())]

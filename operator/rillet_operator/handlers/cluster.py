@@ -70,6 +70,12 @@ async def _reconcile(body: Any, meta: Any, spec: Any, status: dict, name: str, n
         write_outcome(patch, status, Outcome(False, "InvalidConfig", str(exc), error=True),
                       generation, body, logger)
         return
+    rendered = await asyncio.to_thread(k.get, "ConfigMap", names.config_map(name), namespace)
+    refusal = bc.mode_change(cs, ((rendered or {}).get("data") or {}).get("server.properties"))
+    if refusal:
+        write_outcome(patch, status, Outcome(False, "ListenersChangeUnsupported", refusal,
+                                             error=True), generation, body, logger)
+        return
     admin_http = bc.admin_http_supported()
     cert_hash = ""
     if cs.secured:

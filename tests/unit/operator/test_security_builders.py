@@ -214,3 +214,17 @@ def test_the_example_manifests_parse_and_render():
     user = yaml.safe_load((root / "user.yaml").read_text())
     us = parse_user(user["metadata"]["name"], "ns", user["spec"])
     assert us.cluster == cs.name and len(desired_acls(us)) == 4
+
+
+def test_listeners_cannot_be_added_to_or_removed_from_a_running_cluster():
+    plain = parse_cluster("events", "prod", {"replicas": 3})
+    rendered_plain = b.config_map(plain, CID, True)["data"]["server.properties"]
+    rendered_secured = b.config_map(secured(), CID, True)["data"]["server.properties"]
+    assert bc.mode_change(plain, None) is None and bc.mode_change(secured(), None) is None
+    assert bc.mode_change(plain, rendered_plain) is None
+    assert bc.mode_change(secured(), rendered_secured) is None
+    # Another set of user listeners is a rolling restart, not a change of mode.
+    other = secured(listeners=[{"name": "tls", "port": 9300, "tls": True}])
+    assert bc.mode_change(other, rendered_secured) is None
+    assert "cannot be added" in bc.mode_change(secured(), rendered_plain)
+    assert "cannot be removed" in bc.mode_change(plain, rendered_secured)
