@@ -33,6 +33,24 @@ def seconds_since(stamp: str | None) -> float | None:
     return (datetime.datetime.now(datetime.timezone.utc) - t).total_seconds()
 
 
+# How long a resource's deletion waits for an unreachable cluster before it lets go.
+DELETE_GIVE_UP_S = 120.0
+
+
+def retry_or_let_go(body: Any, meta: Any, cluster: str, what: str, exc: Exception) -> None:
+    """A finalizer's clean-up in the cluster failed: retry (TemporaryError) until the
+    resource has waited DELETE_GIVE_UP_S, then let it go with a warning, so that a cluster
+    gone for good never holds a namespace's deletion."""
+    since = seconds_since(meta.get("deletionTimestamp"))
+    if since is not None and since > DELETE_GIVE_UP_S:
+        kopf.warn(body, reason="DeleteAbandoned",
+                  message=f"cluster {cluster} unreachable for {since:.0f} s: letting {what} "
+                          f"go ({exc})")
+        return
+    raise kopf.TemporaryError(f"cannot clean up {what} in cluster {cluster} yet: {exc}",
+                              delay=10)
+
+
 def lock(memo: Any) -> asyncio.Lock:
     """One reconcile at a time per object: change handlers and timers run concurrently."""
     if "lock" not in memo:

@@ -17,11 +17,9 @@ from .. import planner, topics
 from ..conditions import Outcome
 from ..spec import SpecError, parse_topic
 from . import access
-from .common import kube, lock, seconds_since, write_outcome
+from .common import kube, lock, retry_or_let_go, write_outcome
 
 ADMIN_TIMEOUT_S = 10.0
-# How long a Topic's deletion waits for an unreachable cluster before it lets go.
-DELETE_GIVE_UP_S = 120.0
 
 
 async def _observe(admin: AdminClient, topic: str) -> topics.ObservedTopic | None:
@@ -159,7 +157,7 @@ def _record(patch: kopf.Patch, observed: topics.ObservedTopic | None) -> None:
 async def delete(spec: Any, meta: Any, name: str, namespace: str, body: Any, logger: Any,
                  **_: Any) -> None:
     """Delete the Kafka topic; let go (never hang a namespace) when the Cluster is gone,
-    being deleted, or unreachable for DELETE_GIVE_UP_S."""
+    being deleted, or unreachable (common.retry_or_let_go)."""
     cluster_name = spec.get("cluster")
     topic = spec.get("topicName") or name
     cluster = await asyncio.to_thread(kube().get, "Cluster", cluster_name, namespace) \
@@ -172,10 +170,4 @@ async def delete(spec: Any, meta: Any, name: str, namespace: str, body: Any, log
             deleted = await admin.delete_topic(topic)
         logger.info("topic %s %s", topic, "deleted" if deleted else "was already gone")
     except Exception as exc:
-        since = seconds_since(meta.get("deletionTimestamp"))
-        if since is not None and since > DELETE_GIVE_UP_S:
-            kopf.warn(body, reason="DeleteAbandoned",
-                      message=f"cluster {cluster_name} unreachable for {since:.0f} s: "
-                              f"letting topic {topic} go ({exc})")
-            return
-        raise kopf.TemporaryError(f"cannot delete topic {topic} yet: {exc}", delay=10)
+        retry_or_let_go(body, meta, cluster_name, f"topic {topic}", exc)

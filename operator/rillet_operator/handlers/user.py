@@ -27,10 +27,9 @@ from ..builders import names
 from ..conditions import Outcome
 from ..spec import ClusterSpec, SpecError, UserSpec, parse_cluster, parse_user
 from . import access
-from .common import kube, lock, seconds_since, write_outcome
+from .common import kube, lock, retry_or_let_go, write_outcome
 
 ADMIN_TIMEOUT_S = 10.0
-DELETE_GIVE_UP_S = 120.0
 MECHANISM = "SCRAM-SHA-512"
 LABEL_USER = "rillet.io/user"
 
@@ -188,7 +187,7 @@ async def _reconcile(body: Any, spec: Any, status: dict, name: str, namespace: s
 async def delete(spec: Any, meta: Any, name: str, namespace: str, body: Any, logger: Any,
                  **_: Any) -> None:
     """The User's ACLs and SCRAM credential leave the cluster (its Secret goes by owner
-    reference); let go when the Cluster is gone or unreachable for DELETE_GIVE_UP_S."""
+    reference); let go when the Cluster is gone or unreachable (common.retry_or_let_go)."""
     try:
         us = parse_user(name, namespace, dict(spec))
     except SpecError:
@@ -208,11 +207,4 @@ async def delete(spec: Any, meta: Any, name: str, namespace: str, body: Any, log
         logger.info("user %s: %d ACLs removed%s", name, removed,
                     ", SCRAM credentials removed" if dropped else "")
     except Exception as exc:
-        since = seconds_since(meta.get("deletionTimestamp"))
-        if since is not None and since > DELETE_GIVE_UP_S:
-            kopf.warn(body, reason="DeleteAbandoned",
-                      message=f"cluster {us.cluster} unreachable for {since:.0f} s: letting "
-                              f"user {name} go ({exc})")
-            return
-        raise kopf.TemporaryError(f"cannot remove user {name} from the cluster yet: {exc}",
-                                  delay=10)
+        retry_or_let_go(body, meta, us.cluster, f"user {name}", exc)
