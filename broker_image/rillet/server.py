@@ -19,6 +19,7 @@ from typing import Any
 
 from .dispatch import dispatch
 from .protocol.codec import FramingError
+from .security import handshake_alert
 from .security.session import Session
 from .security.tls import ANONYMOUS, RELOAD_CHECK_S, ReloadingContext, peer_principal
 
@@ -34,6 +35,8 @@ class KafkaServer:
                  security_protocol: str = "PLAINTEXT", settings: Any = None) -> None:
         self.broker = broker
         self.tls = tls
+        if tls is not None:
+            handshake_alert.install()
         self.listener = listener
         self.listener_name = listener_name
         self.security_protocol = security_protocol

@@ -283,13 +283,11 @@ def _produce_without_a_certificate(tools: KafkaTools, topic: str, props: Path):
                                "--producer-property", "max.block.ms=10000")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rillet closes a refused mTLS handshake without sending a TLS alert: the Java client "
-    "sees 'Connection ... terminated during authentication', retries until max.block.ms and "
-    "times out, where Kafka's broker sends a fatal alert (bad_certificate) and the client "
-    "fails at once with SslAuthenticationException"))
 def test_a_java_client_without_a_certificate_gets_an_ssl_authentication_error(
         tmp_path, pki, kafka_jars) -> None:  # noqa: F811
+    """The refused handshake ends with its TLS alert (security/handshake_alert.py), so the
+    Java client fails at once with SslAuthenticationException, as against Kafka, instead
+    of retrying a bare close until max.block.ms."""
     broker = _tls_broker(tmp_path, pki, **{"ssl.client.auth": "required"})
     try:
         props = tmp_path / "no-cert.properties"
