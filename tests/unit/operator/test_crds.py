@@ -39,3 +39,22 @@ def test_cluster_and_topic_crds():
     assert cspec["storage"]["properties"]["type"]["enum"] == ["ephemeral", "persistent-claim"]
     topic = _crd("rillet.io_topics.yaml")["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     assert topic["properties"]["spec"]["properties"]["partitions"]["minimum"] == 1
+
+
+def test_user_crd_and_cluster_security_fields():
+    crd = _crd("rillet.io_users.yaml")["spec"]
+    assert crd["names"]["kind"] == "User" and crd["names"]["shortNames"] == ["rlu"]
+    (version,) = crd["versions"]
+    assert version["name"] == "v1alpha1" and version["subresources"] == {"status": {}}
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert set(spec["required"]) == {"cluster", "authentication"}
+    assert spec["properties"]["authentication"]["properties"]["type"]["enum"] == \
+        ["scram-sha-512", "tls"]
+    acl = spec["properties"]["authorization"]["properties"]["acls"]["items"]["properties"]
+    assert acl["resource"]["properties"]["patternType"]["enum"] == ["literal", "prefix"]
+    cluster = _crd("rillet.io_clusters.yaml")["spec"]["versions"][0]["schema"][
+        "openAPIV3Schema"]["properties"]["spec"]["properties"]
+    listener = cluster["listeners"]["items"]["properties"]
+    assert listener["authentication"]["properties"]["type"]["enum"] == \
+        ["none", "scram-sha-512", "tls"]
+    assert cluster["authorization"]["properties"]["type"]["enum"] == ["simple"]
