@@ -82,6 +82,17 @@ def _layout(kube: Kube, ns: str, topic: str) -> dict:
     return run_job(kube, ns, ["inspect", BOOTSTRAP, topic, "--full-isr", "120"])
 
 
+def _plans(seen: list[dict]) -> list[tuple]:
+    """Each plan the snapshots show, once: (goal, started, partitions, replica moves, last
+    phase seen, partitions done, diverged)."""
+    plans: dict[str, tuple] = {}
+    for rb in seen:
+        plans[rb.get("startedAt", "")] = (rb.get("goal"), rb.get("startedAt"), rb.get("total"),
+                                          rb.get("replicaMoves"), rb.get("phase"),
+                                          len(rb.get("done") or ()), rb.get("diverged"))
+    return list(plans.values())
+
+
 def _watch_rebalance(kube: Kube, ns: str, replicas: int, on_moving=None) -> list[dict]:
     """Polls status.rebalance until the cluster settles at `replicas`; the snapshots seen."""
     seen: list[dict] = []
@@ -178,8 +189,9 @@ def test_scale_down_5_to_3_drains_first_with_the_operator_killed_mid_move(k8s, s
     kube.wait_for("draining", lambda: ((_cluster(kube, ns)["status"].get("scaling") or {})
                                        .get("phase") == "Draining"), timeout=120)
     assert kube.get("StatefulSet", f"{CLUSTER}-broker", ns)["spec"]["replicas"] == 5
-    _watch_rebalance(kube, ns, 3, on_moving=kill_operator)
+    seen = _watch_rebalance(kube, ns, 3, on_moving=kill_operator)
     TIMINGS["5->3"] = round(time.monotonic() - t0)
+    TIMINGS["5->3 plans"] = _plans(seen)
     assert killed, "the operator pod was killed mid-move"
     final = _cluster(kube, ns)["status"]["rebalance"]
     assert final["goal"] == "scale-down" and final["phase"] == "Done"
