@@ -232,7 +232,8 @@ def principal_of(cert_pem: str) -> str:
                                    for rdn in _load(cert_pem).subject.rdns])
 
 
-def _b64(text: str) -> str:
+def b64(text: str) -> str:
+    """A Secret data value."""
     return base64.b64encode(text.encode()).decode()
 
 
@@ -245,8 +246,8 @@ def tls_secret(name: str, keypair: KeyPair, ca_cert_pem: str,
         metadata["labels"] = dict(labels)
     return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
             "metadata": metadata,
-            "data": {"tls.key": _b64(keypair.key_pem), "tls.crt": _b64(keypair.cert_pem),
-                     "ca.crt": _b64(ca_cert_pem)}}
+            "data": {"tls.key": b64(keypair.key_pem), "tls.crt": b64(keypair.cert_pem),
+                     "ca.crt": b64(ca_cert_pem)}}
 
 
 def ca_secret(name: str, keypair: KeyPair, labels: Mapping[str, str] | None = None) -> dict:

@@ -18,7 +18,7 @@ from rillet.client import AdminClient
 
 from .. import pki
 from ..builders import names
-from ..spec import ClusterSpec
+from ..spec import ClusterSpec, parse_cluster
 from .common import kube
 
 _contexts: dict[str, ssl.SSLContext] = {}
@@ -55,6 +55,11 @@ def client_context(keypair: pki.KeyPair, ca_pem: str) -> ssl.SSLContext:
     return _contexts[key]
 
 
+def secured_target(cs: ClusterSpec, keypair: pki.KeyPair, ca_pem: str) -> Target:
+    return Target(names.internal_bootstrap_address(cs.name, cs.namespace),
+                  client_context(keypair, ca_pem))
+
+
 async def target(cs: ClusterSpec) -> Target:
     if not cs.secured:
         return Target(names.bootstrap_address(cs.name, cs.namespace))
@@ -66,13 +71,11 @@ async def target(cs: ClusterSpec) -> Target:
     except (KeyError, ValueError) as exc:
         raise NotReachableYet(f"no operator certificate for cluster {cs.name} yet "
                               f"({type(exc).__name__}: {exc})") from None
-    return Target(names.internal_bootstrap_address(cs.name, cs.namespace),
-                  client_context(keypair, ca_pem))
+    return secured_target(cs, keypair, ca_pem)
 
 
 async def target_of(cluster: dict[str, Any]) -> Target:
     """The Target of a Cluster object as read from the API (Topic and User handlers)."""
-    from ..spec import parse_cluster
     meta = cluster["metadata"]
     return await target(parse_cluster(meta["name"], meta["namespace"],
                                       dict(cluster.get("spec") or {})))

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import datetime
 from dataclasses import dataclass
 from typing import Any
@@ -37,10 +36,8 @@ class CertificateError(Exception):
 class Issued:
     broker_fingerprint: str
     status: dict
-
-
-def _b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
+    operator: pki.KeyPair        # the operator's certificate, for its connection
+    cluster_ca_pem: str
 
 
 def _labels(cs: ClusterSpec) -> dict[str, str]:
@@ -110,9 +107,9 @@ async def _leaf(cs: ClusterSpec, secret_name: str, common_name: str, dns_names: 
                             client=True, server=bool(dns_names),
                             organization=names.CERT_ORGANIZATION)
     secret = pki.tls_secret(secret_name, issued, ca.cert_pem, _labels(cs))
-    secret["data"].update({k: _b64(v) for k, v in extra.items()})
+    secret["data"].update({k: pki.b64(v) for k, v in extra.items()})
     if bool(dns_names):   # the broker's: its key and chain in one PEM, as ssl.keystore wants
-        secret["data"][bc.KEYSTORE_KEY] = _b64(issued.key_pem + issued.cert_pem)
+        secret["data"][bc.KEYSTORE_KEY] = pki.b64(issued.key_pem + issued.cert_pem)
     await asyncio.to_thread(kube().apply, _owned(secret, cs, owner))
     message = f"issued {secret_name} ({why}), valid until {pki.not_after(issued.cert_pem)}"
     kopf.info(owner, reason="CertificateIssued", message=message)
@@ -131,20 +128,21 @@ async def ensure(cs: ClusterSpec, meta: Any, status: dict, owner: Any, logger: A
                            logger)
     published = {"apiVersion": "v1", "kind": "Secret",
                  "metadata": {"name": names.cluster_ca_cert(cs.name), "labels": _labels(cs)},
-                 "data": {"ca.crt": _b64(cluster_ca.cert_pem)}}
+                 "data": {"ca.crt": pki.b64(cluster_ca.cert_pem)}}
     await asyncio.to_thread(kube().apply, _owned(published, cs, owner))
     broker = await _leaf(cs, names.broker_certs(cs.name), names.broker_common_name(cs.name),
                          pki.broker_sans(cs.name, cs.namespace, cs.replicas), cluster_ca,
                          {bc.CLIENTS_CA_KEY: clients_ca.cert_pem}, now, forced, owner, logger)
-    await _leaf(cs, names.operator_certs(cs.name), names.operator_common_name(cs.name), [],
-                cluster_ca, {}, now, forced, owner, logger)
+    operator = await _leaf(cs, names.operator_certs(cs.name),
+                           names.operator_common_name(cs.name), [], cluster_ca, {}, now,
+                           forced, owner, logger)
     return Issued(pki.fingerprint(broker.cert_pem), {
         "clusterCaSecret": names.cluster_ca_cert(cs.name),
         "clusterCaNotAfter": _stamp(pki.not_after(cluster_ca.cert_pem)),
         "clientsCaNotAfter": _stamp(pki.not_after(clients_ca.cert_pem)),
         "brokerNotAfter": _stamp(pki.not_after(broker.cert_pem)),
         "brokerFingerprint": pki.fingerprint(broker.cert_pem),
-        "renewToken": token})
+        "renewToken": token}, operator, cluster_ca.cert_pem)
 
 
 def _stamp(t: datetime.datetime) -> str:

@@ -87,7 +87,9 @@ async def _reconcile(body: Any, meta: Any, spec: Any, status: dict, name: str, n
             return
         cert_hash = issued.broker_fingerprint
         patch.status["certificates"] = issued.status
-    target = await access.target(cs)
+        target = access.secured_target(cs, issued.operator, issued.cluster_ca_pem)
+    else:
+        target = await access.target(cs)
     # How many broker pods to run now: scaling decides (never fewer than hold data).
     decision = await scale_step(cs, body, meta, status, patch, logger, target)
     running = dataclasses.replace(cs, replicas=decision.statefulset_replicas)

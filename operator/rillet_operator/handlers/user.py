@@ -12,7 +12,6 @@ User's ACLs in its Cluster; both removed from the cluster when the User is delet
 from __future__ import annotations
 
 import asyncio
-import base64
 import datetime
 import hashlib
 import secrets
@@ -50,10 +49,6 @@ def desired_acls(us: UserSpec) -> set[AclBinding]:
                        op, r.permission) for r in us.acls for op in r.operations}
 
 
-def _b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
-
-
 def _text(secret: dict | None, key: str) -> str | None:
     try:
         return pki.secret_text(secret or {}, key)
@@ -66,7 +61,7 @@ def _secret(us: UserSpec, data: dict[str, str], owner: Any) -> dict:
            "metadata": {"name": us.name, "namespace": us.namespace,
                         "labels": {"app.kubernetes.io/managed-by": names.MANAGED_BY,
                                    names.LABEL_CLUSTER: us.cluster, LABEL_USER: us.name}},
-           "data": {k: _b64(v) for k, v in data.items()}}
+           "data": {k: pki.b64(v) for k, v in data.items()}}
     kopf.append_owner_reference(obj, owner=owner)
     return obj
 
