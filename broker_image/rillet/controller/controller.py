@@ -139,6 +139,12 @@ class Controller:
                                  "host": host, "port": port, "rack": rack, "epoch": epoch,
                                  "incarnation": incarnation, "fenced": True,
                                  "endpoints": [list(e) for e in endpoints]}])
+            if known and known.incarnation != incarnation:
+                # A new process: its last one may have died without a controlled shutdown
+                # (still in ISRs) and its disk may be empty (emptyDir, a replaced volume).
+                # It must earn its ISR slots back by fetching (KIP-966 treats an unclean
+                # restart the same way), or a leader election could pick an empty log.
+                await self._leave(node_id)
             self._heartbeats[node_id] = time.monotonic()
             return epoch
 
@@ -190,10 +196,14 @@ class Controller:
     async def _fence(self, node_id: int, why: str) -> None:
         """Under the lock: fence `node_id` and move its leaderships to the ISR."""
         await self._commit([{"type": mrec.FENCE_BROKER, "node_id": node_id}])
-        unclean = self._unclean_allowed
-        await self._commit(election.on_broker_leaving(self.image, node_id, unclean))
-        await self._commit(reassignment.completions(self.image))
+        await self._leave(node_id)
         log.info("broker %d fenced (%s)", node_id, why)
+
+    async def _leave(self, node_id: int) -> None:
+        """Under the lock, `node_id` fenced: its leaderships and ISR slots go to others."""
+        await self._commit(election.on_broker_leaving(self.image, node_id,
+                                                      self._unclean_allowed))
+        await self._commit(reassignment.completions(self.image))
 
     def _unclean_allowed(self, topic: str) -> bool:
         value = self.image.topic_config(topic).get("unclean.leader.election.enable")

@@ -19,6 +19,7 @@ Owned by the ReplicaManager (event loop only).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import AbstractSet
 
 
 @dataclass
@@ -102,8 +103,12 @@ class PartitionLeaderState:
             return True
         return False
 
-    def isr_change(self, leader_end: int, now_ms: float, lag_ms: float) -> tuple[int, ...] | None:
-        """The ISR to propose, or None: laggards out, caught-up replicas in."""
+    def isr_change(self, leader_end: int, now_ms: float, lag_ms: float,
+                   live: AbstractSet[int]) -> tuple[int, ...] | None:
+        """The ISR to propose, or None: laggards out, caught-up replicas in. Only `live`
+        (unfenced) brokers join: a broker that stopped right after fetching looks caught
+        up for a whole lag window, and the controller refuses a fenced one, so proposing it
+        would keep every other joiner out too (Kafka's KIP-841 rule)."""
         if self.pending_isr is not None:
             return None
         keep = [r for r in self.isr
@@ -111,7 +116,7 @@ class PartitionLeaderState:
                     r in self.followers
                     and now_ms - self.followers[r].last_caught_up_ms <= lag_ms)]
         join = [r for r, p in self.followers.items()
-                if r not in self.isr and p.log_end_offset >= self.high_watermark
+                if r not in self.isr and r in live and p.log_end_offset >= self.high_watermark
                 and p.log_end_offset >= self.epoch_start_offset
                 and now_ms - p.last_caught_up_ms <= lag_ms]
         proposed = tuple(keep + sorted(join))

@@ -248,7 +248,8 @@ class ReplicaManager:
         if plog is None:
             return
         proposed = state.isr_change(plog.log_end_offset, now_ms(),
-                                    self.config["replica.lag.time.max.ms"])
+                                    self.config["replica.lag.time.max.ms"],
+                                    self.broker.image.live_broker_ids)
         if proposed is None:
             return
         state.pending_isr = proposed

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from rillet.replication.leader import PartitionLeaderState
 
+LIVE = frozenset({1, 2, 3})
 LAG = 1000.0
 
 
@@ -42,15 +43,24 @@ def test_a_pending_addition_counts_at_once_a_pending_removal_only_when_committed
 def test_laggards_leave_the_isr_and_come_back_once_caught_up() -> None:
     s = _leader(end=100, hw=100)
     s.on_follower_fetch(2, 100, 100, 500)
-    assert s.isr_change(100, 900, LAG) is None, "within replica.lag.time.max.ms"
-    assert s.isr_change(100, 1500, LAG) == (1, 2), "3 never caught up in time"
+    assert s.isr_change(100, 900, LAG, LIVE) is None, "within replica.lag.time.max.ms"
+    assert s.isr_change(100, 1500, LAG, LIVE) == (1, 2), "3 never caught up in time"
     s.update_metadata(1, (1, 2, 3), (1, 2), now_ms=1500)
     s.on_follower_fetch(2, 100, 100, 1600)
     s.on_follower_fetch(3, 60, 100, 1600)
-    assert s.isr_change(100, 1600, LAG) is None, "behind the high watermark"
+    assert s.isr_change(100, 1600, LAG, LIVE) is None, "behind the high watermark"
     s.on_follower_fetch(2, 100, 100, 1700)
     s.on_follower_fetch(3, 100, 100, 1700)
-    assert s.isr_change(100, 1700, LAG) == (1, 2, 3)
+    assert s.isr_change(100, 1700, LAG, LIVE) == (1, 2, 3)
+
+
+def test_a_fenced_broker_never_joins_and_keeps_no_one_else_out() -> None:
+    """Broker 3 fetched, caught up, then stopped (fenced): 2 joins alone."""
+    s = _leader(end=100, hw=100, isr=(1,))
+    s.on_follower_fetch(2, 100, 100, 500)
+    s.on_follower_fetch(3, 100, 100, 500)
+    assert s.isr_change(100, 600, LAG, frozenset({1, 2})) == (1, 2)
+    assert s.isr_change(100, 600, LAG, LIVE) == (1, 2, 3)
 
 
 def test_a_follower_keeping_up_with_a_busy_leader_stays_in_sync() -> None:
@@ -62,11 +72,11 @@ def test_a_follower_keeping_up_with_a_busy_leader_stays_in_sync() -> None:
         end += 10                   # the leader keeps appending
         s.on_follower_fetch(2, fetch_offset, end, t * 100)
         s.on_follower_fetch(3, fetch_offset, end, t * 100)
-    assert s.isr_change(end, 40 * 100, LAG) is None
+    assert s.isr_change(end, 40 * 100, LAG, LIVE) is None
 
 
 def test_no_second_change_while_one_is_in_flight() -> None:
     s = _leader()
-    assert s.isr_change(0, 5000, LAG) == (1,)
+    assert s.isr_change(0, 5000, LAG, LIVE) == (1,)
     s.pending_isr = (1,)
-    assert s.isr_change(0, 6000, LAG) is None
+    assert s.isr_change(0, 6000, LAG, LIVE) is None
