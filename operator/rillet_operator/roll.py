@@ -5,7 +5,10 @@ partition count and the clock, and keeps the returned state in `status.roll`.
 A pod needs a restart when it runs an older revision of the StatefulSet's pod template
 (OnDelete: the operator deletes it), or when a manual roll (annotation rillet.io/roll, any new
 value) has not restarted it yet. One pod at a time: the next is deleted only when every pod is
-ready and no partition is under-replicated; the active controller goes last. A pod that is not
+ready, no partition is under-replicated and every controller voter has the committed metadata
+log (a voter that came back with an empty disk fetches it first: stopping another voter before
+it has would leave a majority that may lack committed records); the active controller goes
+last. A pod that is not
 back and ready within the timeout makes the roll Stuck (a condition) until it is.
 """
 from __future__ import annotations
@@ -38,9 +41,14 @@ class Decision:
         return self.state.get("phase") in ("Rolling", "Stuck")
 
 
+def lagging_voters(voters: Mapping[int, int], high_watermark: int) -> list[int]:
+    """Voters whose metadata log ends before the quorum's high watermark (DescribeQuorum)."""
+    return sorted(v for v, end in voters.items() if end < high_watermark)
+
+
 def decide(pods: Sequence[PodView], update_revision: str, controller: int | None,
            under_replicated: int, manual_token: str | None, state: Mapping[str, Any] | None,
-           now: float, timeout_s: float) -> Decision:
+           now: float, timeout_s: float, lagging: Sequence[int] = ()) -> Decision:
     st = {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v)
           for k, v in (state or {}).items()}
     st.setdefault("restarted", [])
@@ -86,6 +94,10 @@ def decide(pods: Sequence[PodView], update_revision: str, controller: int | None
     if under_replicated:
         return Decision(st, waiting=f"waiting for {under_replicated} under-replicated "
                                     f"partitions to catch up")
+    if lagging:
+        return Decision(st, waiting=f"waiting for controller voter(s) "
+                                    f"{', '.join(map(str, lagging))} to catch up with the "
+                                    f"metadata log")
     nxt = todo[0]
     st.setdefault("controllerAt", {})[nxt.name] = controller   # the active one when deleted
     st["current"] = {"pod": nxt.name, "uid": nxt.uid, "since": now}

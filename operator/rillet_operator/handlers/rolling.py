@@ -1,8 +1,9 @@
 """Rolling restarts and live config changes for a Cluster: the I/O around roll.py.
 
 - Static config, image, resources or pod template changes make a new StatefulSet revision
-  (OnDelete); `roll_step` deletes one outdated pod at a time, only when every pod is ready
-  and no partition is under-replicated, the active controller last (roll.py decides).
+  (OnDelete); `roll_step` deletes one outdated pod at a time, only when every pod is ready,
+  no partition is under-replicated and no controller voter lags the metadata log, the active
+  controller last (roll.py decides).
 - A manual roll: `kubectl annotate rlc/NAME rillet.io/roll="$(date +%s)" --overwrite`
   restarts every broker once per new value.
 - Dynamic broker configs in spec.config (rillet.dynamic_config.DYNAMIC_KEYS) are not part of
@@ -66,10 +67,12 @@ async def roll_step(cs: ClusterSpec, body: Any, meta: Any, status: dict, patch: 
         return None
     async with target.admin(ADMIN_TIMEOUT_S) as admin:
         # The quorum leader: DescribeCluster names the broker asked, as KRaft brokers do.
-        controller = (await admin.describe_quorum()).leader_id
+        quorum = await admin.describe_quorum()
         urp = len(await admin.under_replicated())
+    controller = quorum.leader_id
+    lagging = roll.lagging_voters(quorum.voters, quorum.high_watermark)
     d = roll.decide(pods, update_revision, controller, urp, token, state, time.time(),
-                    ROLL_TIMEOUT_S)
+                    ROLL_TIMEOUT_S, lagging)
     if d.delete:
         await asyncio.to_thread(k.delete, "Pod", d.delete, cs.namespace)
         kopf.info(body, reason="RollingRestart", message=f"restarting {d.delete} "

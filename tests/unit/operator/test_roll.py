@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from rillet_operator.roll import PodView, decide
+from rillet_operator.roll import PodView, decide, lagging_voters
 
 
 def pods(revs, ready=None, uids=None):
@@ -51,6 +51,17 @@ def test_waits_for_a_pod_not_ready_and_for_under_replicated_partitions():
     assert d.delete is None and "4 under-replicated" in d.waiting
     d = decide(pods(["old", "new", "new"]), "new", 1, 0, None, None, 0, 300)
     assert d.delete == "c-broker-0"
+
+
+def test_waits_for_a_controller_voter_behind_the_metadata_log():
+    # broker 2 came back with an empty disk and is still fetching the metadata log.
+    lagging = lagging_voters({0: 120, 1: 120, 2: 40}, high_watermark=120)
+    assert lagging == [2]
+    d = decide(pods(["new", "old", "new"]), "new", 0, 0, None, None, 0, 300, lagging)
+    assert d.delete is None and d.rolling and "voter(s) 2" in d.waiting
+    caught_up = lagging_voters({0: 130, 1: 130, 2: 130}, high_watermark=130)
+    d = decide(pods(["new", "old", "new"]), "new", 0, 0, None, None, 0, 300, caught_up)
+    assert d.delete == "c-broker-1"
 
 
 def test_a_pod_that_does_not_come_back_makes_the_roll_stuck_until_it_does():
