@@ -50,11 +50,11 @@ def tools(cluster: LocalCluster, kafka_jars: Path) -> KafkaTools:  # noqa: F811
 
 
 def _alter(cluster: LocalCluster, resource_type: int, name: str,
-           changes: dict[str, str | None]) -> None:
-    """IncrementalAlterConfigs through any node (it relays to the active controller)."""
+           changes: dict[str, str | None], via: int = 1) -> None:
+    """IncrementalAlterConfigs through node `via` (it relays to the active controller)."""
     configs = [{"name": k, "config_operation": SET if v is not None else DELETE, "value": v}
                for k, v in changes.items()]
-    with Wire(_address(cluster, 1)) as w:
+    with Wire(_address(cluster, via)) as w:
         resp = w.request(44, 1, {"resources": [{"resource_type": resource_type,
                                                 "resource_name": name, "configs": configs}],
                                  "validate_only": False})

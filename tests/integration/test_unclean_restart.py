@@ -104,7 +104,8 @@ def test_a_broker_back_with_an_empty_disk_is_not_elected_before_it_caught_up(
         assert len(acked - seen) == 0, f"{len(acked - seen)} acknowledged records lost"
 
         # Unthrottled, it catches up and is back in the ISR.
-        _alter(cluster, BROKER, str(wiped), {"follower.replication.throttled.rate": None})
+        _alter(cluster, BROKER, str(wiped), {"follower.replication.throttled.rate": None},
+               via=other)
         wait_until(lambda: wiped in _isr(cluster, other, topic), WAIT_S,
                    f"broker {wiped} back in the ISR")
         assert _log_size(cluster, wiped, topic) == _log_size(cluster, other, topic)
