@@ -160,7 +160,8 @@ def cluster_ns(k8s, operator) -> Iterator[str]:
 
 
 def _debug(kube: Kube, ns: str) -> str:
-    lines = [json.dumps((get_cr(kube, ns, "clusters", CLUSTER) or {}).get("status"), indent=1)]
+    lines = [json.dumps(c.get("status"), indent=1)
+             for c in kube.request("GET", _cr_path(ns, "clusters"))["items"]]
     for p in kube.list("Pod", ns):
         lines.append(f"{p['metadata']['name']}: {p['status'].get('phase')} "
                      f"{[c.get('state') for c in p['status'].get('containerStatuses') or []]}")
@@ -201,12 +202,44 @@ def job_result(kube: Kube, ns: str, name: str, timeout: float) -> dict:
     def finished() -> dict | None:
         status = kube.get("Job", name, ns).get("status") or {}
         return status if status.get("succeeded") or status.get("failed") else None
-    status = kube.wait_for(f"job {name} finished", finished, timeout)
+    try:
+        status = kube.wait_for(f"job {name} finished", finished, timeout)
+    except TimeoutError as e:
+        # A hung client is only diagnosable from its own output and what the cluster says.
+        raise TimeoutError(f"{e}\n{_job_debug(kube, ns, name)}") from None
     pod = kube.list("Pod", ns, labelSelector=f"job-name={name}")[0]["metadata"]["name"]
     log = kube.logs(pod, ns, "client")
     assert status.get("succeeded"), f"job {name} failed:\n{log}"
     line = next(l for l in log.splitlines() if l.startswith("RESULT "))
     return json.loads(line[len("RESULT "):])
+
+
+def _job_debug(kube: Kube, ns: str, name: str) -> str:
+    """The operator's log, the brokers' state, the Topics' conditions, then the Job's own
+    lines last: CI shows a failure's tail."""
+    lines = []
+    for p in kube.list("Pod", labelSelector="app.kubernetes.io/name=rillet-operator"):
+        try:
+            log = kube.logs(p["metadata"]["name"], p["metadata"]["namespace"], "operator")
+        except ApiError:
+            continue
+        lines += [f"--- operator {p['metadata']['name']} ---",
+                  *[line for line in log.splitlines() if "[DEBUG" not in line][-60:]]
+    lines.append(_debug(kube, ns))
+    for t in kube.request("GET", _cr_path(ns, "topics"))["items"]:
+        lines.append(f"topic {t['metadata']['name']}: {condition(t)}")
+    for p in kube.list("Pod", ns, labelSelector=f"job-name={name}"):
+        try:
+            log = kube.logs(p["metadata"]["name"], ns, "client").splitlines()
+        except ApiError as e:
+            lines.append(f"--- {p['metadata']['name']}: no log ({e}) ---")
+            continue
+        # librdkafka's lines (they start with %) repeat; the client's own say where it is.
+        lines += [f"--- {p['metadata']['name']}: its last librdkafka lines ---",
+                  *[line for line in log if line.startswith("%")][-5:],
+                  f"--- {p['metadata']['name']}: its own last lines ---",
+                  *[line for line in log if not line.startswith("%")][-30:]]
+    return "\n".join(lines)
 
 
 def test_cluster_ready_with_brokers_in_three_zones_and_racks(k8s, cluster_ns):

@@ -288,6 +288,6 @@ def test_the_stream_lost_nothing_and_has_no_duplicates(k8s, scaled):
         "spec": {"cluster": CLUSTER, "partitions": 1, "replicas": 1}})
     result = job_result(kube, ns, scaled["stream_job"], timeout=600)
     print(f"\nstream: {result}")
-    assert result["sent"] > 0
+    assert result["sent"] > 0 and result["stopped_by"] == "topic", result
     assert result["failed"] == 0, result
     assert result["missing"] == 0 and result["duplicates"] == 0, result

@@ -197,7 +197,10 @@ def test_certificate_renewal_rolls_the_brokers_without_client_errors(k8s, secure
     before = get_cr(kube, ns, "clusters", CLUSTER)["status"]["certificates"]
     old_pods = {p["metadata"]["uid"] for p in
                 kube.list("Pod", ns, labelSelector=f"rillet.io/cluster={CLUSTER}")}
-    stream = start_job(kube, ns, ["stream", SCRAM, TOPIC, "30", "900"], **_scram_job("alice"))
+    stream_s = 900
+    stream = start_job(kube, ns, ["stream", SCRAM, TOPIC, "30", str(stream_s)],
+                       **_scram_job("alice"))
+    started = time.monotonic()
     # The stream is producing before the renewal starts.
     kube.wait_for("the stream producing", lambda: "sent" in "".join(
         kube.logs(p["metadata"]["name"], ns, "client")
@@ -218,9 +221,12 @@ def test_certificate_renewal_rolls_the_brokers_without_client_errors(k8s, secure
     assert not now_pods & old_pods                      # every broker was restarted
     assert renewed["clusterCaNotAfter"] == before["clusterCaNotAfter"]   # same CA: trusted
     _apply(kube, ns, "topics", "Topic", f"{TOPIC}-stop", {"cluster": CLUSTER})
-    out = job_result(kube, ns, stream, 600)
+    # Long enough for the stream to end by itself (its limit, a flush of up to 330 s and the
+    # read-back), so a stop topic never seen shows as such rather than as a timeout.
+    out = job_result(kube, ns, stream, stream_s + 600 - (time.monotonic() - started))
     RESULTS["stream"] = out
     print(f"\nsecurity e2e: {RESULTS}")
+    assert out["stopped_by"] == "topic", out
     assert out["sent"] > 0 and out["failed"] == 0, out
     assert out["missing"] == 0 and out["duplicates"] == 0, out
 

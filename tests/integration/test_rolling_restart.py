@@ -9,7 +9,7 @@ find nothing lost, duplicated or reordered.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tests.checker import check
 from tests.cluster import LocalCluster
@@ -46,6 +46,21 @@ def _full_isr(parts: dict[int, Any], count: int) -> bool:
                                        for leader, _, isr in parts.values())
 
 
+def roll_under_stream(cluster: LocalCluster, producer: AckingProducer, topic: str,
+                      partitions: int, restart: Callable[[int], None]) -> None:
+    """Restarts every node in turn with `restart(node_id)`, the next only once every
+    partition is fully in sync again (as the operator's roll waits), and the stream has
+    gone on past the returned node."""
+    for node_id in cluster.node_ids:
+        before = len(producer.acked)
+        restart(node_id)
+        parts = read_until(lambda: _partitions(cluster.bootstrap, topic),
+                           lambda ps: _full_isr(ps, partitions), RESTART_WAIT_S, interval=0.5)
+        assert _full_isr(parts, partitions), (node_id, parts, cluster.logs())
+        wait_until(lambda: len(producer.acked) > before + 500, WAIT_S,
+                   f"the stream to go on after node {node_id} returned")
+
+
 def test_leaders_return_to_a_restarted_broker_by_themselves(tmp_path: Path) -> None:
     with _cluster(tmp_path).start() as cluster:
         assignment = [[1, 2, 3], [2, 3, 1], [3, 1, 2], [2, 1, 3]]
@@ -74,16 +89,11 @@ def test_rolling_restart_under_load_loses_and_fails_nothing(tmp_path: Path) -> N
                                   **{"message.timeout.ms": 120000}).start()
         try:
             wait_until(lambda: len(producer.acked) > 1000, WAIT_S, "records before the roll")
-            for node_id in cluster.node_ids:
+
+            def restart(node_id: int) -> None:
                 assert cluster.stop_node(node_id) == 0, cluster.node(node_id).log()[-3000:]
-                before = len(producer.acked)
                 cluster.start_node(node_id)
-                parts = read_until(lambda: _partitions(cluster.bootstrap, "rolling"),
-                                   lambda ps: _full_isr(ps, partitions), RESTART_WAIT_S,
-                                   interval=0.5)
-                assert _full_isr(parts, partitions), (node_id, parts, cluster.logs())
-                wait_until(lambda: len(producer.acked) > before + 500, WAIT_S,
-                           f"the producer to go on after node {node_id} returned")
+            roll_under_stream(cluster, producer, "rolling", partitions, restart)
         finally:
             producer.stop()
         assert not producer.errors, producer.errors[:5]

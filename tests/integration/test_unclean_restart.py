@@ -13,14 +13,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 
 from tests.checker import check
 from tests.cluster import LocalCluster
 from tests.integration.test_cluster import (WAIT_S, _address, _create_topic, _fresh, _leader,
                                             _partitions)
 from tests.integration.test_replication import AckingProducer, _read_all
-from tests.integration.test_rolling_restart import RESTART_WAIT_S, _full_isr, _topic
+from tests.integration.test_rolling_restart import _topic, roll_under_stream
 from tests.integration.test_throttle import BROKER, TOPIC, _alter, _log_size
 from tests.polling import read_until, wait_until
 
@@ -48,24 +48,6 @@ def _produce_acked(bootstrap: str, topic: str) -> set[bytes]:
         p.poll(0)
     assert p.flush(60) == 0
     return acked
-
-
-def _read_values(bootstrap: str, topic: str, want: int) -> set[bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    seen: set[bytes] = set()
-    try:
-        c.subscribe([topic])
-
-        def more() -> int:
-            for msg in c.consume(500, timeout=0.5):
-                if msg.error() is None:
-                    seen.add(msg.value())
-            return len(seen)
-        read_until(more, lambda n: n >= want, WAIT_S, 0)
-    finally:
-        c.close()
-    return seen
 
 
 def test_a_broker_back_with_an_empty_disk_is_not_elected_before_it_caught_up(
@@ -100,7 +82,7 @@ def test_a_broker_back_with_an_empty_disk_is_not_elected_before_it_caught_up(
         led = read_until(lambda: _partitions(_address(cluster, other), topic).get(0, (-1,))[0],
                          lambda n: n not in (leader, -1), WAIT_S, 0.2)
         assert led == other, f"{topic} led by {led}, not by {other}, the replica with the data"
-        seen = _read_values(_address(cluster, other), topic, RECORDS)
+        seen = {r.value for r in _read_all(_address(cluster, other), topic, 1, RECORDS)}
         assert len(acked - seen) == 0, f"{len(acked - seen)} acknowledged records lost"
 
         # Unthrottled, it catches up and is back in the ISR.
@@ -125,18 +107,13 @@ def test_a_roll_of_brokers_killed_and_back_with_empty_disks_loses_nothing_acknow
                                   **{"message.timeout.ms": 120000}).start()
         try:
             wait_until(lambda: len(producer.acked) > 1000, WAIT_S, "records before the roll")
-            for node_id in cluster.node_ids:
+
+            def kill_and_wipe(node_id: int) -> None:
                 cluster.kill_node(node_id)
                 shutil.rmtree(cluster.specs[node_id - 1].log_dir)
                 cluster.specs[node_id - 1].log_dir.mkdir()
-                before = len(producer.acked)
                 cluster.start_node(node_id, timeout=WAIT_S)
-                parts = read_until(lambda: _partitions(cluster.bootstrap, "wiped-roll"),
-                                   lambda ps: _full_isr(ps, partitions), RESTART_WAIT_S,
-                                   interval=0.5)
-                assert _full_isr(parts, partitions), (node_id, parts, cluster.logs())
-                wait_until(lambda: len(producer.acked) > before + 500, WAIT_S,
-                           f"the stream to go on after node {node_id} returned")
+            roll_under_stream(cluster, producer, "wiped-roll", partitions, kill_and_wipe)
         finally:
             producer.stop()
         report = check(producer.acked, _read_all(cluster.bootstrap, "wiped-roll", partitions,

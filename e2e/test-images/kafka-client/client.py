@@ -141,10 +141,14 @@ def stream(bootstrap, topic, rate, max_s):
     started = time.monotonic()
     next_check = started
     stop_topic = f"{topic}-stop"
+    stopped_by = "time"
     while time.monotonic() - started < max_s:
         now = time.monotonic()
         if now >= next_check:
             if _has_topic(producer, stop_topic):
+                print(f"stream: {stop_topic} exists after {now - started:.0f} s; {sent} sent",
+                      flush=True)
+                stopped_by = "topic"
                 break
             next_check = now + 2
             print(f"stream: {sent} sent, {len(failed)} failed", flush=True)
@@ -154,7 +158,10 @@ def stream(bootstrap, topic, rate, max_s):
                              on_delivery=on_delivery)
             sent += 1
         producer.poll(0.01)
+    flush_started = time.monotonic()
     left = producer.flush(330)
+    print(f"stream: flushed in {time.monotonic() - flush_started:.0f} s, {left} left, "
+          f"{len(failed)} failed", flush=True)
     if left:
         failed.append(f"{left} never acknowledged")
     seen = {}
@@ -163,7 +170,7 @@ def stream(bootstrap, topic, rate, max_s):
     wanted = {f"seq-{i}".encode() for i in range(sent)}
     return {"sent": sent, "failed": len(failed), "failures": failed[:5],
             "missing": len(wanted - set(seen)), "duplicates": sum(c - 1 for c in seen.values()),
-            "seconds": round(time.monotonic() - started)}
+            "seconds": round(time.monotonic() - started), "stopped_by": stopped_by}
 
 
 def fill(bootstrap, topic, count, size):
@@ -208,12 +215,21 @@ def _read_all(bootstrap, topic):
     parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
     consumer.assign(parts)
     consumer.seek_to_beginning(*parts)
-    ends = consumer.end_offsets(parts)
+    ends = consumer.end_offsets(parts, timeout_ms=30000)
+    print(f"read {topic}: end offsets {ends}", flush=True)
     deadline = time.monotonic() + 120
-    while any(consumer.position(tp) < ends[tp] for tp in parts) and time.monotonic() < deadline:
+
+    def behind():
+        # position() without a timeout may wait forever on a ListOffsets it keeps retrying.
+        positions = {tp.partition: consumer.position(tp, timeout_ms=5000) for tp in parts}
+        return {p: o for p, o in positions.items() if o is None or o < ends[TopicPartition(
+            topic, p)]}
+    while (lagging := behind()) and time.monotonic() < deadline:
         for batch in consumer.poll(timeout_ms=2000).values():
             for r in batch:
                 yield r.value
+    if lagging:
+        print(f"read {topic}: gave up at positions {lagging}", flush=True)
     consumer.close()
 
 
