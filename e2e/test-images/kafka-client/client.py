@@ -28,6 +28,7 @@ KAFKA_SECURITY_PROTOCOL (SSL, SASL_SSL, ...), KAFKA_SASL_USERNAME and KAFKA_SASL
 (SCRAM-SHA-512), KAFKA_SSL_CAFILE (the cluster CA), KAFKA_SSL_CERTFILE and KAFKA_SSL_KEYFILE
 (a tls User's certificate); KAFKA_GROUP_PREFIX names the consumer groups (default e2e-).
 """
+import faulthandler
 import json
 import os
 import sys
@@ -158,6 +159,9 @@ def stream(bootstrap, topic, rate, max_s):
                              on_delivery=on_delivery)
             sent += 1
         producer.poll(0.01)
+    # The flush and the read-back are bounded; should a client call still hang, every thread's
+    # stack goes to the Job's log and the Job fails, well before the test stops waiting.
+    faulthandler.dump_traceback_later(330 + 240, exit=True)
     flush_started = time.monotonic()
     left = producer.flush(330)
     print(f"stream: flushed in {time.monotonic() - flush_started:.0f} s, {left} left, "
@@ -167,6 +171,7 @@ def stream(bootstrap, topic, rate, max_s):
     seen = {}
     for value in _read_all(bootstrap, topic):
         seen[value] = seen.get(value, 0) + 1
+    faulthandler.cancel_dump_traceback_later()
     wanted = {f"seq-{i}".encode() for i in range(sent)}
     return {"sent": sent, "failed": len(failed), "failures": failed[:5],
             "missing": len(wanted - set(seen)), "duplicates": sum(c - 1 for c in seen.values()),
