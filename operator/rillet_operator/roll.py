@@ -8,8 +8,8 @@ value) has not restarted it yet. One pod at a time: the next is deleted only whe
 ready, no partition is under-replicated and every controller voter has the committed metadata
 log (a voter that came back with an empty disk fetches it first: stopping another voter before
 it has would leave a majority that may lack committed records); the active controller goes
-last. A pod that is not
-back and ready within the timeout makes the roll Stuck (a condition) until it is.
+last. A pod that is not back and ready within the timeout makes the roll Stuck (a condition)
+until it is.
 """
 from __future__ import annotations
 
