@@ -24,25 +24,13 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from rillet.security.tls import principal_from_subject
+from rillet.security.tls import SSL_NAMES_BY_OID, principal_from_subject
 
 from .builders import names
 
 # Certificates start this long before `now`, so a node whose clock is a little behind the
 # operator's still accepts a certificate issued a moment ago.
 CLOCK_SKEW = timedelta(minutes=5)
-
-# Subject attributes by the names ssl's getpeercert() reports (OpenSSL's long names), which is
-# what rillet.security.tls.principal_from_subject takes and shortens as Kafka does (CN, O...).
-_SSL_NAMES = {NameOID.COMMON_NAME: "commonName", NameOID.ORGANIZATIONAL_UNIT_NAME:
-              "organizationalUnitName", NameOID.ORGANIZATION_NAME: "organizationName",
-              NameOID.LOCALITY_NAME: "localityName",
-              NameOID.STATE_OR_PROVINCE_NAME: "stateOrProvinceName",
-              NameOID.COUNTRY_NAME: "countryName", NameOID.STREET_ADDRESS: "streetAddress",
-              NameOID.DOMAIN_COMPONENT: "domainComponent", NameOID.USER_ID: "userId",
-              NameOID.EMAIL_ADDRESS: "emailAddress", NameOID.SERIAL_NUMBER: "serialNumber",
-              NameOID.TITLE: "title", NameOID.GIVEN_NAME: "givenName",
-              NameOID.SURNAME: "surname"}
 
 
 @dataclass(frozen=True)
@@ -221,7 +209,8 @@ def covers(cert_pem: str, dns_names: Iterable[str]) -> bool:
 
 
 def _attribute_name(oid: x509.ObjectIdentifier) -> str:
-    return _SSL_NAMES.get(oid) or oid.dotted_string
+    # The name ssl would report, so that principal_from_subject shortens it as the broker does.
+    return SSL_NAMES_BY_OID.get(oid.dotted_string, oid.dotted_string)
 
 
 def principal_of(cert_pem: str) -> str:

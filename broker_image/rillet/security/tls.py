@@ -201,10 +201,26 @@ def peer_principal(ssl_object: ssl.SSLObject | None) -> str:
     return principal_from_subject(subject) if subject else ANONYMOUS
 
 
-# Kafka's short names of subject attributes; any other keeps the name it is given.
-DN_NAMES = {"commonName": "CN", "organizationalUnitName": "OU", "organizationName": "O",
-            "localityName": "L", "stateOrProvinceName": "ST", "countryName": "C",
-            "streetAddress": "STREET", "domainComponent": "DC", "userId": "UID"}
+# Subject attributes: dotted OID, the name ssl's getpeercert() reports (OpenSSL's long name),
+# and Kafka's RFC 2253 keyword where it has one (an attribute without keeps its long name).
+SUBJECT_ATTRIBUTES = (
+    ("2.5.4.3", "commonName", "CN"),
+    ("2.5.4.11", "organizationalUnitName", "OU"),
+    ("2.5.4.10", "organizationName", "O"),
+    ("2.5.4.7", "localityName", "L"),
+    ("2.5.4.8", "stateOrProvinceName", "ST"),
+    ("2.5.4.6", "countryName", "C"),
+    ("2.5.4.9", "streetAddress", "STREET"),
+    ("0.9.2342.19200300.100.1.25", "domainComponent", "DC"),
+    ("0.9.2342.19200300.100.1.1", "userId", "UID"),
+    ("1.2.840.113549.1.9.1", "emailAddress", None),
+    ("2.5.4.5", "serialNumber", None),
+    ("2.5.4.12", "title", None),
+    ("2.5.4.42", "givenName", None),
+    ("2.5.4.4", "surname", None),
+)
+DN_NAMES = {name: short for _, name, short in SUBJECT_ATTRIBUTES if short}
+SSL_NAMES_BY_OID = {oid: name for oid, name, _ in SUBJECT_ATTRIBUTES}
 
 
 def principal_from_subject(subject: Sequence[Sequence[tuple[str, str]]]) -> str:

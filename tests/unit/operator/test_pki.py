@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from rillet.security.tls import peer_principal
+from rillet.security.tls import SUBJECT_ATTRIBUTES, peer_principal
 from rillet_operator import pki
 from rillet_operator.builders import names
 
@@ -314,6 +314,21 @@ def test_principal_of_multi_valued_rdn_matches_the_broker(cluster_ca, clients_ca
     principal = pki.principal_of(client.cert_pem)
     assert brokers_principal(cluster_ca, clients_ca, broker, client, tmp_path) == principal
     assert principal in ("User:CN=alice+UID=42,O=Acme", "User:UID=42+CN=alice,O=Acme")
+
+
+def test_principal_of_names_every_known_attribute_as_the_broker_does(cluster_ca, clients_ca,
+                                                                     broker, tmp_path):
+    """The one attribute table (rillet.security.tls.SUBJECT_ATTRIBUTES) holds for each OID the
+    name ssl reports: principal_of agrees with the broker on a subject using all of them."""
+    client = cert_with_subject(clients_ca, [
+        x509.NameAttribute(x509.ObjectIdentifier(oid), "DE" if short == "C" else f"v-{name}")
+        for oid, name, short in SUBJECT_ATTRIBUTES])
+    principal = pki.principal_of(client.cert_pem)
+    assert brokers_principal(cluster_ca, clients_ca, broker, client, tmp_path) == principal
+    assert principal.startswith("User:surname=v-surname,givenName=v-givenName,title=v-title,")
+    assert principal.endswith(",UID=v-userId,DC=v-domainComponent,STREET=v-streetAddress,C=DE,"
+                              "ST=v-stateOrProvinceName,L=v-localityName,O=v-organizationName,"
+                              "OU=v-organizationalUnitName,CN=v-commonName")
 
 
 def test_broker_refuses_a_client_cert_from_the_cluster_ca(cluster_ca, clients_ca, broker,
