@@ -57,8 +57,14 @@ class PartitionLeaderState:
         """The controller committed a change (same leader and epoch): ISR or replicas."""
         self.partition_epoch = partition_epoch
         self.replicas = tuple(replicas)
+        left = set(self.isr) - set(isr)
         self.isr = tuple(isr)
         self.pending_isr = None
+        # A replica out of the ISR must earn its way back with fetches made from now on:
+        # what it fetched before may be a process that died since (the controller takes a
+        # re-registered broker out, and its empty log must not look caught up: KIP-903).
+        for r in left & set(self.followers):
+            self.followers[r] = FollowerProgress()
         for r in replicas:
             if r != self.leader_id and r not in self.followers:
                 self.followers[r] = FollowerProgress(last_caught_up_ms=now_ms,

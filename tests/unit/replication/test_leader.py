@@ -63,6 +63,21 @@ def test_a_fenced_broker_never_joins_and_keeps_no_one_else_out() -> None:
     assert s.isr_change(100, 600, LAG, LIVE) == (1, 2, 3)
 
 
+def test_a_replica_taken_out_of_the_isr_rejoins_only_on_fetches_made_since() -> None:
+    """The controller took 3 out (it re-registered: a new process, maybe an empty disk).
+    What its old process fetched must not bring it back before the new one fetches."""
+    s = _leader(end=100, hw=100)
+    s.on_follower_fetch(2, 100, 100, 500)
+    s.on_follower_fetch(3, 100, 100, 500)
+    s.update_metadata(1, (1, 2, 3), (1, 2), now_ms=600)
+    assert s.isr_change(100, 700, LAG, LIVE) is None, "its old process's progress is gone"
+    assert not s.advance_high_watermark(100)
+    s.on_follower_fetch(3, 0, 100, 800)            # the new process starts from nothing
+    assert s.isr_change(100, 800, LAG, LIVE) is None
+    s.on_follower_fetch(3, 100, 100, 900)          # and catches up
+    assert s.isr_change(100, 900, LAG, LIVE) == (1, 2, 3)
+
+
 def test_a_follower_keeping_up_with_a_busy_leader_stays_in_sync() -> None:
     """Kafka's rule: reaching the end the leader had at the previous fetch counts."""
     s = _leader(end=0)
