@@ -143,7 +143,9 @@ class Controller:
                 # A new process: its last one may have died without a controlled shutdown
                 # (still in ISRs) and its disk may be empty (emptyDir, a replaced volume).
                 # It must earn its ISR slots back by fetching (KIP-966 treats an unclean
-                # restart the same way), or a leader election could pick an empty log.
+                # restart the same way), or a leader election could pick an empty log. An
+                # ISR of it alone stays (on_broker_leaving never empties one): without
+                # KIP-966's eligible leader replicas that partition has no better choice.
                 await self._leave(node_id)
             self._heartbeats[node_id] = time.monotonic()
             return epoch
