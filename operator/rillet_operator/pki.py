@@ -249,6 +249,14 @@ def secret_text(secret: Mapping, key: str) -> str:
     return base64.b64decode((secret.get("data") or {})[key]).decode()
 
 
+def secret_text_or_none(secret: Mapping | None, key: str) -> str | None:
+    """secret_text, or None when the Secret, the entry or its encoding is missing."""
+    try:
+        return secret_text(secret or {}, key)
+    except (KeyError, ValueError):
+        return None
+
+
 def keypair_from_secret(secret: Mapping) -> KeyPair:
     """The KeyPair back out of a Secret built by tls_secret (KeyError if a key is missing)."""
     return KeyPair(secret_text(secret, "tls.key"), secret_text(secret, "tls.crt"))

@@ -190,7 +190,9 @@ def parse_cluster(name: str, namespace: str, spec: Mapping[str, Any]) -> Cluster
 # Ports the operator's own listeners take (RESERVED_PORTS) and names it gives them.
 RESERVED_PORTS = {9091: "the brokers' replication listener", 9093: "the controller listener",
                   8080: "the admin HTTP listener"}
-RESERVED_NAMES = {"replication", "controller"}
+# "plaintext" and "clients" would share the PLAINTEXT listener's port name, "admin" the admin
+# port's: a Service with two ports of one name is refused by the API server.
+RESERVED_NAMES = {"replication", "controller", "plaintext", "clients", "admin"}
 AUTHENTICATIONS = ("none", "scram-sha-512", "tls")
 
 

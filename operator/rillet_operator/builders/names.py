@@ -72,6 +72,12 @@ def operator_certs(cluster: str) -> str:
     return f"{cluster}-operator-certs"
 
 
+def secrets_of(cluster: str) -> set[str]:
+    """The names of the certificate Secrets a secured cluster owns (a User may not take one)."""
+    return {cluster_ca(cluster), cluster_ca_cert(cluster), clients_ca(cluster),
+            broker_certs(cluster), operator_certs(cluster)}
+
+
 # The subject organisation of the certificates the cluster CA issues: it puts the brokers'
 # and the operator's principals (User:CN=...,O=rillet.io) out of reach of a User's certificate,
 # whose subject is its name alone.

@@ -5,10 +5,11 @@
 - The cluster CA's certificate alone is published in `<cluster>-cluster-ca-cert` for clients.
 - The brokers' certificate (one for all, per-pod wildcard and bootstrap SANs) and the
   operator's are reissued when missing, unreadable, within `renewalDays` of expiry, no longer
-  covering the names the brokers are dialled by, not signed by the current CA, or when the
-  annotation `rillet.io/renew-certificates` gets a new value. The broker certificate's
-  fingerprint is in the pod template, so a renewal rolls the brokers one at a time
-  (handlers/rolling.py), never below min.insync.replicas.
+  covering the names the brokers are dialled by, not signed by the current CA (or, the
+  brokers', not carrying the current clients CA), or when the annotation
+  `rillet.io/renew-certificates` gets a new value. The broker certificate's fingerprint is in
+  the pod template, so a renewal rolls the brokers one at a time (handlers/rolling.py), never
+  below min.insync.replicas.
 """
 from __future__ import annotations
 
@@ -73,8 +74,10 @@ async def _ca(cs: ClusterSpec, secret_name: str, common_name: str, now: datetime
 
 
 def _reason_to_issue(current: pki.KeyPair | None, ca: pki.KeyPair, dns_names: list[str],
-                     cs: ClusterSpec, now: datetime.datetime, forced: bool) -> str | None:
-    """Why the certificate must be (re)issued, or None to keep it."""
+                     cs: ClusterSpec, now: datetime.datetime, forced: bool,
+                     carries_extra: bool = True) -> str | None:
+    """Why the certificate must be (re)issued, or None to keep it. `carries_extra`: whether
+    its Secret still holds what goes with it (the brokers': the current clients CA)."""
     if current is None:
         return "missing"
     if forced:
@@ -85,6 +88,9 @@ def _reason_to_issue(current: pki.KeyPair | None, ca: pki.KeyPair, dns_names: li
         return "not signed by the current CA"
     if dns_names and not pki.covers(current.cert_pem, dns_names):
         return "does not cover the brokers' names"
+    if not carries_extra:
+        # A recreated clients CA: the brokers must trust the new one, so they roll onto it.
+        return "the clients CA changed"
     return None
 
 
@@ -98,8 +104,10 @@ def _keypair(secret: dict | None) -> pki.KeyPair | None:
 async def _leaf(cs: ClusterSpec, secret_name: str, common_name: str, dns_names: list[str],
                 ca: pki.KeyPair, extra: dict[str, str], now: datetime.datetime, forced: bool,
                 owner: Any, logger: Any) -> pki.KeyPair:
-    current = _keypair(await _get(secret_name, cs.namespace))
-    why = _reason_to_issue(current, ca, dns_names, cs, now, forced)
+    secret = await _get(secret_name, cs.namespace)
+    current = _keypair(secret)
+    why = _reason_to_issue(current, ca, dns_names, cs, now, forced, carries_extra=all(
+        pki.secret_text_or_none(secret, k) == v for k, v in extra.items()))
     if why is None:
         assert current is not None
         return current

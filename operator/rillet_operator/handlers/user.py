@@ -5,7 +5,10 @@ User's ACLs in its Cluster; both removed from the cluster when the User is delet
   ready for a Kafka client), and its salted SCRAM-SHA-512 credential in the metadata log.
 - tls: a client certificate signed by the Cluster's clients CA (`user.crt`, `user.key`,
   `user.pem` = key and certificate for a PEM keystore, `ca.crt` = the cluster CA to trust the
-  brokers), renewed as the brokers' are. Its principal is `User:CN=<name>`.
+  brokers), reissued `renewalDays` before it expires or when either CA is not the one it
+  names. Its principal is `User:CN=<name>`.
+- A change of authentication type leaves nothing of the old one: its Secret keys, its SCRAM
+  credential and the ACLs of its principal (`status.username`, the one last applied) go.
 - ACLs: exactly the spec's, for the User's principal: missing ones are created, others of
   that principal deleted (the spec is the truth, as with Topic configs).
 """
@@ -49,19 +52,16 @@ def desired_acls(us: UserSpec) -> set[AclBinding]:
                        op, r.permission) for r in us.acls for op in r.operations}
 
 
-def _text(secret: dict | None, key: str) -> str | None:
-    try:
-        return pki.secret_text(secret or {}, key)
-    except (KeyError, ValueError):
-        return None
-
-
-def _secret(us: UserSpec, data: dict[str, str], owner: Any) -> dict:
+def _secret(us: UserSpec, data: dict[str, str], owner: Any,
+            existing: dict | None) -> dict:
+    """The User's Secret holding `data` alone: keys of another authentication type it held
+    are removed (null in the merge patch)."""
+    stale = {k: None for k in (existing or {}).get("data") or {} if k not in data}
     obj = {"apiVersion": "v1", "kind": "Secret",
            "metadata": {"name": us.name, "namespace": us.namespace,
                         "labels": {"app.kubernetes.io/managed-by": names.MANAGED_BY,
                                    names.LABEL_CLUSTER: us.cluster, LABEL_USER: us.name}},
-           "data": {k: pki.b64(v) for k, v in data.items()}}
+           "data": {**stale, **{k: pki.b64(v) for k, v in data.items()}}}
     kopf.append_owner_reference(obj, owner=owner)
     return obj
 
@@ -85,17 +85,18 @@ async def _tls_credentials(us: UserSpec, cs: ClusterSpec, existing: dict | None,
     if clients_ca is None or cluster_ca is None:
         raise UserRefused("ClusterNotReady", f"Cluster {cs.name} has no CAs yet", error=False)
     ca = pki.keypair_from_secret(clients_ca)
-    cert, key = _text(existing, "user.crt"), _text(existing, "user.key")
+    cert, key = pki.secret_text_or_none(existing, "user.crt"), pki.secret_text_or_none(existing, "user.key")
     now = datetime.datetime.now(datetime.timezone.utc)
-    if cert and key and pki.issued_by(cert, ca.cert_pem) and \
-            not pki.needs_renewal(cert, now, cs.certificates.renewal_days):
+    trust = pki.secret_text(cluster_ca, "ca.crt")
+    if cert and key and pki.issued_by(cert, ca.cert_pem) and pki.secret_text_or_none(existing, "ca.crt") == trust \
+            and not pki.needs_renewal(cert, now, cs.certificates.renewal_days):
         return
     issued = pki.issue_cert(ca, us.name, [], now, cs.certificates.validity_days, client=True,
                             server=False)
     data = {"user.crt": issued.cert_pem, "user.key": issued.key_pem,
             "user.pem": issued.key_pem + issued.cert_pem,
-            "ca.crt": pki.secret_text(cluster_ca, "ca.crt")}
-    await asyncio.to_thread(kube().apply, _secret(us, data, owner))
+            "ca.crt": trust}
+    await asyncio.to_thread(kube().apply, _secret(us, data, owner, existing))
     kopf.info(owner, reason="CertificateIssued",
               message=f"client certificate {pki.principal_of(issued.cert_pem)} in Secret "
                       f"{us.name}, valid until {pki.not_after(issued.cert_pem)}")
@@ -103,12 +104,13 @@ async def _tls_credentials(us: UserSpec, cs: ClusterSpec, existing: dict | None,
 
 
 async def _scram_password(us: UserSpec, existing: dict | None, owner: Any) -> str:
-    password = _text(existing, "password")
-    if password and _text(existing, "sasl.jaas.config") == jaas_config(us.name, password):
+    password = pki.secret_text_or_none(existing, "password")
+    if password and pki.secret_text_or_none(existing, "sasl.jaas.config") == jaas_config(us.name, password):
         return password
     password = password or secrets.token_urlsafe(24)
     await asyncio.to_thread(kube().apply, _secret(
-        us, {"password": password, "sasl.jaas.config": jaas_config(us.name, password)}, owner))
+        us, {"password": password, "sasl.jaas.config": jaas_config(us.name, password)}, owner,
+        existing))
     return password
 
 
@@ -125,8 +127,11 @@ async def _reconcile(body: Any, spec: Any, status: dict, name: str, namespace: s
         us = parse_user(name, namespace, dict(spec))
     except SpecError as exc:
         return Outcome(False, exc.reason, str(exc), error=True)
-    patch.status["username"] = us.principal.removeprefix("User:")
     patch.status["secret"] = us.name
+    if us.name in names.secrets_of(us.cluster):
+        return Outcome(False, "SecretConflict", f"Secret {us.name} is one of Cluster "
+                                                f"{us.cluster}'s certificates; rename the User",
+                       error=True)
     cluster = await asyncio.to_thread(kube().get, "Cluster", us.cluster, namespace)
     if cluster is None:
         return Outcome(False, "ClusterNotFound", f"no Cluster {us.cluster} in namespace "
@@ -148,7 +153,13 @@ async def _reconcile(body: Any, spec: Any, status: dict, name: str, namespace: s
                               f"Cluster {us.cluster} has no spec.authorization (type simple): "
                               f"its brokers would not enforce this User's ACLs")
         async with (await access.target(cs)).admin(ADMIN_TIMEOUT_S) as admin:
-            if us.authentication == "scram-sha-512":
+            if us.authentication == "tls":
+                if MECHANISM in await security.scram_mechanisms(admin, us.name) and \
+                        await security.delete_scram(admin, us.name, MECHANISM):
+                    kopf.info(body, reason="CredentialsRemoved",
+                              message=f"{MECHANISM} credentials of {us.name} removed")
+                patch.status["credentialDigest"] = None
+            else:
                 digest = hashlib.sha256(password.encode()).hexdigest()[:16]
                 if status.get("credentialDigest") != digest or \
                         MECHANISM not in await security.scram_mechanisms(admin, us.name):
@@ -156,6 +167,9 @@ async def _reconcile(body: Any, spec: Any, status: dict, name: str, namespace: s
                     kopf.info(body, reason="CredentialsSet",
                               message=f"{MECHANISM} credentials of {us.name} set")
                 patch.status["credentialDigest"] = digest
+            before = "User:" + str(status.get("username") or us.principal.removeprefix("User:"))
+            if cs.authorization and before != us.principal:
+                await security.delete_acls(admin, await security.describe_acls(admin, before))
             if cs.authorization:
                 have = await security.describe_acls(admin, us.principal)
                 await security.create_acls(admin, sorted(wanted - have, key=repr))
@@ -175,6 +189,7 @@ async def _reconcile(body: Any, spec: Any, status: dict, name: str, namespace: s
         return Outcome(False, "ClusterNotReady", f"{type(exc).__name__}: {exc}",
                        reconciling=True)
     patch.status["acls"] = len(wanted)
+    patch.status["username"] = us.principal.removeprefix("User:")   # applied: see `before`
     return Outcome(True, "Ready", f"{us.principal}: {us.authentication} credentials in Secret "
                                   f"{us.name}, {len(wanted)} ACLs")
 
@@ -197,8 +212,8 @@ async def delete(spec: Any, meta: Any, name: str, namespace: str, body: Any, log
             removed = await security.delete_acls(
                 admin, await security.describe_acls(admin, us.principal)) \
                 if cs.authorization else 0
-            dropped = us.authentication == "scram-sha-512" and \
-                await security.delete_scram(admin, us.name, MECHANISM)
+            # Whatever the type now: a credential from before a type change goes too.
+            dropped = await security.delete_scram(admin, us.name, MECHANISM)
         logger.info("user %s: %d ACLs removed%s", name, removed,
                     ", SCRAM credentials removed" if dropped else "")
     except Exception as exc:

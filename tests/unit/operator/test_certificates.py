@@ -41,3 +41,10 @@ def test_missing_forced_other_ca_and_grown_names_reissue():
     # The operator's own certificate has no names to cover.
     client = pki.issue_cert(CA, "events-operator", [], NOW, 90, client=True, server=False)
     assert _reason_to_issue(client, CA, [], CS, NOW, forced=False) is None
+
+
+def test_a_broker_secret_without_the_current_clients_ca_is_reissued():
+    """A recreated clients CA reaches the brokers: their Secret is reissued (and the new
+    fingerprint rolls them), else they would refuse every tls User's new certificate."""
+    assert _reason_to_issue(_issued(NOW), CA, SANS, CS, NOW, forced=False,
+                            carries_extra=False) == "the clients CA changed"

@@ -134,6 +134,9 @@ def test_status_lists_each_listener_with_its_bootstrap_address():
 
 @pytest.mark.parametrize("listeners, words", [
     ([{"name": "replication", "port": 9200}], "operator's own"),
+    ([{"name": "admin", "port": 9200}], "operator's own"),
+    ([{"name": "plaintext", "port": 9200}], "operator's own"),
+    ([{"name": "clients", "port": 9200}], "operator's own"),
     ([{"name": "a", "port": 9091}], "replication listener"),
     ([{"name": "a", "port": 9200}, {"name": "a", "port": 9201}], "taken"),
     ([{"name": "a", "port": 9200}, {"name": "b", "port": 9200}], "taken"),
