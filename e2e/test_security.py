@@ -158,14 +158,19 @@ def test_scram_user_produces_and_consumes_over_sasl_ssl(k8s, secured):
     assert out == {"produced": 50, "consumed_back": 50}
 
 
+def _mtls_job(user: str) -> dict:
+    """An mTLS client's env and mounts: the certificate and trust from the User's Secret."""
+    return {"env": [{"name": "KAFKA_SECURITY_PROTOCOL", "value": "SSL"},
+                    {"name": "KAFKA_SSL_CAFILE", "value": f"{USER_MOUNT}/ca.crt"},
+                    {"name": "KAFKA_SSL_CERTFILE", "value": f"{USER_MOUNT}/user.crt"},
+                    {"name": "KAFKA_SSL_KEYFILE", "value": f"{USER_MOUNT}/user.key"},
+                    {"name": "KAFKA_GROUP_PREFIX", "value": f"{user}-"}],
+            "secrets": {user: USER_MOUNT}}
+
+
 def test_tls_user_produces_and_consumes_over_mtls(k8s, secured):
-    env = [{"name": "KAFKA_SECURITY_PROTOCOL", "value": "SSL"},
-           {"name": "KAFKA_SSL_CAFILE", "value": f"{USER_MOUNT}/ca.crt"},
-           {"name": "KAFKA_SSL_CERTFILE", "value": f"{USER_MOUNT}/user.crt"},
-           {"name": "KAFKA_SSL_KEYFILE", "value": f"{USER_MOUNT}/user.key"},
-           {"name": "KAFKA_GROUP_PREFIX", "value": "carol-"}]
-    out = run_job(k8s.kube, secured, ["produce-consume", MTLS, TOPIC, "30"], env=env,
-                  secrets={"carol": USER_MOUNT})
+    out = run_job(k8s.kube, secured, ["produce-consume", MTLS, TOPIC, "30"],
+                  **_mtls_job("carol"))
     assert out == {"produced": 30, "consumed_back": 30}
 
 
@@ -262,3 +267,28 @@ def test_removing_the_listeners_of_a_running_cluster_is_refused_and_changes_noth
     _wait_ready(k8s, ns, f"cluster.rillet.io/{CLUSTER}")
     assert kube.get("StatefulSet", f"{CLUSTER}-broker", ns)["metadata"]["generation"] == \
         sts_generation
+
+
+def test_a_user_switched_from_scram_to_tls_keeps_its_rights_and_loses_its_password(k8s,
+                                                                                  secured):
+    """The principal changes (User:dave -> User:CN=dave): the ACLs follow it, the SCRAM
+    credential and the Secret's password go, the certificate works."""
+    kube, ns = k8s.kube, secured
+    _apply(kube, ns, "users", "User", "dave", {
+        "cluster": CLUSTER, "authentication": {"type": "scram-sha-512"},
+        "authorization": _acls("dave-")})
+    _wait_ready(k8s, ns, "user.rillet.io/dave")
+    password = _secret(kube, ns, "dave")["password"]
+    assert run_job(kube, ns, ["access", SCRAM, TOPIC],
+                   **_scram_job("dave", password))["produce"] == "ok"
+    patch_cr(kube, ns, "users", "dave", {"spec": {"authentication": {"type": "tls"}}})
+    kube.wait_for("dave applied as CN=dave", lambda: (lambda u: u.get("username") == "CN=dave"
+                  and u.get("acls") == 4)((get_cr(kube, ns, "users", "dave") or {}).get(
+                      "status") or {}), 120)
+    secret = _secret(kube, ns, "dave")
+    assert {"user.crt", "user.key", "user.pem", "ca.crt"} <= set(secret), sorted(secret)
+    assert not {"password", "sasl.jaas.config"} & set(secret), sorted(secret)
+    old = run_job(kube, ns, ["access", SCRAM, TOPIC], **_scram_job("dave", password))
+    assert old["produce"] != "ok" and "Authorization" not in old["produce"], old
+    new = run_job(kube, ns, ["access", MTLS, TOPIC], **_mtls_job("dave"))
+    assert new["produce"] == "ok", new

@@ -20,7 +20,7 @@ from rillet_operator.builders import broker_config as bc
 from rillet_operator.builders import names
 from rillet_operator.handlers.access import Target, client_context
 from rillet_operator.handlers.user import desired_acls
-from rillet_operator.spec import parse_cluster, parse_user
+from rillet_operator.spec import ClusterSpec, parse_cluster, parse_user
 from tests.harness import BrokerProcess, free_ports, listening
 from tests.integration.test_sasl_acl import _consume, _produce
 
@@ -31,9 +31,9 @@ HOST = "localhost"   # the name the broker certificate carries (the pods' names 
 
 class Env:
     def __init__(self, broker: BrokerProcess, ports: dict[str, int], files: dict[str, Path],
-                 operator: Target, clients_ca: pki.KeyPair) -> None:
+                 operator: Target, clients_ca: pki.KeyPair, cs: ClusterSpec) -> None:
         self.broker, self.ports, self.files = broker, ports, files
-        self.operator, self.clients_ca = operator, clients_ca
+        self.operator, self.clients_ca, self.cs = operator, clients_ca, cs
 
     def scram(self, user: str, password: str) -> dict[str, str]:
         return {"bootstrap.servers": f"{HOST}:{self.ports['scram']}",
@@ -89,7 +89,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     b.start(timeout=60)
     target = Target(f"{HOST}:{replication}", client_context(operator_cert, cluster_ca.cert_pem))
     try:
-        yield Env(b, ports, files, target, clients_ca)
+        yield Env(b, ports, files, target, clients_ca, cs)
     finally:
         b.stop()
 
@@ -140,13 +140,20 @@ def _topic(env: Env) -> str:
 
 
 def test_the_operators_certificate_is_a_super_user_on_the_replication_listener(env):
-    async def go() -> set:
-        async with env.admin() as admin:
+    async def describe(target: Target) -> set:
+        async with target.admin(15.0) as admin:
             return await security.describe_acls(admin)
-    assert isinstance(_run(go()), set)   # DESCRIBE on the cluster: refused to anyone else
-    assert f"User:CN={names.operator_common_name(CLUSTER)},O={names.CERT_ORGANIZATION}" in \
-        bc.super_users(parse_cluster(CLUSTER, "ns", {"replicas": 1, "listeners": [
-            {"name": "a", "port": 9200}], "authorization": {"type": "simple"}}))
+    assert isinstance(_run(describe(env.operator)), set)   # needs DESCRIBE on the cluster
+    # A clients-CA certificate with the operator's common name, on the mTLS listener, is a
+    # User (User:CN=<name>, no O=rillet.io), not the operator: no cluster rights.
+    now = datetime.datetime.now(datetime.timezone.utc)
+    impostor = pki.issue_cert(env.clients_ca, names.operator_common_name(CLUSTER), [], now, 1,
+                              client=True, server=False)
+    assert pki.principal_of(impostor.cert_pem) not in bc.super_users(env.cs)
+    target = Target(f"{HOST}:{env.ports['mtls']}",
+                    client_context(impostor, env.files["ca"].read_text()))
+    with pytest.raises(Exception, match="ClusterAuthorizationFailed"):
+        _run(describe(target))
 
 
 def test_a_scram_user_set_by_the_operator_produces_and_consumes_within_its_acls(env):
@@ -218,8 +225,8 @@ def test_a_tls_user_certificate_from_the_clients_ca_is_held_to_its_acls(env, tmp
 
 def test_aiokafka_over_sasl_ssl_and_mtls(env, tmp_path):
     """aiokafka with a SCRAM-SHA-512 User on the SASL_SSL listener, and with a clients-CA
-    certificate on the mTLS one (kafka-python is the e2e Jobs' client, confluent-kafka the
-    tests above, Kafka's Java tools tests/integration/test_sasl_acl.py and test_tls.py)."""
+    certificate on the mTLS one (kafka-python and confluent-kafka are the e2e Jobs' clients,
+    confluent-kafka the tests above, Kafka's Java tools tests/integration/test_sasl_acl.py and test_tls.py)."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.helpers import create_ssl_context
     topic = _topic(env)

@@ -2,8 +2,8 @@
 
 An unknown group is described as Dead with no error (as Kafka before v6).
 Member metadata and assignments are only reported while the group is
-Stable, as Kafka does. Authorized operations are not computed (reported
-as unset, INT32_MIN). v1: throttle time. v3: authorized operations.
+Stable, as Kafka does. v1: throttle time. v3: authorized operations, when
+asked for (none without DESCRIBE on the group).
 v4: group.instance.id. v5: flexible.
 """
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""In-cluster Kafka client for the e2e tests (kafka-python), printing one JSON line.
+"""In-cluster Kafka client for the e2e tests, printing one JSON line: kafka-python, but
+confluent-kafka for the stream's producer and its read-back (see `stream`).
 
   client.py inspect BOOTSTRAP TOPIC [--full-isr SECONDS]
       brokers (id -> rack) and the topic's partitions (replicas, isr); with --full-isr, waits
