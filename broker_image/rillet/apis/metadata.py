@@ -6,8 +6,8 @@ exist are created when auto.create.topics.enable and the request allows it.
 With an authorizer, a topic the principal may not DESCRIBE is left out of an all-topics
 answer and answered TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs CREATE on
 the cluster or the topic. Topic authorized operations are answered when asked for (v8+;
-cluster operations only from v8-10, as Kafka does). v0: empty topic list = all. v1+: null = all; is_internal,
-controller. v2: cluster id. v4: allow_auto_topic_creation. v7: leader
+cluster operations only in v8-10, as Kafka does). v0: empty topic list = all. v1+: null =
+all; is_internal, controller. v2: cluster id. v4: allow_auto_topic_creation. v7: leader
 epoch. v9: flexible. v10: topic ids. v12: topic by id without name.
 """
 from __future__ import annotations

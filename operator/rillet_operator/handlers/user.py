@@ -85,11 +85,13 @@ async def _tls_credentials(us: UserSpec, cs: ClusterSpec, existing: dict | None,
     if clients_ca is None or cluster_ca is None:
         raise UserRefused("ClusterNotReady", f"Cluster {cs.name} has no CAs yet", error=False)
     ca = pki.keypair_from_secret(clients_ca)
-    cert, key = pki.secret_text_or_none(existing, "user.crt"), pki.secret_text_or_none(existing, "user.key")
+    held = {k: pki.secret_text_or_none(existing, k) for k in ("user.crt", "user.key", "ca.crt")}
+    cert = held["user.crt"]
     now = datetime.datetime.now(datetime.timezone.utc)
     trust = pki.secret_text(cluster_ca, "ca.crt")
-    if cert and key and pki.issued_by(cert, ca.cert_pem) and pki.secret_text_or_none(existing, "ca.crt") == trust \
-            and not pki.needs_renewal(cert, now, cs.certificates.renewal_days):
+    if cert and held["user.key"] and held["ca.crt"] == trust and \
+            pki.issued_by(cert, ca.cert_pem) and \
+            not pki.needs_renewal(cert, now, cs.certificates.renewal_days):
         return
     issued = pki.issue_cert(ca, us.name, [], now, cs.certificates.validity_days, client=True,
                             server=False)
@@ -105,7 +107,8 @@ async def _tls_credentials(us: UserSpec, cs: ClusterSpec, existing: dict | None,
 
 async def _scram_password(us: UserSpec, existing: dict | None, owner: Any) -> str:
     password = pki.secret_text_or_none(existing, "password")
-    if password and pki.secret_text_or_none(existing, "sasl.jaas.config") == jaas_config(us.name, password):
+    jaas = pki.secret_text_or_none(existing, "sasl.jaas.config")
+    if password and jaas == jaas_config(us.name, password):
         return password
     password = password or secrets.token_urlsafe(24)
     await asyncio.to_thread(kube().apply, _secret(
@@ -168,9 +171,9 @@ async def _reconcile(body: Any, spec: Any, status: dict, name: str, namespace: s
                               message=f"{MECHANISM} credentials of {us.name} set")
                 patch.status["credentialDigest"] = digest
             before = "User:" + str(status.get("username") or us.principal.removeprefix("User:"))
-            if cs.authorization and before != us.principal:
-                await security.delete_acls(admin, await security.describe_acls(admin, before))
             if cs.authorization:
+                if before != us.principal:     # the authentication type changed
+                    await security.delete_acls(admin, await security.describe_acls(admin, before))
                 have = await security.describe_acls(admin, us.principal)
                 await security.create_acls(admin, sorted(wanted - have, key=repr))
                 await security.delete_acls(admin, sorted(have - wanted, key=repr))
