@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from .client.connection import open_stream
 from .protocol.build import build
-from .protocol.codec import decode_response, encode_request, request_schema
+from .protocol.codec import FramingError, decode_response, encode_request, request_schema
 from .security.session import Session
 
 if TYPE_CHECKING:
@@ -62,7 +62,8 @@ class ControllerForwarder:
             return await asyncio.wait_for(
                 self._enveloped((voter.host, voter.port), frame, session or Session()),
                 EXCHANGE_TIMEOUT_S)
-        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
+        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError,
+                FramingError) as exc:
             log.info("could not relay a request to controller %d: %r", leader, exc)
             return None
 

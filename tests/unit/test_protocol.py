@@ -1,13 +1,10 @@
 """Codec, response building and the API registry: bytes in, bytes out, no sockets."""
 import asyncio
-import dataclasses
 import struct
 
 import pytest
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader
-from kio.serial._introspect import (EntityField, EntityTupleField, PrimitiveTupleField,
-                                    classify_field)
 
 from rillet.apis import load_all
 from rillet.dispatch import dispatch
@@ -16,6 +13,7 @@ from rillet.protocol.codec import (FramingError, decode_request, decode_response
                                    encode_request, encode_response, request_schema,
                                    response_schema)
 from tests import tagged_frames
+from tests.samples import sample
 from tests.wire import tags, uvarint
 
 REGISTRY = load_all()
@@ -100,27 +98,6 @@ def test_truncated_request_is_a_framing_error():
 
 # --- unknown tagged fields (KIP-482) ------------------------------------------------------
 
-_SAMPLE_BY_TYPE = {"string": "x", "bytes": b"", "records": b"", "bool": True, "float64": 0.5,
-                   "uuid": "00000000-0000-0000-0000-000000000001"}
-
-
-def _sample(cls: type) -> dict:
-    """Values for every untagged field of `cls`, one element in every array."""
-    data = {}
-    for f in dataclasses.fields(cls):
-        if "tag" in f.metadata:
-            continue
-        kind = classify_field(f)
-        if isinstance(kind, EntityField):
-            data[f.name] = _sample(kind.type_)
-        elif isinstance(kind, EntityTupleField):
-            data[f.name] = [_sample(kind.type_)]
-        else:
-            value = _SAMPLE_BY_TYPE.get(f.metadata["kafka_type"], 1)
-            data[f.name] = [value] if isinstance(kind, PrimitiveTupleField) else value
-    return data
-
-
 def _flexible_requests() -> list[tuple[int, int]]:
     return [(spec.key, v) for spec in sorted(REGISTRY.values(), key=lambda s: s.key)
             for v in range(spec.decodable_from, spec.max_version + 1)
@@ -130,7 +107,7 @@ def _flexible_requests() -> list[tuple[int, int]]:
 @pytest.mark.parametrize("api_key,version", _flexible_requests())
 def test_unknown_tags_in_header_and_body_are_skipped_for_every_flexible_request(api_key,
                                                                                 version):
-    body = build(request_schema(api_key, version), _sample(request_schema(api_key, version)))
+    body = build(request_schema(api_key, version), sample(request_schema(api_key, version)))
     clean = encode_request(api_key, version, 5, "c", body)[4:]
     header_end = 8 + 2 + len("c")  # key, version, correlation, client_id; then the tag count
     assert clean[header_end] == 0 and clean[-1] == 0, "expected empty tag sections"

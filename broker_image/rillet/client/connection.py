@@ -11,7 +11,7 @@ import struct
 from typing import Any
 
 from ..protocol.build import build
-from ..protocol.codec import decode_response, encode_request, request_schema
+from ..protocol.codec import FramingError, decode_response, encode_request, request_schema
 from ..protocol.errors import KafkaError, error_for_code
 
 _SIZE = struct.Struct(">i")
@@ -80,7 +80,11 @@ class BrokerConnection:
             except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
                 await self.close()
                 raise KafkaClientError(f"{self.host}:{self.port}: {exc!r}") from exc
-            got, response = decode_response(api_key, version, frame)
+            try:
+                got, response = decode_response(api_key, version, frame)
+            except FramingError as exc:
+                await self.close()
+                raise KafkaClientError(f"{self.host}:{self.port}: {exc}") from exc
             if got != correlation:
                 await self.close()
                 raise KafkaClientError(f"correlation id {got} != {correlation}")

@@ -18,7 +18,7 @@ from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeade
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_writer
 
-from .unknown_tags import tolerant_reader
+from .layout import guarded_reader
 
 API_VERSIONS_KEY = 18
 _CORRELATION = struct.Struct(">hhi")
@@ -56,9 +56,10 @@ def response_schema(api_key: int, version: int) -> type:
 
 @lru_cache(maxsize=None)
 def _reader(cls: type) -> Any:
-    # Every header and body, request or response, is read here, so unknown tagged
-    # fields (KIP-482) are skipped for all APIs at once.
-    return tolerant_reader(cls)
+    # Every header and body, request or response, is read here, so every length is
+    # bounded by the bytes that remain, and unknown tagged fields (KIP-482) are skipped,
+    # for all APIs at once.
+    return guarded_reader(cls)
 
 
 @lru_cache(maxsize=None)
@@ -135,10 +136,15 @@ def _framed(buf: io.BytesIO) -> bytes:
 
 
 def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
-    """(correlation id, body) of a response frame without its size prefix."""
+    """(correlation id, body) of a response frame without its size prefix; raises
+    FramingError when the frame does not fit the schema."""
     schema = response_schema(api_key, version)
     flexible = schema.__flexible__ and api_key != API_VERSIONS_KEY
     header_cls = ResponseHeaderV1 if flexible else ResponseHeaderV0
-    header, used = _reader(header_cls)(frame, 0)
-    body, _ = _reader(schema)(frame, used)
+    try:
+        header, used = _reader(header_cls)(frame, 0)
+        body, _ = _reader(schema)(frame, used)
+    except Exception as exc:
+        raise FramingError(
+            f"malformed api key {api_key} v{version} response: {exc!r}") from exc
     return header.correlation_id, body
