@@ -204,7 +204,7 @@ def test_a_known_tag_whose_length_lies_is_malformed():
     assert frame.endswith(b"\x01\x00\x04\x04abc")  # one tag: 0, 4 bytes, "abc"
     decode_request(frame)
     for lie in (b"\x01\x00\x02\x04abc", b"\x01\x00\x06\x04abcXY"):
-        with pytest.raises(FramingError, match="tagged field 0"):
+        with pytest.raises(FramingError, match="tagged field 0|runs past"):
             decode_request(frame[:-7] + lie)
 
 
