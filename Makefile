@@ -10,7 +10,7 @@ PORT   ?= 9092
 DATA   ?= ./rillet-data
 
 .PHONY: venv venv-run run test unit integration e2e bench bench-compare cluster-up cluster-down \
-	clean sim chaos bench-cluster bench-compare-cluster bench-move demo demo-down
+	clean sim chaos fuzz bench-cluster bench-compare-cluster bench-move demo demo-down
 
 # pip shows its progress: a cold install of the test extras downloads ~600 MB.
 $(BIN)/pip:
@@ -76,6 +76,14 @@ bench: venv
 # under faults, and acks=all producers and consumers under faults with the loss checker.
 CHAOS_CYCLES ?= 100
 CHAOS_SECONDS ?= 900
+# Protocol fuzz (issue 31): FUZZ_FRAMES mutated client and controller frames against a single
+# node and a 3-node cluster, at most FUZZ_SECONDS; a crash or hang fails it and keeps the batch
+# in ./fuzz-failures. The suite runs the same campaign with RILLET_FUZZ_FRAMES (20,000).
+FUZZ_FRAMES ?= 1000000
+FUZZ_SECONDS ?= 3600
+fuzz: venv
+	$(BIN)/python -m tests.fuzz.campaign --frames $(FUZZ_FRAMES) --seconds $(FUZZ_SECONDS)
+
 sim: venv
 	RILLET_SIM_SCALE=20 $(BIN)/python -m pytest -q tests/unit/raft/test_sim.py
 

@@ -18,7 +18,7 @@ import struct
 from typing import Any
 
 from .dispatch import dispatch
-from .protocol.codec import FramingError
+from .protocol.codec import FramingError, peek_key_version
 from .security import handshake_alert
 from .security.session import Session
 from .security.tls import ANONYMOUS, RELOAD_CHECK_S, ReloadingContext, peer_principal
@@ -131,7 +131,9 @@ class KafkaServer:
                 except (ConnectionError, asyncio.CancelledError):
                     raise
                 except Exception:
-                    log.exception("closing connection %d from %s: request failed", conn_id, peer)
+                    key, version, _ = peek_key_version(frame)
+                    log.exception("closing connection %d from %s: api key %d v%d request "
+                                  "failed", conn_id, peer, key, version)
                     return
                 finally:
                     self._busy.discard(task)

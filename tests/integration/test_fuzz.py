@@ -1,14 +1,19 @@
 """Protocol fuzz: random and mutated frames never take the broker down."""
 from __future__ import annotations
 
+import os
 import socket
 import struct
+from typing import Callable
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rillet.protocol.build import build
 from rillet.protocol.codec import encode_request, request_schema
+from rillet.protocol.errors import NotLeaderOrFollower
+from tests.cluster import LocalCluster
+from tests.fuzz import campaign
 from tests.harness import BrokerProcess
 
 from ..wire import Wire
@@ -87,3 +92,76 @@ def test_hostile_sizes_close_only_that_connection(fuzz_broker: BrokerProcess) ->
 
 def test_broker_survives_all_fuzzing(fuzz_broker: BrokerProcess) -> None:
     _still_healthy(fuzz_broker)
+
+
+# --- issue 31: no frame may end the process ------------------------------------------------
+
+# The frame that aborted every rillet process: Metadata v12 whose topics count is a varint
+# of about 13.7 billion, 51 bytes with its size prefix.
+ISSUE_31_FRAME = bytes.fromhex(
+    "0000002f0003000c00000002000772646b61666b6100fdd6a7836462ece4a6e2fbac37d664b9a6cc69a1"
+    "8645ba10a301000000")
+CI_FRAMES = int(os.environ.get("RILLET_FUZZ_FRAMES", "20000"))
+
+
+def _hit_and_check(host: str, port: int, node: BrokerProcess) -> None:
+    """Send the frame; that connection closes, the process lives, the next client is
+    answered normally."""
+    with Wire(f"{host}:{port}") as w:
+        w.send_raw(ISSUE_31_FRAME)
+        assert w.is_closed(), "the malformed request did not close its connection"
+    assert node.alive(), node.log()
+    with Wire(f"{host}:{port}") as w:
+        versions = w.request(18, 3, {"client_software_name": "after",
+                                     "client_software_version": "1"})
+        assert versions.error_code == 0
+        metadata = w.request(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                     "include_topic_authorized_operations": False})
+        assert [b.node_id for b in metadata.brokers]
+
+
+def test_the_51_byte_frame_closes_only_its_connection(fuzz_broker: BrokerProcess) -> None:
+    _hit_and_check(fuzz_broker.host, fuzz_broker.port, fuzz_broker)
+    assert "api key 3 v12 request" in fuzz_broker.log()  # the one line saying why
+
+
+def test_a_follower_fetch_of_an_old_version_is_answered(fuzz_broker: BrokerProcess) -> None:
+    """Found by the campaign: Fetch v4-8 from a replica id carry no current leader epoch,
+    and the follower path read it unconditionally (UNKNOWN_SERVER_ERROR)."""
+    with Wire(fuzz_broker.bootstrap) as w:
+        w.request(19, 5, {"topics": [{"name": "fuzz-follower", "num_partitions": 1,
+                                      "replication_factor": 1, "assignments": [],
+                                      "configs": []}], "timeout": 10000,
+                          "validate_only": False})
+        resp = w.request(1, 4, {"replica_id": 7, "max_wait": 0, "min_bytes": 1,
+                                "max_bytes": 1000, "isolation_level": 0, "topics": [
+                                    {"topic": "fuzz-follower", "partitions": [
+                                        {"partition": 0, "fetch_offset": 0,
+                                         "partition_max_bytes": 1000}]}]})
+    [part] = resp.responses[0].partitions
+    assert part.error_code == NotLeaderOrFollower.code  # broker 7 is no replica
+
+
+def test_campaign_on_a_single_node(fuzz_broker: BrokerProcess) -> None:
+    """Mutated frames recorded from the Java client, librdkafka, kafka-python and aiokafka
+    (tests/fuzz/corpus), one and several per connection; `make fuzz` runs a million."""
+    report = campaign.run(campaign.single_node_targets(fuzz_broker), CI_FRAMES, seed=31,
+                          seconds=300)
+    print(report.table("single node"))
+    assert not report.failures, report.table("single node")
+    assert report.frames >= CI_FRAMES
+
+
+def test_campaign_on_a_cluster_client_and_controller_listeners(
+        cluster_factory: Callable[..., LocalCluster]) -> None:
+    cluster = cluster_factory(3, proxied=False)
+    for spec in cluster.specs:
+        node = cluster.node(spec.node_id)
+        _hit_and_check(spec.host, spec.client_port, node)
+        _hit_and_check(spec.host, spec.controller_port, node)
+    report = campaign.run(campaign.cluster_targets(cluster), CI_FRAMES, seed=32,
+                          seconds=300)
+    print(report.table("3-node cluster"))
+    assert not report.failures, report.table("3-node cluster")
+    for spec in cluster.specs:  # and each still serves metadata to a client
+        _hit_and_check(spec.host, spec.client_port, cluster.node(spec.node_id))

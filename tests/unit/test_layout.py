@@ -216,3 +216,20 @@ def test_a_nullable_struct_marker_other_than_minus_one_or_one_is_malformed(marke
     layout_of(cls).check(raw, 0, len(raw))
     with pytest.raises(Malformed, match="struct marker"):
         layout_of(cls).check(raw[:-2] + bytes([marker]) + raw[-1:], 0, len(raw))
+
+
+def test_a_null_array_is_refused_where_the_schema_has_none_and_read_where_it_has():
+    """The native reader hands a handler None for a null array whatever the schema says;
+    Kafka's parser refuses it where the field is not nullable, and so does the walk."""
+    create = encode_request(19, 7, 1, "c", build(request_schema(19, 7), {
+        "topics": [], "timeout": 1000, "validate_only": False}))[4:]
+    header_end = 8 + 2 + 1 + 1  # key, version, correlation, client id "c", tag count
+    assert create[header_end] == 1  # topics: compact length 0 + 1
+    with pytest.raises(FramingError, match="null array"):
+        decode_request(create[:header_end] + b"\x00" + create[header_end + 1:])
+    metadata = encode_request(3, 12, 1, "c", build(request_schema(3, 12), {
+        "topics": [], "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False}))[4:]
+    assert metadata[header_end] == 1
+    _, body = decode_request(metadata[:header_end] + b"\x00" + metadata[header_end + 1:])
+    assert body.topics is None  # all topics, as Kafka's Metadata v1+ means by null

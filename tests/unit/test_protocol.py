@@ -183,3 +183,31 @@ def test_unknown_tags_in_responses_are_skipped_too():
     corr, resp = decode_response(18, 3, tagged)
     assert corr == 9 and resp.api_keys[0].max_version == 11
     assert resp.finalized_features_epoch == 7
+
+
+def _produce_v0(body: bytes) -> bytes:
+    return struct.pack(">hhih", 0, 0, 9, 1) + b"c" + body
+
+
+def test_produce_v0_2_are_answered_unsupported_version_per_partition():
+    frame = _produce_v0(struct.pack(">hii", 1, 1000, 1) + struct.pack(">h", 1) + b"t"
+                        + struct.pack(">iii", 1, 0, 0))
+    out = asyncio.run(dispatch(None, frame, "test", 1))
+    size, corr, topics, name_len = struct.unpack_from(">iiih", out)
+    assert (corr, topics, out[14:15]) == (9, 1, b"t")
+    (_, index, code) = struct.unpack_from(">iih", out, 15)
+    assert (index, code) == (0, 35)
+
+
+@pytest.mark.parametrize("body", [
+    struct.pack(">hii", 1, 1000, 2**31 - 1) + struct.pack(">h", -2) * 4,  # name -2: went back
+    struct.pack(">hii", 1, 1000, 1) + struct.pack(">h", 1) + b"t" + struct.pack(">i", 2**30),
+    struct.pack(">hii", 1, 1000, 1) + struct.pack(">h", 1) + b"t"
+    + struct.pack(">iii", 1, 0, 2**31 - 1),
+    struct.pack(">hii", 1, 1000, -5),
+], ids=["negative-name-length", "huge-partition-count", "records-past-end", "negative-count"])
+def test_produce_v0_2_with_lying_lengths_is_a_framing_error(body):
+    """kio has no schema for Produce v0-2; their hand parser bounds every length too (a name
+    length of -2 stepped back over itself 2^31 times, growing the answer each time)."""
+    with pytest.raises(FramingError, match="malformed produce v0"):
+        asyncio.run(dispatch(None, _produce_v0(body), "test", 1))

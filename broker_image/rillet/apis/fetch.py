@@ -70,7 +70,9 @@ def _read_for_follower(ctx: RequestContext, topic: str, p: Any, replica_id: int,
                              "log_start_offset": -1, "records": b"",
                              "aborted_transactions": None}
     try:
-        part, plog = ctx.broker.leader_partition(topic, p.partition, p.current_leader_epoch)
+        # Fetch v4-8 carry no current leader epoch, v4-11 no last fetched epoch.
+        part, plog = ctx.broker.leader_partition(topic, p.partition,
+                                                 getattr(p, "current_leader_epoch", -1))
         if replica_id not in part.replicas:
             raise errors.NotLeaderOrFollower(
                 f"broker {replica_id} is not a replica of {topic}-{p.partition}")
@@ -101,10 +103,11 @@ def _read_for_follower(ctx: RequestContext, topic: str, p: Any, replica_id: int,
 
 def _divergence(plog: Any, p: Any) -> tuple[int, int] | None:
     """(epoch, end offset) the follower must truncate to, or None if its log matches ours."""
-    if p.last_fetched_epoch < 0 or p.fetch_offset == 0:
+    last_fetched_epoch = getattr(p, "last_fetched_epoch", -1)
+    if last_fetched_epoch < 0 or p.fetch_offset == 0:
         return None
-    epoch, end = plog.end_offset_for_epoch(p.last_fetched_epoch)
-    if epoch == p.last_fetched_epoch and end >= p.fetch_offset:
+    epoch, end = plog.end_offset_for_epoch(last_fetched_epoch)
+    if epoch == last_fetched_epoch and end >= p.fetch_offset:
         return None
     if epoch < 0:
         # Nothing of ours is as old as the follower's last epoch: its log parts from ours

@@ -18,6 +18,7 @@ from typing import Any
 from ..controller.topics import TopicSpec, validate_topic_name
 from ..metadata.image import MetadataImage, TopicInfo
 from ..protocol import errors
+from ..protocol.codec import FramingError
 from .registry import CLUSTER, OPERATIONS_UNSET, RequestContext, api
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,10 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
         topics = [_topic(t, image) for t in image.topics.values()
                   if ctx.authorized("DESCRIBE", "TOPIC", t.name, quiet=True)]
     else:
+        if ctx.version < 12 and any(t.name is None for t in requested):
+            # As Kafka: the name may be null (a topic by id) from v12 only, and the v10-11
+            # response has no null name to answer it with.
+            raise FramingError(f"Metadata v{ctx.version}: a topic name can be null from v12")
         allow = getattr(req, "allow_auto_topic_creation", True)
         missing = [t.name for t in requested
                    if t.name is not None and t.name not in image.topics]

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..coordinator.manager import OFFSETS_TOPIC
 from ..protocol import errors
+from ..protocol.codec import FramingError
 from ..records import parse_batches
 from .registry import RequestContext, api
 
@@ -100,26 +101,38 @@ async def _await_replication(ctx: RequestContext, topic: str, index: int,
 
 
 def _legacy_produce(ctx: RequestContext, frame: bytes) -> bytes | None:
-    """Produce v0-2: parse just enough to answer every partition UNSUPPORTED_VERSION."""
+    """Produce v0-2: parse just enough to answer every partition UNSUPPORTED_VERSION. kio has
+    no schema for these versions, so every length is bounded here by the bytes left."""
+    try:
+        return _legacy_answer(ctx, frame)
+    except (struct.error, ValueError) as exc:
+        raise FramingError(f"malformed produce v{ctx.version} request: {exc}") from exc
+
+
+def _legacy_answer(ctx: RequestContext, frame: bytes) -> bytes | None:
     version = ctx.version
     pos = 8
     (client_len,) = struct.unpack_from(">h", frame, pos)
-    pos += 2 + max(client_len, 0)
+    pos = _skip(frame, pos + 2, client_len)
     acks, _timeout, topic_count = struct.unpack_from(">hii", frame, pos)
     pos += 10
+    _bound(frame, pos, topic_count, 6)  # a name length and a partition count at least
     out = bytearray()
     out += struct.pack(">i", ctx.header.correlation_id)
     out += struct.pack(">i", topic_count)
     for _ in range(topic_count):
         (name_len,) = struct.unpack_from(">h", frame, pos)
+        if name_len < 0:
+            raise ValueError(f"topic name of length {name_len}")
         name = frame[pos:pos + 2 + name_len]
-        pos += 2 + name_len
+        pos = _skip(frame, pos + 2, name_len)
         (pcount,) = struct.unpack_from(">i", frame, pos)
         pos += 4
+        _bound(frame, pos, pcount, 8)  # an index and a records length at least
         out += name + struct.pack(">i", pcount)
         for _ in range(pcount):
             index, size = struct.unpack_from(">ii", frame, pos)
-            pos += 8 + max(size, 0)
+            pos = _skip(frame, pos + 8, size)
             out += struct.pack(">ihq", index, errors.UnsupportedVersion.code, -1)
             if version >= 2:
                 out += struct.pack(">q", -1)
@@ -128,3 +141,15 @@ def _legacy_produce(ctx: RequestContext, frame: bytes) -> bytes | None:
     if acks == 0:
         return None
     return struct.pack(">i", len(out)) + bytes(out)
+
+
+def _skip(frame: bytes, pos: int, length: int) -> int:
+    """The position after a field of ``length`` bytes (-1: null) at ``pos``."""
+    if length < -1 or pos + max(length, 0) > len(frame):
+        raise ValueError(f"field of {length} bytes at {pos} in {len(frame)}")
+    return pos + max(length, 0)
+
+
+def _bound(frame: bytes, pos: int, count: int, min_size: int) -> None:
+    if count < 0 or count * min_size > len(frame) - pos:
+        raise ValueError(f"{count} entries in {len(frame) - pos} bytes")

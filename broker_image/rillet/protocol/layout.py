@@ -25,7 +25,8 @@ import io
 import struct
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Union
+from types import NoneType, UnionType
+from typing import Any, Callable, Union, get_args, get_origin
 
 from kio.serial import entity_reader
 from kio.serial._introspect import (EntityField, EntityTupleField, PrimitiveTupleField,
@@ -88,7 +89,7 @@ def read_uvarint(buf: Any, pos: int, end: int) -> tuple[int, int]:
 
 
 def _read_legacy_length(buf: Any, pos: int, end: int, wide: bool) -> tuple[int, int]:
-    """An int16 (strings) or int32 (bytes, arrays) length: -1 is null, read as 0."""
+    """An int16 (strings) or int32 (bytes, arrays) length, -1 (null) or more."""
     codec = _INT32 if wide else _INT16
     after = pos + codec.size
     if after > end:
@@ -96,7 +97,7 @@ def _read_legacy_length(buf: Any, pos: int, end: int, wide: bool) -> tuple[int, 
     (length,) = codec.unpack_from(buf, pos)
     if length < -1:
         raise Malformed(f"negative length {length}")
-    return max(length, 0), after
+    return length, after
 
 
 def _read_compact_length(buf: Any, pos: int, end: int) -> tuple[int, int]:
@@ -106,13 +107,21 @@ def _read_compact_length(buf: Any, pos: int, end: int) -> tuple[int, int]:
 
 
 def _read_count(buf: Any, pos: int, end: int, compact: bool, min_size: int,
-                what: str) -> tuple[int, int]:
+                what: str, nullable: bool = True) -> tuple[int, int]:
     """An array's element count, refused unless the bytes left can hold that many elements
-    of ``min_size`` bytes each: this is the check the native reader does not make."""
+    of ``min_size`` bytes each: this is the check the native reader does not make. A null
+    array where the schema has none is refused too (the native reader would hand the
+    handler None), as Kafka's parser refuses it."""
     if compact:
-        count, pos = _read_compact_length(buf, pos, end)
+        raw, pos = read_uvarint(buf, pos, end)
+        null, count = raw == 0, raw - 1
     else:
-        count, pos = _read_legacy_length(buf, pos, end, wide=True)
+        raw, pos = _read_legacy_length(buf, pos, end, wide=True)
+        null, count = raw == -1, raw
+    if null:
+        if not nullable:
+            raise Malformed(f"null array of {what} where the schema allows none")
+        return 0, pos
     if count * min_size > end - pos:
         raise Malformed(f"array of {count} {what} in {end - pos} bytes")
     return count, pos
@@ -148,7 +157,7 @@ class _Sized:
             length, pos = _read_compact_length(buf, pos, end)
         else:
             length, pos = _read_legacy_length(buf, pos, end, self.wide)
-        pos += length
+        pos += max(length, 0)
         if pos > end:
             raise Malformed(f"field of {length} bytes runs past the message")
         return pos
@@ -158,13 +167,15 @@ class _Sized:
 class _PrimitiveArray:
     compact: bool
     item: _Fixed | _Sized
+    nullable: bool
 
     @property
     def min_size(self) -> int:
         return 1 if self.compact else 4
 
     def check(self, buf: Any, pos: int, end: int) -> int:
-        count, pos = _read_count(buf, pos, end, self.compact, self.item.min_size, "items")
+        count, pos = _read_count(buf, pos, end, self.compact, self.item.min_size, "items",
+                                 self.nullable)
         if isinstance(self.item, _Fixed):
             return pos + count * self.item.size  # bounded by _read_count
         for _ in range(count):
@@ -206,6 +217,7 @@ class _Struct:
 class _StructArray:
     layout: Layout
     compact: bool
+    nullable: bool
 
     @property
     def min_size(self) -> int:
@@ -213,7 +225,8 @@ class _StructArray:
 
     def check(self, buf: Any, pos: int, end: int) -> int:
         layout = self.layout
-        count, pos = _read_count(buf, pos, end, self.compact, layout.min_size, "structs")
+        count, pos = _read_count(buf, pos, end, self.compact, layout.min_size, "structs",
+                                 self.nullable)
         if layout.fixed_size is not None:  # e.g. a legacy partition entry of ints only
             return pos + count * layout.fixed_size
         for _ in range(count):
@@ -348,11 +361,16 @@ def _step(field: dataclasses.Field, compact: bool, is_tagged: bool) -> _Step:
         if item.min_size == 0:
             # An array of them could claim any count in no bytes at all.
             raise TypeError(f"{item.name} takes no bytes on the wire, yet comes in arrays")
-        return _StructArray(item, compact=compact)
+        return _StructArray(item, compact, _nullable(field))
     item = _primitive(get_schema_field_type(field), compact)
     if isinstance(kind, PrimitiveTupleField):
-        return _PrimitiveArray(compact, item)
+        return _PrimitiveArray(compact, item, _nullable(field))
     return item
+
+
+def _nullable(field: dataclasses.Field) -> bool:
+    """The field itself may be null (``X | None``), not merely its elements."""
+    return get_origin(field.type) in (UnionType, Union) and NoneType in get_args(field.type)
 
 
 def _primitive(kafka_type: str, compact: bool) -> _Fixed | _Sized:
