@@ -9,16 +9,17 @@ import io
 import struct
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
-from kio.serial import entity_writer
+from kio.serial import entity_reader, entity_writer
 
-from .layout import guarded_reader
+from .bounds import compiled_check
+from .layout import layout_of
 
 API_VERSIONS_KEY = 18
 _CORRELATION = struct.Struct(">hhi")
@@ -54,12 +55,31 @@ def response_schema(api_key: int, version: int) -> type:
     return load_response_schema(api_key, version)
 
 
+Reader = Callable[[Any, int], tuple[Any, int]]
+
+
 @lru_cache(maxsize=None)
-def _reader(cls: type) -> Any:
-    # Every header and body, request or response, is read here, so every length is
-    # bounded by the bytes that remain, and unknown tagged fields (KIP-482) are skipped,
-    # for all APIs at once.
-    return guarded_reader(cls)
+def _reader(cls: type) -> Reader:
+    """kio's native reader of ``cls`` behind the bounds check, skipping unknown tags.
+
+    Every header and body, request or response, is read here, so for all APIs at once no
+    length on the wire makes the native reader allocate more than the frame holds (it
+    aborts the process when an allocation fails), and unknown tagged fields (KIP-482), on
+    which the native reader raises KeyError, are dropped and the rest read natively."""
+    native = entity_reader(cls)
+    check = compiled_check(cls)
+    layout = layout_of(cls)
+
+    def read(data: Any, offset: int) -> tuple[Any, int]:
+        end = check(data, offset, len(data))
+        try:
+            return native(data, offset)
+        except KeyError:  # kio: "Unknown tagged field tag: N"
+            out = io.BytesIO()
+            layout.copy(data, offset, out)
+            return native(out.getvalue(), 0)[0], end - offset
+
+    return read
 
 
 @lru_cache(maxsize=None)

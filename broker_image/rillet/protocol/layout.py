@@ -11,8 +11,8 @@ Two jobs need the same walk over a message:
 - Unknown tagged fields (KIP-482). The native reader raises KeyError on a tag its schema does
   not know, where KIP-482 says to skip it. `Layout.copy` re-encodes the message without them.
 
-`guarded_reader` keeps the native reader for every message (the hot path stays native) and only
-adds the check in front. The walk is stricter than the native reader where they could differ:
+The codec (codec.py) keeps the native reader for every message and puts the check in front,
+compiled per message type (bounds.py). The walk is stricter than the native reader where they could differ:
 a known tagged field must end exactly where its declared length says (the native reader reads
 it with its own reader and ignores the length), varints are at most five bytes holding at most
 32 bits, and a negative length other than -1 (null) is refused. So every message the check
@@ -26,15 +26,12 @@ import struct
 from dataclasses import dataclass
 from functools import lru_cache
 from types import NoneType, UnionType
-from typing import Any, Callable, Union, get_args, get_origin
+from typing import Any, Union, get_args, get_origin
 
-from kio.serial import entity_reader
 from kio.serial._introspect import (EntityField, EntityTupleField, PrimitiveTupleField,
                                     classify_field, get_field_tag, get_schema_field_type,
                                     is_optional)
 from kio.serial.writers import write_unsigned_varint
-
-Reader = Callable[[Any, int], tuple[Any, int]]
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
@@ -50,25 +47,6 @@ _FIXED_SIZES = {
 class Malformed(ValueError):
     """The message does not fit its schema: a length or count runs past the bytes that
     remain, or a prefix is invalid."""
-
-
-def guarded_reader(cls: type) -> Reader:
-    """A reader of ``cls`` entities, (buffer, offset) -> (entity, bytes used), as kio's,
-    that refuses (Malformed) any length the buffer cannot hold before the native reader
-    allocates for it, and skips unknown tagged fields instead of failing on them."""
-    native = entity_reader(cls)
-    layout = layout_of(cls)
-
-    def read(data: Any, offset: int) -> tuple[Any, int]:
-        end = layout.check(data, offset, len(data))
-        try:
-            return native(data, offset)
-        except KeyError:  # kio: "Unknown tagged field tag: N"
-            out = io.BytesIO()
-            layout.copy(data, offset, out)
-            return native(out.getvalue(), 0)[0], end - offset
-
-    return read
 
 
 def read_uvarint(buf: Any, pos: int, end: int) -> tuple[int, int]:
@@ -128,7 +106,7 @@ def _read_count(buf: Any, pos: int, end: int, compact: bool, min_size: int,
 
 
 @dataclass(frozen=True, slots=True)
-class _Fixed:
+class Fixed:
     size: int
 
     @property
@@ -143,7 +121,7 @@ class _Fixed:
 
 
 @dataclass(frozen=True, slots=True)
-class _Sized:
+class Sized:
     """A string, bytes or records field: a length prefix and that many bytes."""
     compact: bool
     wide: bool  # legacy int32 length (bytes, records) rather than int16 (strings)
@@ -164,9 +142,9 @@ class _Sized:
 
 
 @dataclass(frozen=True, slots=True)
-class _PrimitiveArray:
+class PrimitiveArray:
     compact: bool
-    item: _Fixed | _Sized
+    item: Fixed | Sized
     nullable: bool
 
     @property
@@ -176,7 +154,7 @@ class _PrimitiveArray:
     def check(self, buf: Any, pos: int, end: int) -> int:
         count, pos = _read_count(buf, pos, end, self.compact, self.item.min_size, "items",
                                  self.nullable)
-        if isinstance(self.item, _Fixed):
+        if isinstance(self.item, Fixed):
             return pos + count * self.item.size  # bounded by _read_count
         for _ in range(count):
             pos = self.item.check(buf, pos, end)
@@ -184,7 +162,7 @@ class _PrimitiveArray:
 
 
 @dataclass(frozen=True, slots=True)
-class _Struct:
+class Struct:
     layout: Layout
     nullable: bool  # KIP-893: an int8 marker, -1 for null, precedes a nullable struct
 
@@ -214,7 +192,7 @@ class _Struct:
 
 
 @dataclass(frozen=True, slots=True)
-class _StructArray:
+class StructArray:
     layout: Layout
     compact: bool
     nullable: bool
@@ -243,7 +221,7 @@ class _StructArray:
         return pos
 
 
-_Step = Union[_Fixed, _Sized, _PrimitiveArray, _Struct, _StructArray]
+Step = Union[Fixed, Sized, PrimitiveArray, Struct, StructArray]
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,8 +229,8 @@ class Layout:
     """One entity's wire layout: its untagged fields in order (runs of fixed-size fields
     merged into one step) and, for flexible versions, the tags it knows."""
     name: str
-    fields: tuple[_Step, ...]
-    tagged: dict[int, _Step]
+    fields: tuple[Step, ...]
+    tagged: dict[int, Step]
     flexible: bool
     min_size: int
     fixed_size: int | None  # every instance takes exactly this many bytes, if known
@@ -268,10 +246,10 @@ class Layout:
         for step in self.fields:
             pos = step.check(buf, pos, end)
         if self.flexible:
-            pos = self._check_tags(buf, pos, end)
+            pos = self.check_tags(buf, pos, end)
         return pos
 
-    def _check_tags(self, buf: Any, pos: int, end: int) -> int:
+    def check_tags(self, buf: Any, pos: int, end: int) -> int:
         count, pos = read_uvarint(buf, pos, end)
         if count * 2 > end - pos:  # a tag and a length take at least a byte each
             raise Malformed(f"{count} tagged fields in {end - pos} bytes")
@@ -291,7 +269,7 @@ class Layout:
         """Write the entity at ``pos`` (already checked) to ``out`` without the tagged fields
         it does not know, at any depth; the position where it ends in ``buf``."""
         for step in self.fields:
-            if isinstance(step, (_Struct, _StructArray)):
+            if isinstance(step, (Struct, StructArray)):
                 pos = step.copy(buf, pos, out)
             else:
                 after = step.check(buf, pos, len(buf))
@@ -312,7 +290,7 @@ class Layout:
             step = self.tagged.get(tag)
             if step is not None:
                 value = io.BytesIO()
-                if isinstance(step, (_Struct, _StructArray)):  # may hold unknown tags too
+                if isinstance(step, (Struct, StructArray)):  # may hold unknown tags too
                     step.copy(buf, pos, value)
                 else:
                     value.write(buf[pos:end])
@@ -332,39 +310,39 @@ def layout_of(cls: type) -> Layout:
     # kio's rule: a request header's client_id is a legacy string even in flexible headers.
     is_request_header = cls.__name__ == "RequestHeader"
     flexible = bool(cls.__flexible__)
-    fields: list[_Step] = []
-    tagged: dict[int, _Step] = {}
+    fields: list[Step] = []
+    tagged: dict[int, Step] = {}
     for field in dataclasses.fields(cls):
         tag = get_field_tag(field)
         compact = flexible and not (is_request_header and field.name == "client_id")
         step = _step(field, compact, tag is not None)
         if tag is not None:
             tagged[tag] = step
-        elif fields and isinstance(step, _Fixed) and isinstance(fields[-1], _Fixed):
-            fields[-1] = _Fixed(fields[-1].size + step.size)
+        elif fields and isinstance(step, Fixed) and isinstance(fields[-1], Fixed):
+            fields[-1] = Fixed(fields[-1].size + step.size)
         else:
             fields.append(step)
     min_size = sum(step.min_size for step in fields) + (1 if flexible else 0)
     fixed = None
-    if not flexible and all(isinstance(step, _Fixed) for step in fields):
+    if not flexible and all(isinstance(step, Fixed) for step in fields):
         fixed = min_size
     return Layout(cls.__qualname__, tuple(fields), tagged, flexible, min_size, fixed)
 
 
-def _step(field: dataclasses.Field, compact: bool, is_tagged: bool) -> _Step:
+def _step(field: dataclasses.Field, compact: bool, is_tagged: bool) -> Step:
     kind = classify_field(field)
     if isinstance(kind, EntityField):
         # A tagged struct's presence is its tag; only untagged ones carry a null marker.
-        return _Struct(layout_of(kind.type_), nullable=not is_tagged and is_optional(field))
+        return Struct(layout_of(kind.type_), nullable=not is_tagged and is_optional(field))
     if isinstance(kind, EntityTupleField):
         item = layout_of(kind.type_)
         if item.min_size == 0:
             # An array of them could claim any count in no bytes at all.
             raise TypeError(f"{item.name} takes no bytes on the wire, yet comes in arrays")
-        return _StructArray(item, compact, _nullable(field))
+        return StructArray(item, compact, _nullable(field))
     item = _primitive(get_schema_field_type(field), compact)
     if isinstance(kind, PrimitiveTupleField):
-        return _PrimitiveArray(compact, item, _nullable(field))
+        return PrimitiveArray(compact, item, _nullable(field))
     return item
 
 
@@ -373,11 +351,11 @@ def _nullable(field: dataclasses.Field) -> bool:
     return get_origin(field.type) in (UnionType, Union) and NoneType in get_args(field.type)
 
 
-def _primitive(kafka_type: str, compact: bool) -> _Fixed | _Sized:
+def _primitive(kafka_type: str, compact: bool) -> Fixed | Sized:
     if kafka_type in _FIXED_SIZES:
-        return _Fixed(_FIXED_SIZES[kafka_type])
+        return Fixed(_FIXED_SIZES[kafka_type])
     if kafka_type == "string":
-        return _Sized(compact, wide=False)
+        return Sized(compact, wide=False)
     if kafka_type in ("bytes", "records"):
-        return _Sized(compact, wide=True)
+        return Sized(compact, wide=True)
     raise TypeError(f"no wire size known for Kafka type {kafka_type!r}")
