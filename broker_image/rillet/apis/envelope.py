@@ -25,9 +25,15 @@ async def envelope(ctx: RequestContext, req: Any) -> Any:
     if not ctx.authorized("CLUSTER_ACTION", "CLUSTER", CLUSTER):
         return ctx.response({"response_data": None,
                              "error_code": errors.ClusterAuthorizationFailed.code})
+    try:
+        principal = bytes(req.request_principal or b"User:ANONYMOUS").decode()
+    except UnicodeDecodeError:
+        log.warning("refusing a forwarded request from %s: its principal is not UTF-8",
+                    ctx.peer)
+        return ctx.response({"response_data": None, "error_code": errors.InvalidRequest.code})
     inner = Session(listener_name="FORWARDED", security_protocol="PLAINTEXT",
                     client_host=bytes(req.client_host_address or b"").decode(errors="replace"),
-                    principal=bytes(req.request_principal or b"User:ANONYMOUS").decode())
+                    principal=principal)
     try:
         frame = await dispatch(ctx.broker, bytes(req.request_data), ctx.peer,
                                ctx.connection_id, "broker", inner)

@@ -35,7 +35,11 @@ async def fetch_snapshot(ctx: RequestContext, req: Any) -> Any:
     if req.cluster_id is not None and req.cluster_id != broker.cluster_id:
         return ctx.response({"throttle_time": 0, "error_code": rpc.INCONSISTENT_CLUSTER_ID,
                              "topics": []})
-    p = req.topics[0].partitions[0]
+    try:
+        p = rpc.the_partition(req, "name")
+    except rpc.InvalidQuorumRequest:
+        return ctx.response({"throttle_time": 0, "error_code": errors.InvalidRequest.code,
+                             "topics": []})
     snap = p.snapshot_id
     leader = -1 if raft.leader_id is None else raft.leader_id
     if not raft.is_leader:

@@ -1,12 +1,13 @@
 """The shared path of the quorum RPCs (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch of
 __cluster_metadata): check the cluster id, hand the message to the Raft node, encode
-its answer. A request from another cluster is refused with INCONSISTENT_CLUSTER_ID and
-logged, never acted on."""
+its answer. A request from another cluster is refused with INCONSISTENT_CLUSTER_ID, one about
+anything but __cluster_metadata-0 alone with INVALID_REQUEST; both are logged, never acted on."""
 from __future__ import annotations
 
 import logging
 from typing import Any
 
+from ..protocol import errors
 from ..raft import rpc
 from .registry import RequestContext
 
@@ -15,7 +16,11 @@ log = logging.getLogger(__name__)
 
 async def answer(ctx: RequestContext, api_key: int, req: Any) -> Any:
     broker = ctx.broker
-    cluster_id, sender, message = rpc.decode_request(api_key, req)
+    try:
+        cluster_id, sender, message = rpc.decode_request(api_key, req)
+    except rpc.InvalidQuorumRequest as exc:
+        log.warning("refused a quorum request from %s: %s", ctx.peer, exc)
+        return ctx.response(rpc.encode_response(api_key, None, errors.InvalidRequest.code))
     if cluster_id is not None and cluster_id != broker.cluster_id:
         log.warning("refused %s from node %d at %s: cluster id %s is not ours (%s)",
                     type(message).__name__, sender, ctx.peer, cluster_id, broker.cluster_id)

@@ -58,14 +58,31 @@ def encode_request(msg: m.Request, cluster_id: str, max_wait_ms: int, max_bytes:
     raise TypeError(f"not a quorum request: {msg!r}")
 
 
+class InvalidQuorumRequest(ValueError):
+    """A quorum RPC that does not name __cluster_metadata-0 alone: INVALID_REQUEST."""
+
+
+def the_partition(body: Any, topic_name: str) -> Any:
+    """The one partition a quorum RPC is about; ``topic_name`` is the attribute holding
+    its topic's name in this API's schema. Raises InvalidQuorumRequest."""
+    topics = body.topics
+    if len(topics) != 1 or len(topics[0].partitions) != 1:
+        raise InvalidQuorumRequest(f"{len(topics)} topic(s) in a quorum RPC; it names "
+                                   f"{METADATA_TOPIC}-0 alone")
+    if getattr(topics[0], topic_name) != METADATA_TOPIC:
+        raise InvalidQuorumRequest(f"quorum RPC for topic {getattr(topics[0], topic_name)!r}")
+    return topics[0].partitions[0]
+
+
 def decode_request(api_key: int, body: Any) -> tuple[str | None, int, m.Request]:
-    """(cluster id, sender, message) of a request received by this node."""
+    """(cluster id, sender, message) of a request received by this node; raises
+    InvalidQuorumRequest when it is not about the metadata partition alone."""
     cluster_id = getattr(body, "cluster_id", None)
     if api_key == FETCH:
-        p = body.topics[0].partitions[0]
+        p = the_partition(body, "topic")
         return cluster_id, body.replica_id, m.FetchRequest(
             p.current_leader_epoch, body.replica_id, p.fetch_offset, p.last_fetched_epoch)
-    p = body.topics[0].partitions[0]
+    p = the_partition(body, "topic_name")
     if api_key == VOTE:
         return cluster_id, p.replica_id, m.VoteRequest(
             p.replica_epoch, p.replica_id, p.last_offset_epoch, p.last_offset)
