@@ -2,7 +2,8 @@
 
     .venv/bin/python -m tests.fuzz.campaign --frames 1000000 --seconds 3600   # make fuzz
 
-Frames come from the recorded corpus (tests/fuzz/corpus.py), damaged by tests/fuzz/mutate.py,
+Frames come from the recorded corpus (tests/fuzz/corpus.py; every served API version a recording
+lacks gets a frame rillet encodes), damaged by tests/fuzz/mutate.py,
 and go to every listener of the targets: the client listeners get client traffic, the
 controller listeners controller traffic (and a little of the other kind, as a stray client
 would send). A connection carries one mutated frame, or several frames of which some are
@@ -178,9 +179,7 @@ def run(targets: list[Target], frames: int, *, seed: int, seconds: float,
         batch_frames: int = 2000, concurrency: int = 16, keep_dir: Path | None = None,
         pools: dict[str, list[bytes]] | None = None) -> Report:
     """Send ``frames`` mutated frames spread over ``targets``, at most ``seconds`` long."""
-    pools = pools or {name: [f for frames_ in corpus.load(name).values() for f in frames_]
-                      for name in corpus.LISTENERS}
-    pools = {name: pool for name, pool in pools.items() if pool}
+    pools = pools or corpus.pools()
     rng = random.Random(seed)
     nodes = {t.node.node_id: t.node for t in targets}
     report = Report(rss_kb={f"node {i}": [rss_kb(n)] for i, n in nodes.items()})
@@ -190,9 +189,8 @@ def run(targets: list[Target], frames: int, *, seed: int, seconds: float,
         work = []
         for i, target in enumerate(targets):
             share = size // len(targets) + (1 if i < size % len(targets) else 0)
-            listener = target.listener if target.listener in pools else "client"
             work += [(target, conn) for conn in
-                     plan_connections(rng, pools, listener, share)]
+                     plan_connections(rng, pools, target.listener, share)]
         rng.shuffle(work)
         report.held_open += asyncio.run(_batch(work, concurrency))
         report.frames += sum(len(conn) for _, conn in work)
