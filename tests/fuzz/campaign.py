@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.cluster import LocalCluster
-from tests.harness import BrokerProcess
+from tests.harness import BrokerProcess, free_port
 from tests.wire import Wire
 
 from . import corpus
@@ -216,8 +216,33 @@ def _keep(keep_dir: Path, batch: int, work: list[tuple[Target, list[bytes]]]) ->
     return path
 
 
+# The node a single-node campaign fuzzes: a PLAINTEXT and a SASL_PLAINTEXT client listener (the
+# SASL one decodes only the handshake APIs before authentication: a path of its own), and the
+# StandardAuthorizer with the PLAINTEXT principal a super user, so ACL requests are acted on.
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+              'username="admin" password="admin-secret" user_paula="paula-secret";')
+NODE_CONFIG = {
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+    "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+    "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+    "connection.failed.authentication.delay.ms": "0",
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": "User:ANONYMOUS"}
+
+
+def fuzz_node(data_dir: Path) -> BrokerProcess:
+    """A single node (not started) with the listeners `single_node_targets` names."""
+    node = BrokerProcess(data_dir, config=NODE_CONFIG)
+    node.config["listeners"] = (f"PLAINTEXT://{node.host}:{node.port},"
+                                f"SASL_PLAINTEXT://{node.host}:{free_port(node.host)}")
+    return node
+
+
 def single_node_targets(node: BrokerProcess) -> list[Target]:
-    return [Target(node, node.host, node.port, "client")]
+    """Every client listener of a node made by `fuzz_node` (or the one of a plain node)."""
+    listeners = node.config.get("listeners", f"PLAINTEXT://{node.host}:{node.port}")
+    return [Target(node, node.host, int(address.rsplit(":", 1)[1]), "client")
+            for address in listeners.split(",")]
 
 
 def cluster_targets(cluster: LocalCluster) -> list[Target]:
@@ -242,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"seed {seed}", flush=True)
     reports = []
     with tempfile.TemporaryDirectory(prefix="rillet-fuzz-") as tmp:
-        single = BrokerProcess(Path(tmp) / "single" / "data").start()
+        single = fuzz_node(Path(tmp) / "single" / "data").start()
         try:
             reports.append(("single node", run(
                 single_node_targets(single), args.frames // 2, seed=seed,

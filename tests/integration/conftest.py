@@ -6,6 +6,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from tests.cluster import LocalCluster
+from tests.fuzz.campaign import fuzz_node
 from tests.harness import BrokerProcess
 
 
@@ -34,7 +35,8 @@ def broker_factory(tmp_path: Path) -> Iterator:
 
 @pytest.fixture(scope="module")
 def fuzz_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path_factory.mktemp("fuzz") / "data").start()
+    """A node with a PLAINTEXT and a SASL_PLAINTEXT client listener (tests/fuzz/campaign.py)."""
+    b = fuzz_node(tmp_path_factory.mktemp("fuzz") / "data").start()
     yield b
     assert b.alive(), "broker died during fuzzing:\n" + b.log()
     b.stop()
