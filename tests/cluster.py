@@ -16,7 +16,8 @@ Links (proxied=True): for every ordered pair a -> b where b is a voter, a LinkPr
 (tests/tcp_proxy.py) forwards to b's CONTROLLER listener, and node a's
 controller.quorum.voters names that proxy as b's address (its own entry stays its own
 listener). cut(a, b) stops both a -> b and b -> a; "refuse" resets connections at once,
-"blackhole" holds every byte until heal(), so the peer times out.
+"blackhole" holds every byte until heal(), so the peer times out. `link_tap`, when given,
+is every link's tap (tests/tcp_proxy.py): it sees the bytes each link carries to its voter.
 
 Limits:
 - Only controller traffic is proxied: the quorum (Vote, BeginQuorumEpoch, metadata Fetch) and
@@ -41,7 +42,7 @@ from rillet.local_cluster import (NodeSpec, bootstrap_servers, cluster_settings,
                                   plan_nodes_on)
 from rillet.storage_format import new_cluster_id
 from tests.harness import BrokerProcess, answering, free_ports
-from tests.tcp_proxy import LinkMode, LinkProxy
+from tests.tcp_proxy import LinkMode, LinkProxy, Tap
 
 START_TIMEOUT = 60.0
 
@@ -63,7 +64,7 @@ class LocalCluster:
                  extra_config: Mapping[str, Any] | None = None,
                  racks: Sequence[str] | None = None, voter_count: int | None = None,
                  ready: Callable[[BrokerProcess], bool] = answering,
-                 cluster_id: str | None = None) -> None:
+                 cluster_id: str | None = None, link_tap: Tap | None = None) -> None:
         self.root = Path(tmp_path)
         self.cluster_id = cluster_id or new_cluster_id()
         self.proxied = proxied
@@ -73,7 +74,7 @@ class LocalCluster:
         self._links: dict[tuple[int, int], LinkProxy] = {}
         try:
             if proxied:
-                self._links = _link_proxies(specs, self._links)
+                self._links = _link_proxies(specs, self._links, link_tap)
             settings = cluster_settings(specs, self.cluster_id,
                                         self._peer_address if proxied else None, extra_config)
         except BaseException:
@@ -232,13 +233,13 @@ class LocalCluster:
                 errors.append(f"link {key}: {exc!r}")
 
 
-def _link_proxies(specs: Sequence[NodeSpec],
-                  made: dict[tuple[int, int], LinkProxy]) -> dict[tuple[int, int], LinkProxy]:
+def _link_proxies(specs: Sequence[NodeSpec], made: dict[tuple[int, int], LinkProxy],
+                  tap: Tap | None = None) -> dict[tuple[int, int], LinkProxy]:
     """One proxy per directed link to a voter; filled into `made` as it goes, so the caller
     can close the ones already running when a later one fails."""
     for a in specs:
         for b in specs:
             if a.node_id != b.node_id and b.voter:
                 made[(a.node_id, b.node_id)] = LinkProxy(
-                    b.host, b.controller_port, name=f"{a.node_id}->{b.node_id}")
+                    b.host, b.controller_port, name=f"{a.node_id}->{b.node_id}", tap=tap)
     return made

@@ -11,9 +11,14 @@ recv or send; close alone does not). Subclasses say what one accepted connection
   and at most one chunk per direction here) until the link heals, as TCP holds them through
   a real partition. A new connection is accepted but not carried on to the target until the
   link heals, so the peer's requests time out.
+
+A LinkProxy given a `tap` calls it with (connection label, bytes) for every chunk it carries
+toward its target, just before sending it on: how the fuzz corpus records controller traffic
+(tests/fuzz/capture.py). Without one it forwards exactly as before.
 """
 from __future__ import annotations
 
+import itertools
 import socket
 import struct
 import threading
@@ -24,6 +29,9 @@ from typing import Any, Callable
 
 CHUNK = 65536
 CONNECT_TIMEOUT = 5.0
+# What a LinkProxy's tap is called with: the connection's label ("<link name>#<n>") and the
+# bytes about to go toward the target.
+Tap = Callable[[str, bytes], None]
 
 
 def recv_exact(sock: socket.socket, n: int) -> bytes:
@@ -170,8 +178,10 @@ class LinkProxy(ProxyServer):
     """A proxy that forwards bytes to one target until cut; see the module docstring."""
 
     def __init__(self, target_host: str, target_port: int, port: int | None = None,
-                 name: str = "") -> None:
+                 name: str = "", tap: Tap | None = None) -> None:
         self.name = name or f"->{target_host}:{target_port}"
+        self._tap = tap
+        self._connection_numbers = itertools.count(1)
         self._gate = threading.Condition()
         self._mode = LinkMode.OPEN
         # Bumped by every refuse cut: a connection admitted before it may not carry another
@@ -224,19 +234,24 @@ class LinkProxy(ProxyServer):
             reset(client)
             return
         upstream.settimeout(None)
+        label = f"{self.name}#{next(self._connection_numbers)}"
         try:
             self._spawn(self._pump, upstream, client, generation,
                         name=f"proxy-pump-{self.port}")
-            self._pump(client, upstream, generation)
+            self._pump(client, upstream, generation, label)
         finally:
             self._untrack(upstream)
 
-    def _pump(self, src: socket.socket, dst: socket.socket, generation: int) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, generation: int,
+              tap_label: str | None = None) -> None:
+        """Copy src to dst; `tap_label` (toward the target only) names the bytes to the tap."""
         try:
             while True:
                 data = src.recv(CHUNK)
                 if not data or self._admit(generation) is None:
                     break
+                if tap_label is not None and self._tap is not None:
+                    self._tap(tap_label, data)
                 dst.sendall(data)
         except OSError:
             pass
