@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Sequence
 
-import cramjam
 from crc32c import crc32c
 
+from rillet.compression import Compression, compress, decompress
 from rillet.protocol.errors import CorruptMessage, InvalidRecord
 
 BATCH_HEADER_SIZE = 61
@@ -59,14 +58,6 @@ ATTR_CONTROL = 0x20
 
 INT32_MAX = 2**31 - 1
 NO_TIMESTAMP = -1
-
-
-class Compression(IntEnum):
-    NONE = 0
-    GZIP = 1
-    SNAPPY = 2
-    LZ4 = 3
-    ZSTD = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,75 +368,3 @@ def encode_batch(
 
 
 # ---------------------------------------------------------------- codecs
-
-# Java clients (xerial snappy-java SnappyOutputStream) frame snappy like this;
-# librdkafka writes a raw snappy block. We read both and write the framed form.
-XERIAL_MAGIC = b"\x82SNAPPY\x00"
-_XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
-_XERIAL_BLOCK = 32 * 1024
-
-
-def _snappy_decompress(data: bytes) -> bytes:
-    if not data.startswith(XERIAL_MAGIC):
-        return bytes(cramjam.snappy.decompress_raw(data))
-    out = bytearray()
-    pos = len(_XERIAL_HEADER)
-    while pos < len(data):
-        if pos + 4 > len(data):
-            raise CorruptMessage("truncated xerial snappy block length")
-        (length,) = _INT32.unpack_from(data, pos)
-        pos += 4
-        if length < 0 or pos + length > len(data):
-            raise CorruptMessage("truncated xerial snappy block")
-        out += cramjam.snappy.decompress_raw(data[pos:pos + length])
-        pos += length
-    return bytes(out)
-
-
-def _snappy_compress(data: bytes) -> bytes:
-    out = bytearray(_XERIAL_HEADER)
-    for start in range(0, len(data), _XERIAL_BLOCK):
-        block = bytes(cramjam.snappy.compress_raw(data[start:start + _XERIAL_BLOCK]))
-        out += _INT32.pack(len(block))
-        out += block
-    return bytes(out)
-
-
-def _lz4_compress(data: bytes) -> bytes:
-    # Kafka's LZ4 reader (KafkaLZ4BlockInputStream) needs independent blocks.
-    compressor = cramjam.lz4.Compressor(block_linked=False, content_checksum=False)
-    compressor.compress(data)
-    return bytes(compressor.finish())
-
-
-def compress(codec: int, data: bytes) -> bytes:
-    if codec == Compression.NONE:
-        return data
-    if codec == Compression.GZIP:
-        return bytes(cramjam.gzip.compress(data))
-    if codec == Compression.SNAPPY:
-        return _snappy_compress(data)
-    if codec == Compression.LZ4:
-        return _lz4_compress(data)
-    if codec == Compression.ZSTD:
-        return bytes(cramjam.zstd.compress(data))
-    raise CorruptMessage(f"unknown compression codec {codec}")
-
-
-def decompress(codec: int, data: bytes) -> bytes:
-    try:
-        if codec == Compression.NONE:
-            return data
-        if codec == Compression.GZIP:
-            return bytes(cramjam.gzip.decompress(data))
-        if codec == Compression.SNAPPY:
-            return _snappy_decompress(data)
-        if codec == Compression.LZ4:
-            return bytes(cramjam.lz4.decompress(data))
-        if codec == Compression.ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
-    except CorruptMessage:
-        raise
-    except Exception as exc:  # cramjam raises its own DecompressionError
-        raise CorruptMessage(f"cannot decompress {Compression(codec).name} batch: {exc}") from exc
-    raise CorruptMessage(f"unknown compression codec {codec}")

@@ -5,13 +5,17 @@ import os
 import socket
 import struct
 from typing import Callable
+from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rillet.protocol.build import build
 from rillet.protocol.codec import encode_request, request_schema
-from rillet.protocol.errors import NotLeaderOrFollower
+from rillet.protocol.errors import CorruptMessage, NotLeaderOrFollower
+from rillet.records import Compression, Record, encode_batch
+from tests import tagged_frames
+from tests.bombs import zstd_rle_bomb
 from tests.cluster import LocalCluster
 from tests.fuzz import campaign
 from tests.harness import BrokerProcess
@@ -165,3 +169,38 @@ def test_campaign_on_a_cluster_client_and_controller_listeners(
     assert not report.failures, report.table("3-node cluster")
     for spec in cluster.specs:  # and each still serves metadata to a client
         _hit_and_check(spec.host, spec.client_port, cluster.node(spec.node_id))
+
+
+def _bomb_batch(size: int) -> bytes:
+    """A valid v2 batch (CRC and all) of one record whose zstd body is a bomb of ``size``
+    bytes: encode_batch is handed the bomb in place of its compressed records."""
+    record = Record(offset=0, timestamp=1_700_000_000_000, key=b"k", value=b"v")
+    with mock.patch("rillet.records.compress", lambda codec, body: zstd_rle_bomb(size)):
+        return encode_batch([record], compression=Compression.ZSTD)
+
+
+def test_a_decompression_bomb_is_refused_and_the_broker_serves_on(
+        fuzz_broker: BrokerProcess) -> None:
+    """A 32 KB zstd batch of 1 GiB, produced like any batch, then ListOffsets by timestamp
+    (which decompresses it): CORRUPT_MESSAGE for that partition, not an allocation of 1 GiB
+    (which, in a pod short of memory, aborts the process or gets it killed)."""
+    topic = "fuzz-bomb"
+    bomb = _bomb_batch(1 << 30)
+    assert len(bomb) < 40_000
+    with Wire(fuzz_broker.bootstrap) as w:
+        w.request(19, 5, {"topics": [{"name": topic, "num_partitions": 1,
+                                      "replication_factor": 1, "assignments": [],
+                                      "configs": []}], "timeout": 10000,
+                          "validate_only": False})
+        _, produced = w.request_frame(0, 9, tagged_frames.produce_v9(1, topic, bomb, False))
+        assert produced.responses[0].partition_responses[0].error_code == 0
+        by_time = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic,
+                   "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                   "timestamp": 1_600_000_000_000}]}]}
+        [part] = w.request(2, 7, by_time).topics[0].partitions
+        assert part.error_code == CorruptMessage.code
+        latest = dict(by_time, topics=[{"name": topic, "partitions": [
+            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}])
+        [part] = w.request(2, 7, latest).topics[0].partitions
+        assert (part.error_code, part.offset) == (0, 1)
+    assert fuzz_broker.alive()
