@@ -95,12 +95,7 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
     except Exception as exc:  # kio: unknown key or version
         raise FramingError(f"no schema for api key {api_key} v{version}") from exc
     header_cls = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
-    try:
-        header, used = _reader(header_cls)(frame, 0)
-        body, body_size = _reader(schema)(frame, used)
-    except Exception as exc:
-        raise FramingError(
-            f"malformed api key {api_key} v{version} request: {exc!r}") from exc
+    header, body = _read_message(header_cls, schema, frame, "request")
     # Trailing bytes are tolerated, as Kafka's own parser does: some clients
     # (librdkafka's Metadata v12) send fields newer than the version they name.
     return RequestHeader(api_key, version, header.correlation_id, header.client_id), body
@@ -161,10 +156,16 @@ def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]
     schema = response_schema(api_key, version)
     flexible = schema.__flexible__ and api_key != API_VERSIONS_KEY
     header_cls = ResponseHeaderV1 if flexible else ResponseHeaderV0
+    header, body = _read_message(header_cls, schema, frame, "response")
+    return header.correlation_id, body
+
+
+def _read_message(header_cls: type, schema: type, frame: bytes, kind: str) -> tuple[Any, Any]:
+    """Header and body of a request or response frame; FramingError when it does not fit."""
     try:
         header, used = _reader(header_cls)(frame, 0)
         body, _ = _reader(schema)(frame, used)
     except Exception as exc:
-        raise FramingError(
-            f"malformed api key {api_key} v{version} response: {exc!r}") from exc
-    return header.correlation_id, body
+        raise FramingError(f"malformed api key {schema.__api_key__} v{schema.__version__} "
+                           f"{kind}: {exc!r}") from exc
+    return header, body
