@@ -4,6 +4,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.index import api_key_map
 from kio.serial._introspect import (EntityField, EntityTupleField, PrimitiveTupleField,
                                     classify_field)
 
@@ -32,3 +34,16 @@ def sample(cls: type, *, tagged: bool = False, items: int = 1) -> dict[str, Any]
             value = by_type.get(f.metadata["kafka_type"], 1)
             data[f.name] = [value] * items if isinstance(kind, PrimitiveTupleField) else value
     return data
+
+
+def all_kio_schemas() -> list[type]:
+    """Every request and response of every API and version kio 0.6.5 knows."""
+    out = []
+    for key in sorted(api_key_map):
+        for load in (load_request_schema, load_response_schema):
+            for version in range(0, 40):
+                try:
+                    out.append(load(key, version))
+                except Exception:  # kio: no such version
+                    continue
+    return out

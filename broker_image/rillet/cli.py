@@ -70,6 +70,7 @@ async def serve(config: BrokerConfig) -> None:
                                    f"certificates: {exc}") from None
         return KafkaServer(broker, listener.host, listener.port,
                            max_request_bytes=config["socket.request.max.bytes"],
+                           max_unauthenticated_bytes=config["sasl.server.max.receive.size"],
                            idle_timeout_s=config["connections.max.idle.ms"] / 1000,
                            listener=role, tls=tls, listener_name=listener.name.upper(),
                            security_protocol=protocol, settings=settings)

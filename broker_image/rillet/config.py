@@ -130,6 +130,10 @@ _BROKER_DEFS = [
               "SASL mechanisms of SASL listeners (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"),
     ConfigDef("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI",
               "brokers do not use SASL between themselves in rillet", effect=False),
+    ConfigDef("sasl.server.max.receive.size", "int", 524288,
+              "the largest request a SASL listener reads before its client has authenticated "
+              "(an anonymous peer cannot make the broker decode a 100 MiB frame)",
+              _positive, "> 0"),
     ConfigDef("connection.failed.authentication.delay.ms", "int", 100,
               "how long a failed authentication is held before the answer (slows guessing)",
               _nonneg, ">= 0"),

@@ -66,17 +66,19 @@ async def dispatch(broker: Any, frame: bytes, peer: str, connection_id: int,
 
 async def _handle(broker: Any, spec: ApiSpec, header: RequestHeader, frame: bytes, peer: str,
                   connection_id: int, listener: str, session: Session) -> bytes | None:
-    """A supported request: relayed to the active controller, or answered here."""
-    forwarder = getattr(broker, "forwarder", None)
-    if spec.forward and forwarder is not None:
-        relayed = await forwarder.relay(frame, session)
-        if relayed is not None:
-            return relayed
+    """A supported request: relayed to the active controller, or answered here. It is
+    decoded first either way, so a malformed one is refused here, as Kafka parses before it
+    forwards, and never reaches the controller."""
     ctx = RequestContext(broker, header, peer, connection_id, listener, session)
     if header.api_version < spec.decodable_from:
         assert spec.raw_handler is not None
         return spec.raw_handler(ctx, frame)
     header, body = decode_request(frame)
+    forwarder = getattr(broker, "forwarder", None)
+    if spec.forward and forwarder is not None:
+        relayed = await forwarder.relay(frame, session)
+        if relayed is not None:
+            return relayed
     ctx.header = header
     response = await spec.handler(ctx, body)
     if response is None:

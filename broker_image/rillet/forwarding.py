@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 
 from .client.connection import open_stream
 from .protocol.build import build
-from .protocol.codec import FramingError, decode_response, encode_request, request_schema
+from .protocol.codec import (FramingError, decode_response, encode_request, request_schema,
+                             response_size)
 from .security.session import Session
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ class ControllerForwarder:
             theirs = frame[4:8]
             writer.write(_SIZE.pack(len(frame)) + frame[:4] + _CORRELATION.pack(ours) + frame[8:])
             await writer.drain()
-            (size,) = _SIZE.unpack(await reader.readexactly(4))
+            size = response_size(await reader.readexactly(4))
             body = await reader.readexactly(size)
             if _CORRELATION.unpack_from(body, 0)[0] != ours:
                 raise OSError("relayed response has another correlation id")

@@ -30,7 +30,7 @@ TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 class KafkaServer:
     def __init__(self, broker: Any, host: str, port: int, *, max_request_bytes: int,
-                 idle_timeout_s: float, listener: str = "broker",
+                 idle_timeout_s: float, max_unauthenticated_bytes: int = 524288, listener: str = "broker",
                  tls: ReloadingContext | None = None, listener_name: str = "PLAINTEXT",
                  security_protocol: str = "PLAINTEXT", settings: Any = None) -> None:
         self.broker = broker
@@ -44,6 +44,7 @@ class KafkaServer:
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
+        self.max_unauthenticated_bytes = max_unauthenticated_bytes
         self.idle_timeout_s = idle_timeout_s
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -108,10 +109,14 @@ class KafkaServer:
                     log.info("closing idle connection %d from %s", conn_id, peer)
                     return
                 (size,) = _SIZE.unpack(head)
-                if size < 8 or size > self.max_request_bytes:
+                limit, setting = self.max_request_bytes, "socket.request.max.bytes"
+                if not session.authenticated and self.max_unauthenticated_bytes < limit:
+                    # As Kafka: before authentication a peer is bounded far lower.
+                    limit = self.max_unauthenticated_bytes
+                    setting = "sasl.server.max.receive.size"
+                if size < 8 or size > limit:
                     log.warning("closing connection %d from %s: request size %d outside "
-                                "[8, %d] (socket.request.max.bytes)", conn_id, peer, size,
-                                self.max_request_bytes)
+                                "[8, %d] (%s)", conn_id, peer, size, limit, setting)
                     return
                 frame = await reader.readexactly(size)
                 task = asyncio.current_task()

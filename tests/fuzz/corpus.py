@@ -14,6 +14,11 @@ import struct
 from collections import Counter
 from pathlib import Path
 
+from rillet.apis import load_all
+from rillet.protocol.build import build
+from rillet.protocol.codec import encode_request, request_schema
+from tests.samples import sample
+
 CORPUS_DIR = Path(__file__).resolve().parent / "corpus"
 LISTENERS = ("client", "controller")
 _SIZE = struct.Struct(">i")
@@ -60,7 +65,6 @@ def coverage(frames: list[bytes]) -> Counter[tuple[int, int]]:
 def served(listener: str) -> list[tuple[int, int]]:
     """Every (api key, version) a ``listener`` decodes: client listeners serve the broker
     APIs, controller listeners those and the controller ones."""
-    from rillet.apis import load_all
     scope = "controller" if listener == "controller" else "broker"
     return [(s.key, v) for s in sorted(load_all().values(), key=lambda s: s.key)
             if s.served_on(scope) for v in range(s.min_version, s.max_version + 1)]
@@ -69,9 +73,6 @@ def served(listener: str) -> list[tuple[int, int]]:
 def synthesized(pairs: list[tuple[int, int]]) -> list[bytes]:
     """A frame per (api key, version), encoded by rillet from a sample of the schema (kio has
     none for Produce v0-2: those get a hand-built one-partition request)."""
-    from rillet.protocol.build import build
-    from rillet.protocol.codec import encode_request, request_schema
-    from tests.samples import sample
     out = []
     for key, version in pairs:
         if key == 0 and version < 3:

@@ -6,7 +6,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from tests.cluster import LocalCluster
-from tests.fuzz.campaign import fuzz_node
+from tests.fuzz.targets import fuzz_node
 from tests.harness import BrokerProcess
 
 

@@ -10,8 +10,9 @@ from rillet.protocol.bounds import compiled_check
 from rillet.protocol.build import build
 from rillet.protocol.layout import Malformed, layout_of
 from tests.fuzz.mutate import framed, mutate
-from tests.samples import sample
-from tests.unit.test_layout import ALL_SCHEMAS
+from tests.samples import all_kio_schemas, sample
+
+ALL_SCHEMAS = all_kio_schemas()
 
 
 def _outcome(check, data: bytes) -> int | str:

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-import struct
 from typing import Any
 
 from ..protocol.build import build
-from ..protocol.codec import FramingError, decode_response, encode_request, request_schema
+from ..protocol.codec import (FramingError, decode_response, encode_request, request_schema,
+                              response_size)
 from ..protocol.errors import KafkaError, error_for_code
-
-_SIZE = struct.Struct(">i")
 
 
 class KafkaClientError(Exception):
@@ -75,9 +73,10 @@ class BrokerConnection:
             try:
                 await self._writer.drain()
                 size_bytes = await asyncio.wait_for(self._reader.readexactly(4), self.timeout)
-                (size,) = _SIZE.unpack(size_bytes)
+                size = response_size(size_bytes)
                 frame = await asyncio.wait_for(self._reader.readexactly(size), self.timeout)
-            except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
+            except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError,
+                    FramingError) as exc:
                 await self.close()
                 raise KafkaClientError(f"{self.host}:{self.port}: {exc!r}") from exc
             try:

@@ -19,7 +19,7 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader, entity_writer
 
 from .bounds import compiled_check
-from .layout import layout_of
+from .layout import Malformed, layout_of
 
 API_VERSIONS_KEY = 18
 _CORRELATION = struct.Struct(">hhi")
@@ -73,11 +73,15 @@ def _reader(cls: type) -> Reader:
     def read(data: Any, offset: int) -> tuple[Any, int]:
         end = check(data, offset, len(data))
         try:
-            return native(data, offset)
+            entity, used = native(data, offset)
         except KeyError:  # kio: "Unknown tagged field tag: N"
             out = io.BytesIO()
             layout.copy(data, offset, out)
             return native(out.getvalue(), 0)[0], end - offset
+        if used != end - offset:  # kio read other bytes than were checked: never trust it
+            raise Malformed(f"{cls.__qualname__}: kio read {used} bytes, the check "
+                            f"{end - offset}")
+        return entity, used
 
     return read
 
@@ -148,6 +152,15 @@ def _framed(buf: io.BytesIO) -> bytes:
     buf.seek(0)
     buf.write(_SIZE.pack(size))
     return buf.getvalue()
+
+
+def response_size(head: bytes) -> int:
+    """The int32 size prefix of a response; FramingError unless the frame can hold the
+    correlation id every response starts with (a negative size is a peer's garbage)."""
+    (size,) = _SIZE.unpack(head)
+    if size < 4:
+        raise FramingError(f"response of {size} bytes cannot hold a correlation id")
+    return size
 
 
 def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:

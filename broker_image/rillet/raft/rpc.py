@@ -62,16 +62,19 @@ class InvalidQuorumRequest(ValueError):
     """A quorum RPC that does not name __cluster_metadata-0 alone: INVALID_REQUEST."""
 
 
-def the_partition(body: Any, topic_name: str) -> Any:
-    """The one partition a quorum RPC is about; ``topic_name`` is the attribute holding
-    its topic's name in this API's schema. Raises InvalidQuorumRequest."""
+def the_partition(body: Any, topic_name: str, index: str) -> Any:
+    """The one partition a quorum RPC is about; ``topic_name`` and ``index`` are the
+    attributes holding its topic's name and partition's index in this API's schema. Raises
+    InvalidQuorumRequest unless that is __cluster_metadata-0 alone."""
     topics = body.topics
     if len(topics) != 1 or len(topics[0].partitions) != 1:
         raise InvalidQuorumRequest(f"{len(topics)} topic(s) in a quorum RPC; it names "
                                    f"{METADATA_TOPIC}-0 alone")
-    if getattr(topics[0], topic_name) != METADATA_TOPIC:
-        raise InvalidQuorumRequest(f"quorum RPC for topic {getattr(topics[0], topic_name)!r}")
-    return topics[0].partitions[0]
+    name, partition = getattr(topics[0], topic_name), topics[0].partitions[0]
+    if name != METADATA_TOPIC or getattr(partition, index) != 0:
+        raise InvalidQuorumRequest(f"quorum RPC for {name!r} partition "
+                                   f"{getattr(partition, index)}")
+    return partition
 
 
 def decode_request(api_key: int, body: Any) -> tuple[str | None, int, m.Request]:
@@ -79,10 +82,10 @@ def decode_request(api_key: int, body: Any) -> tuple[str | None, int, m.Request]
     InvalidQuorumRequest when it is not about the metadata partition alone."""
     cluster_id = getattr(body, "cluster_id", None)
     if api_key == FETCH:
-        p = the_partition(body, "topic")
+        p = the_partition(body, "topic", "partition")
         return cluster_id, body.replica_id, m.FetchRequest(
             p.current_leader_epoch, body.replica_id, p.fetch_offset, p.last_fetched_epoch)
-    p = the_partition(body, "topic_name")
+    p = the_partition(body, "topic_name", "partition_index")
     if api_key == VOTE:
         return cluster_id, p.replica_id, m.VoteRequest(
             p.replica_epoch, p.replica_id, p.last_offset_epoch, p.last_offset)
@@ -132,8 +135,9 @@ def decode_response(request: m.Request, body: Any) -> m.Response | int:
     """The core's message, or a request-level error code (the request failed)."""
     if body.error_code:
         return int(body.error_code)
+    # A response about anything but one partition is a failed request, as one that never came.
     if isinstance(request, m.FetchRequest):
-        if not body.responses:
+        if len(body.responses) != 1 or len(body.responses[0].partitions) != 1:
             return -1
         p = body.responses[0].partitions[0]
         return m.FetchResponse(
@@ -142,7 +146,7 @@ def decode_response(request: m.Request, body: Any) -> m.Response | int:
             p.diverging_epoch.epoch, p.diverging_epoch.end_offset,
             p.snapshot_id.end_offset, p.snapshot_id.epoch, p.log_start_offset,
             int(p.error_code))
-    if not body.topics:
+    if len(body.topics) != 1 or len(body.topics[0].partitions) != 1:
         return -1
     p = body.topics[0].partitions[0]
     error = int(p.error_code)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from rillet.protocol.build import build
-from rillet.protocol.codec import request_schema
+from rillet.protocol.codec import request_schema, response_schema
 from rillet.raft import messages as m
 from rillet.raft import rpc
 
@@ -35,3 +35,18 @@ def test_anything_else_is_an_invalid_quorum_request(topics):
     closed with a traceback) or were read as the metadata partition."""
     with pytest.raises(rpc.InvalidQuorumRequest):
         rpc.decode_request(rpc.VOTE, _vote(topics))
+
+
+def test_a_vote_for_another_partition_of_the_metadata_topic_is_invalid():
+    body = _vote([{"topic_name": "__cluster_metadata",
+                   "partitions": [_partition(partition_index=5)]}])
+    with pytest.raises(rpc.InvalidQuorumRequest, match="partition 5"):
+        rpc.decode_request(rpc.VOTE, body)
+
+
+@pytest.mark.parametrize("topics", [[], [{"topic_name": "__cluster_metadata", "partitions": []}]],
+                         ids=["no-topic", "no-partition"])
+def test_a_response_about_no_partition_is_a_failed_request(topics):
+    """It raised IndexError, which ended the sending task without telling the core."""
+    body = build(response_schema(rpc.VOTE, 0), {"error_code": 0, "topics": topics})
+    assert rpc.decode_response(m.VoteRequest(4, 2, 3, 17), body) == -1
