@@ -14,7 +14,7 @@ recv or send; close alone does not). Subclasses say what one accepted connection
 
 A LinkProxy given a `tap` calls it with (connection label, bytes) for every chunk it carries
 toward its target, just before sending it on: how the fuzz corpus records controller traffic
-(tests/fuzz/capture.py). Without one it forwards exactly as before.
+(tests/fuzz/capture/controller.py). Without one it forwards exactly as before.
 """
 from __future__ import annotations
 

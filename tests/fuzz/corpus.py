@@ -2,7 +2,7 @@
 
 One file per source and listener, `corpus/<source>-<listener>.frames` (listener `client` or
 `controller`), each the concatenation of the frames that source sent, every one with its
-int32 size prefix, exactly as recorded. `tests/fuzz/capture.py` writes them.
+int32 size prefix, exactly as recorded. `tests/fuzz/capture/` writes them.
 
 `pools` adds, for every API version a listener serves that no recording holds (no client sends
 it, or not at that version), one frame rillet's codec encodes from a sample of its schema, so a

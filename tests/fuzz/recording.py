@@ -1,4 +1,4 @@
-"""Recording what Kafka clients send, for the fuzz corpus (tests/fuzz/capture.py).
+"""Recording what Kafka clients send, for the fuzz corpus (tests/fuzz/capture/).
 
 `StreamTap` is a `LinkProxy` tap (tests/tcp_proxy.py) keeping the bytes each connection
 sent toward the target, and turns them into size-prefixed request frames with
