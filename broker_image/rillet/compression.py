@@ -54,13 +54,17 @@ def compress(codec: int, data: bytes) -> bytes:
     raise CorruptMessage(f"unknown compression codec {codec}")
 
 
+# Codecs whose cramjam decompress_into refuses output past the buffer (snappy has its own path).
+_BOUNDED_CODECS = {Compression.GZIP: cramjam.gzip, Compression.LZ4: cramjam.lz4,
+                   Compression.ZSTD: cramjam.zstd}
+
+
 def decompress(codec: int, data: bytes, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
     """``data`` decompressed; CorruptMessage when it is not valid for ``codec`` or would take
     more than ``limit`` bytes."""
     if codec == Compression.NONE:
         return data
-    module = {Compression.GZIP: cramjam.gzip, Compression.LZ4: cramjam.lz4,
-              Compression.ZSTD: cramjam.zstd}.get(codec)  # type: ignore[call-overload]
+    module = _BOUNDED_CODECS.get(codec)
     try:
         if codec == Compression.SNAPPY:
             return _snappy_decompress(data, limit)

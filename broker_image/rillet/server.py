@@ -30,7 +30,8 @@ TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 class KafkaServer:
     def __init__(self, broker: Any, host: str, port: int, *, max_request_bytes: int,
-                 idle_timeout_s: float, max_unauthenticated_bytes: int = 524288, listener: str = "broker",
+                 idle_timeout_s: float, max_unauthenticated_bytes: int = 524288,
+                 listener: str = "broker",
                  tls: ReloadingContext | None = None, listener_name: str = "PLAINTEXT",
                  security_protocol: str = "PLAINTEXT", settings: Any = None) -> None:
         self.broker = broker

@@ -75,15 +75,11 @@ class BrokerConnection:
                 size_bytes = await asyncio.wait_for(self._reader.readexactly(4), self.timeout)
                 size = response_size(size_bytes)
                 frame = await asyncio.wait_for(self._reader.readexactly(size), self.timeout)
+                got, response = decode_response(api_key, version, frame)
             except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError,
                     FramingError) as exc:
                 await self.close()
                 raise KafkaClientError(f"{self.host}:{self.port}: {exc!r}") from exc
-            try:
-                got, response = decode_response(api_key, version, frame)
-            except FramingError as exc:
-                await self.close()
-                raise KafkaClientError(f"{self.host}:{self.port}: {exc}") from exc
             if got != correlation:
                 await self.close()
                 raise KafkaClientError(f"correlation id {got} != {correlation}")

@@ -12,10 +12,11 @@ Two jobs need the same walk over a message:
   not know, where KIP-482 says to skip it. `Layout.copy` re-encodes the message without them.
 
 The codec (codec.py) keeps the native reader for every message and puts the check in front,
-compiled per message type (bounds.py). The walk is stricter than the native reader where they could differ:
-a known tagged field must end exactly where its declared length says (the native reader reads
-it with its own reader and ignores the length), varints are at most five bytes holding at most
-32 bits, and a negative length other than -1 (null) is refused. So every message the check
+compiled per message type (bounds.py). The walk is stricter than the native reader where they
+could differ: a known tagged field must end exactly where its declared length says (the native
+reader reads it with its own reader and ignores the length), varints are at most five bytes
+holding at most 32 bits, a negative length other than -1 (null) is refused, and so are struct
+markers other than -1 and 1 and null arrays where the schema has none. So every message the check
 accepts is laid out for the native reader as the check saw it.
 """
 from __future__ import annotations
