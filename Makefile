@@ -39,7 +39,7 @@ run: venv-run
 
 # The whole suite: unit, integration (real brokers, real clients) and e2e.
 test: venv
-	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS) tests e2e
+	$(BIN)/python -m pytest -q -ra --durations=25 $(PYTEST_ARGS) tests e2e
 
 unit: venv
 	$(BIN)/python -m pytest -q tests/unit
