@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 from rillet.records import Compression, Record, encode_batch, parse_batches
-from rillet.storage.log import LogConfig, PartitionLog
+from rillet.storage.log import PartitionLog
+from rillet.storage.log_config import LogConfig
 
 RECORDS_PER_BATCH = 100
 RECORD_BYTES = 1024

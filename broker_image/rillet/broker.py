@@ -33,7 +33,8 @@ from .security.sasl import ScramCredential
 from .security.tls import OutboundTls
 from .storage.cleaner import LogCleaner
 from .records import BatchHeader
-from .storage.log import AppendInfo, LogConfig, PartitionLog
+from .storage.log import AppendInfo, PartitionLog
+from .storage.log_config import LogConfig
 from .storage.manager import LogManager
 from .storage_format import DirLocks, ensure_formatted
 from .topic_config import effective, log_config

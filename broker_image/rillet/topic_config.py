@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
 from .config import BROKER_DEFS, BrokerConfig, ConfigDef, ConfigError, parse_value
-from .storage.log import LogConfig
+from .storage.log_config import LogConfig
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from rillet.records import (ATTR_CONTROL, Compression, Record, decode_records, e
                             parse_batches)
 from rillet.storage.cleaner import (CleaningConfig, LogCleaner, SegmentFile, _LogState,
                                     clean_segments, swap_in_cleaned)
-from rillet.storage.log import LogConfig, PartitionLog
+from rillet.storage.log import PartitionLog
+from rillet.storage.log_config import LogConfig
 
 TOPIC = "compacted"
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..records import Record, decode_records, encode_batch, parse_batches
-from ..storage.log import LogConfig, PartitionLog
+from ..storage.log import PartitionLog
+from ..storage.log_config import LogConfig
 from . import records as mrec
 
 METADATA_TOPIC = "__cluster_metadata"

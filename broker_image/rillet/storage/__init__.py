@@ -1,4 +1,6 @@
-"""Storage: index.py -> segment.py -> log.py (PartitionLog) -> manager.py (LogManager), as in Kafka."""
-from rillet.storage.log import AppendInfo, LogConfig, PartitionLog
+"""Storage: index.py -> segment.py -> log.py (PartitionLog; opened by log_loader.py) ->
+manager.py (LogManager), as in Kafka."""
+from rillet.storage.log import AppendInfo, PartitionLog
+from rillet.storage.log_config import LogConfig
 
 __all__ = ["AppendInfo", "LogConfig", "PartitionLog"]

@@ -4,11 +4,9 @@ Directory ``<log.dir>/<topic>-<partition>`` holds:
 - ``<base>.log`` / ``.index`` / ``.timeindex`` per segment (20-digit zero-padded base offset);
 - ``<offset>.snapshot`` producer-state snapshots (producer_state.py);
 - ``leader-epoch-checkpoint`` (leader_epoch.py);
-- ``recovery-point``: offset below which everything was fsynced. Segments wholly
-  below it are opened cheaply (index shape + CRC of the tail after the last index
-  entry); the segment holding it and all later ones are rescanned by CRC, their
-  torn tails cut and their indexes rebuilt. After a clean shutdown (everything
-  flushed) no segment needs the rescan.
+- ``recovery-point``, ``high-watermark``, ``log-start-offset`` (offset_files.py).
+Opening it after a clean or an unclean stop is log_loader.py's job; the settings are
+log_config.py's.
 
 Durability: ``append`` only writes to the page cache (survives kill -9, not
 power loss). ``flush`` fsyncs in a worker thread. With flush.messages=1 the
@@ -25,8 +23,8 @@ import os
 import shutil
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, fields, replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from rillet.protocol.errors import (
@@ -39,47 +37,16 @@ from rillet.protocol.errors import (
 )
 from rillet.records import (INT32_MAX, BatchHeader, decode_records, read_header, set_log_append_time,
                             set_offsets)
+from rillet.storage import offset_files
 from rillet.storage.leader_epoch import LeaderEpochCache
+from rillet.storage.log_config import LogConfig
+from rillet.storage.log_loader import LogLoader, new_segment, rebuild_producer_state
+from rillet.storage.offset_files import (HIGH_WATERMARK_NAME, LOG_START_NAME, write_offset_file,
+                                         write_recovery_point)
 from rillet.storage.producer_state import ProducerStateManager
-from rillet.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from rillet.storage.segment import LogSegment
 
 log = logging.getLogger(__name__)
-
-RECOVERY_POINT_NAME = "recovery-point"
-HIGH_WATERMARK_NAME = "high-watermark"
-LOG_START_NAME = "log-start-offset"
-STRAY_SUFFIXES = (".swap", ".cleaned", ".deleted", ".tmp")
-NEVER = 2**63 - 1
-
-
-@dataclass(frozen=True)
-class LogConfig:
-    """Per-topic log settings with Kafka's defaults (topic config names in the comments)."""
-
-    segment_bytes: int = 1073741824  # segment.bytes
-    segment_ms: int = 604800000  # segment.ms
-    index_interval_bytes: int = 4096  # index.interval.bytes
-    retention_ms: int = 604800000  # retention.ms (-1: infinite)
-    retention_bytes: int = -1  # retention.bytes (-1: infinite)
-    flush_messages: int = NEVER  # flush.messages
-    flush_ms: int = NEVER  # flush.ms
-    message_timestamp_type: str = "CreateTime"  # message.timestamp.type
-    cleanup_policy: str = "delete"  # cleanup.policy
-    max_message_bytes: int = 1048588  # max.message.bytes
-    segment_index_bytes: int = 10485760  # segment.index.bytes
-    producer_id_expiration_ms: int = 86400000  # producer.id.expiration.ms (a broker config in Kafka)
-
-    @classmethod
-    def from_properties(cls, props: Mapping[str, object], base: "LogConfig | None" = None) -> "LogConfig":
-        """Build from Kafka topic config names ("segment.bytes": "1024", ...); unknown keys ignored."""
-        base = base or cls()
-        changes: dict[str, object] = {}
-        for f in fields(cls):
-            key = f.name.replace("_", ".")
-            if key in props and props[key] is not None:
-                value = props[key]
-                changes[f.name] = str(value) if f.type == "str" else int(str(value))
-        return replace(base, **changes)
 
 
 @dataclass(frozen=True)
@@ -119,7 +86,6 @@ class PartitionLog:
         self._dir_dirty = False
         self._roll_flush_due = False
         self._snapshot_due = False
-        self._snapshot_offset = 0
         self._closed = False
 
     # ------------------------------------------------------------ open / recovery
@@ -135,87 +101,15 @@ class PartitionLog:
         return int(self._clock() * 1000)
 
     def _load(self) -> None:
-        bases = self._clean_directory()
-        recovery_point = self._read_recovery_point()
-        self.epochs.load()
-        # Producer state: newest snapshot, then every batch after it, replayed in log order
-        # while the segments are loaded (recovery reads those headers anyway).
-        self._snapshot_offset = max(0, self.producer_state.load_snapshot(NEVER))
-        consistent = True
-        now = self._now_ms()
-        for i, base in enumerate(bases):
-            segment = self._new_segment_object(base, now)
-            next_base = bases[i + 1] if i + 1 < len(bases) else None
-            # A segment holding offsets at or past the recovery point may have holes after a
-            # power loss and is rescanned; the active one too, unless a flush covered all of it
-            # (clean shutdown), which the cheap load's own tail scan then proves.
-            if next_base is None:
-                loaded = segment.load() and segment.next_offset <= recovery_point
-            else:
-                loaded = next_base <= recovery_point and segment.load()
-            if loaded:
-                self._replay_producers(segment, self._snapshot_offset)
-            damaged = False if loaded else self._recover_segment(segment)
-            if self._segments and segment.base_offset < self._segments[-1].next_offset:
-                damaged = True  # overlaps its predecessor: only a crash leaves that
-                consistent = False  # its batches were replayed into the producer state
-                segment.delete()
-            else:
-                self._append_segment(segment)
-            if damaged and next_base is not None:
-                self._delete_segments_from(bases[i + 1:])
-                break
-        if not self._segments:
-            self._append_segment(self._new_segment_object(0, now))
-            self._dir_dirty = True
-        self.log_start_offset = self._segments[0].base_offset
-        leo = self.log_end_offset
-        recorded = self._read_offset_file(LOG_START_NAME)
-        if recorded is not None and self.log_start_offset < recorded <= leo:
-            self.log_start_offset = recorded   # DeleteRecords moved it inside a segment
-        self.epochs.truncate_from_end(leo)
-        self.epochs.truncate_from_start(self.log_start_offset)
-        if not consistent or self._snapshot_offset > leo:
-            self._rebuild_producer_state()  # the snapshot or a replayed batch is past the log end
-        else:
-            self.producer_state.remove_before(self.log_start_offset)
-        self._flushed_offset = self._written_recovery_point = min(recovery_point, leo)
-        # The checkpointed high watermark, if any: a replica must not expose (as leader) what
-        # was never replicated. Without one (a single node's older logs) the log end.
-        checkpoint = self._read_high_watermark_checkpoint()
-        self._high_watermark = leo if checkpoint is None else \
-            min(max(checkpoint, self.log_start_offset), leo)
-        self._checkpointed_high_watermark = checkpoint
-
-    def _clean_directory(self) -> list[int]:
-        """Delete leftovers of interrupted operations; return the base offsets of the .log files."""
-        bases: set[int] = set()
-        index_files = []
-        for path in self.directory.iterdir():
-            name = path.name
-            if name.endswith(STRAY_SUFFIXES):
-                path.unlink(missing_ok=True)
-            elif name.endswith(LOG_SUFFIX):
-                try:
-                    bases.add(int(name[: -len(LOG_SUFFIX)]))
-                except ValueError:
-                    log.warning("ignoring unexpected file %s", path)
-            elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
-                index_files.append(path)
-        for path in index_files:
-            stem = path.name.split(".")[0]
-            if not stem.isdigit() or int(stem) not in bases:
-                path.unlink(missing_ok=True)  # its .log was deleted (retention interrupted)
-        return sorted(bases)
-
-    def _read_high_watermark_checkpoint(self) -> int | None:
-        return self._read_offset_file(HIGH_WATERMARK_NAME)
-
-    def _read_offset_file(self, name: str) -> int | None:
-        try:
-            return max(0, int((self.directory / name).read_text().strip()))
-        except (OSError, ValueError):
-            return None
+        loaded = LogLoader(self.directory, self.config, self.producer_state, self.epochs,
+                           self._now_ms()).load()
+        for segment in loaded.segments:
+            self._append_segment(segment)
+        self.log_start_offset = loaded.log_start_offset
+        self._flushed_offset = self._written_recovery_point = loaded.recovery_point
+        self._high_watermark = loaded.high_watermark
+        self._checkpointed_high_watermark = loaded.checkpointed_high_watermark
+        self._dir_dirty = loaded.dir_dirty
 
     def checkpoint_high_watermark(self) -> None:
         """Record the high watermark (if it moved), so a restart never starts above it.
@@ -223,55 +117,15 @@ class PartitionLog:
         Not fsynced: after a power loss an older, lower value is safe."""
         if self._closed or self._checkpointed_high_watermark == self._high_watermark:
             return
-        _write_offset_file(self.directory, HIGH_WATERMARK_NAME, self._high_watermark,
-                           sync=False)
+        write_offset_file(self.directory, HIGH_WATERMARK_NAME, self._high_watermark,
+                          sync=False)
         self._checkpointed_high_watermark = self._high_watermark
 
-    def _read_recovery_point(self) -> int:
-        try:
-            return max(0, int((self.directory / RECOVERY_POINT_NAME).read_text().strip()))
-        except (OSError, ValueError):
-            return 0
-
-    def _recover_segment(self, segment: LogSegment) -> bool:
-        """Rescan one segment by CRC; True if data had to be cut (later segments are suspect)."""
-        truncated = segment.recover(self._on_recovered_batch)
-        segment.dirty = True  # what recovery found may not be fsynced yet
-        if truncated:
-            log.warning("%s: truncated %d torn/invalid bytes at position %d",
-                        segment.log_path, truncated, segment.size)
-        return truncated > 0
-
-    def _on_recovered_batch(self, header: BatchHeader) -> None:
-        self.epochs.assign(header.partition_leader_epoch, header.base_offset)
-        if header.producer_id >= 0 and header.last_offset >= self._snapshot_offset:
-            self.producer_state.replay(header)
-
-    def _replay_producers(self, segment: LogSegment, start: int) -> None:
-        """Replay the producer batches of a cheaply loaded segment from offset ``start`` on."""
-        if segment.next_offset <= start:
-            return
-        for header in segment.scan(segment.offset_index.lookup(start)):
-            if header.producer_id >= 0 and header.last_offset >= start:
-                self.producer_state.replay(header)
-
-    def _delete_segments_from(self, bases: list[int]) -> None:
-        now = self._now_ms()
-        for base in bases:
-            log.warning("%s: deleting segment %d after a damaged one", self.directory, base)
-            self._new_segment_object(base, now).delete()
-
     def _rebuild_producer_state(self) -> None:
-        leo = self.log_end_offset
-        snapshot = self.producer_state.load_snapshot(leo)
-        start = max(snapshot, self.log_start_offset)
-        for segment in self._segments:
-            self._replay_producers(segment, start)
-        self.producer_state.remove_before(self.log_start_offset)
+        rebuild_producer_state(self.producer_state, self._segments, self.log_start_offset)
 
     def _new_segment_object(self, base: int, now_ms: int) -> LogSegment:
-        return LogSegment(self.directory, base, index_interval_bytes=self.config.index_interval_bytes,
-                          max_index_bytes=self.config.segment_index_bytes, now_ms=now_ms)
+        return new_segment(self.directory, self.config, base, now_ms)
 
     def _append_segment(self, segment: LogSegment) -> None:
         self._segments.append(segment)
@@ -523,7 +377,7 @@ class PartitionLog:
             # Writing the recovery point only matters when it crosses into another segment.
             rp = leo if bisect_right(self._bases, leo) != bisect_right(self._bases, self._written_recovery_point) else None
             try:
-                await asyncio.to_thread(_sync_files, self.directory, fds, sync_dir, epochs, rp)
+                await asyncio.to_thread(offset_files.sync_files, self.directory, fds, sync_dir, epochs, rp)
             except OSError as exc:
                 # Everything handed to this fsync still needs one: the next flush retries it.
                 for segment, flags in taken:
@@ -654,7 +508,7 @@ class PartitionLog:
         self._flushed_offset = min(self._flushed_offset, leo)
         if self._written_recovery_point > leo:
             # New appends will reuse these offsets unflushed: the file must not vouch for them.
-            _write_recovery_point(self.directory, leo, sync=False)
+            write_recovery_point(self.directory, leo, sync=False)
             self._written_recovery_point = leo
         self._dir_dirty = True
 
@@ -673,7 +527,7 @@ class PartitionLog:
         self._segments, self._bases = [], []
         self._append_segment(self._new_segment_object(start, self._now_ms()))
         self.log_start_offset = start
-        _write_recovery_point(self.directory, start, sync=False)
+        write_recovery_point(self.directory, start, sync=False)
         (self.directory / LOG_START_NAME).unlink(missing_ok=True)   # the first segment says it
 
     def apply_retention(self, now_ms: int | None = None) -> int:
@@ -713,7 +567,7 @@ class PartitionLog:
         self.log_start_offset = max(self.log_start_offset, offset)
         self.epochs.truncate_from_start(self.log_start_offset)
         self.producer_state.remove_before(self.log_start_offset)
-        _write_offset_file(self.directory, LOG_START_NAME, self.log_start_offset, sync=True)
+        write_offset_file(self.directory, LOG_START_NAME, self.log_start_offset, sync=True)
         return True
 
     def delete_segments_before(self, offset: int) -> int:
@@ -794,7 +648,7 @@ class PartitionLog:
             self.producer_state.take_snapshot(self.log_end_offset)
             self.checkpoint_high_watermark()
             if self._flushed_offset >= self.log_end_offset:
-                _write_recovery_point(self.directory, self._flushed_offset, sync=False)
+                write_recovery_point(self.directory, self._flushed_offset, sync=False)
         except OSError:
             log.exception("%s: could not write state on close", self.directory)
         self._closed = True
@@ -808,49 +662,3 @@ class PartitionLog:
         self.close()
         shutil.rmtree(self.directory, ignore_errors=True)
 
-
-def _write_recovery_point(directory: Path, offset: int, *, sync: bool) -> None:
-    _write_offset_file(directory, RECOVERY_POINT_NAME, offset, sync=sync)
-
-
-def _write_offset_file(directory: Path, name: str, offset: int, *, sync: bool) -> None:
-    path = directory / name
-    tmp = directory / (name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, f"{offset}\n".encode())
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-
-
-def _sync_files(directory: Path, fds: list[int], sync_dir: bool, epochs: Path | None,
-                recovery_point: int | None) -> None:
-    """Worker thread: fsync the dup()ed descriptors (closing them), then the small state files."""
-    try:
-        for fd in fds:
-            os.fsync(fd)
-    finally:
-        for fd in fds:
-            os.close(fd)
-    if epochs is not None:
-        # The loop rewrites this file (tmp + rename) on leader changes; fsync whichever is current.
-        try:
-            fd = os.open(epochs, os.O_RDONLY)
-        except FileNotFoundError:
-            pass
-        else:
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-    if recovery_point is not None:
-        _write_recovery_point(directory, recovery_point, sync=True)
-    if sync_dir or recovery_point is not None:
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)

@@ -20,7 +20,8 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from rillet.storage.log import LogConfig, PartitionLog
+from rillet.storage.log import PartitionLog
+from rillet.storage.log_config import LogConfig
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from rillet.metadata import records as mrec
 from rillet.metadata.image import MetadataImage, replay
 from rillet.protocol import errors
 from rillet.replication.manager import ReplicaManager
-from rillet.storage.log import LogConfig
+from rillet.storage.log_config import LogConfig
 from rillet.storage.manager import LogManager
 
 PARTITIONS = 3

@@ -4,7 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from rillet.records import Compression, Record, decode_records, encode_batch, parse_batches
-from rillet.storage.log import AppendInfo, LogConfig, PartitionLog
+from rillet.storage.log import AppendInfo, PartitionLog
+from rillet.storage.log_config import LogConfig
 
 
 class FakeClock:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import rillet.storage.log as log_module
+import rillet.storage.offset_files as log_module
 from rillet.protocol.errors import (InvalidRecord, KafkaStorageError, MessageTooLarge, OffsetOutOfRange,
                                    RecordListTooLarge)
 from rillet.records import Compression, decode_records, parse_batches
@@ -284,13 +284,13 @@ def test_retention_off_for_compact_policy(tmp_path: Path) -> None:
 
 def test_flush_messages_one_syncs_every_append(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    real = log_module._sync_files
+    real = log_module.sync_files
 
     def counting(*args: object) -> None:
         calls.append(len(args[1]))  # type: ignore[arg-type]
         real(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(log_module, "_sync_files", counting)
+    monkeypatch.setattr(log_module, "sync_files", counting)
 
     async def scenario() -> None:
         plog = open_log(tmp_path / "t-0", flush_messages=1)
@@ -311,7 +311,7 @@ def test_flush_messages_one_syncs_every_append(tmp_path: Path, monkeypatch: pyte
 
 def test_default_policy_does_not_fsync_on_append(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[object] = []
-    monkeypatch.setattr(log_module, "_sync_files", lambda *a: calls.append(a))
+    monkeypatch.setattr(log_module, "sync_files", lambda *a: calls.append(a))
 
     async def scenario() -> None:
         plog = open_log(tmp_path / "t-0")
@@ -416,7 +416,7 @@ def test_read_slices_match_read_under_every_bound(tmp_path: Path) -> None:
 def test_truncation_during_a_flush_does_not_leave_the_flush_waiting(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     entered, release = threading.Event(), threading.Event()
-    real = log_module._sync_files
+    real = log_module.sync_files
 
     def held_once(*args: object) -> None:
         if not entered.is_set():  # hold the first fsync so the log can change under it
@@ -424,7 +424,7 @@ def test_truncation_during_a_flush_does_not_leave_the_flush_waiting(
             release.wait(10)
         real(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(log_module, "_sync_files", held_once)
+    monkeypatch.setattr(log_module, "sync_files", held_once)
 
     async def scenario() -> None:
         plog = open_log(tmp_path / "t-0")
@@ -444,7 +444,7 @@ def test_truncation_during_a_flush_does_not_leave_the_flush_waiting(
 def test_a_failed_flush_leaves_every_file_it_held_for_the_next_one(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[int, object]] = []
-    real = log_module._sync_files
+    real = log_module.sync_files
 
     def failing_once(directory: Path, fds: list[int], sync_dir: bool, epochs: Path | None,
                      recovery_point: int | None) -> None:
@@ -455,7 +455,7 @@ def test_a_failed_flush_leaves_every_file_it_held_for_the_next_one(
             raise OSError(errno.EIO, "injected fsync failure")
         real(directory, fds, sync_dir, epochs, recovery_point)
 
-    monkeypatch.setattr(log_module, "_sync_files", failing_once)
+    monkeypatch.setattr(log_module, "sync_files", failing_once)
 
     async def scenario() -> None:
         plog = open_log(tmp_path / "t-0", index_interval_bytes=100)

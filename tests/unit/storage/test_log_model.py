@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from rillet.protocol.errors import OutOfOrderSequenceNumber
 from rillet.records import Record, decode_records, encode_batch, parse_batches
-from rillet.storage.log import LogConfig, PartitionLog
+from rillet.storage.log import PartitionLog
+from rillet.storage.log_config import LogConfig
 
 from .helpers import FakeClock
 

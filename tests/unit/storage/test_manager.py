@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rillet.storage.log import LogConfig
+from rillet.storage.log_config import LogConfig
 from rillet.storage.manager import LogManager, parse_partition_dir
 
 from .helpers import FakeClock, append, make_batch, read_all_offsets
