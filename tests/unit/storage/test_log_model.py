@@ -87,7 +87,7 @@ class Model:
 
 def crash(plog: PartitionLog) -> None:
     """Abandon the object the way kill -9 does: nothing written on the way out."""
-    plog._closed = True
+    plog.local.closed = True
     for segment in plog.segments:
         segment.close()
 
