@@ -21,7 +21,7 @@ from pathlib import Path
 
 from rillet.protocol.errors import KafkaStorageError
 from rillet.records import INT32_MAX, BatchHeader, decode_records
-from rillet.storage import offset_files
+import rillet.storage.offset_files as offset_files
 from rillet.storage.leader_epoch import LeaderEpochCache
 from rillet.storage.log_config import LogConfig
 from rillet.storage.log_loader import new_segment
