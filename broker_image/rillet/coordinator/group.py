@@ -19,6 +19,7 @@ from enum import Enum
 from typing import Callable
 
 from ..protocol import errors
+from .consumer_protocol import parse_subscription_topics
 
 NONE = 0
 
@@ -186,7 +187,6 @@ class Group:
         """Topics the members subscribe to (consumer protocol), None if unknown."""
         if self.protocol_type != "consumer" or self.protocol_name is None:
             return None
-        from .records import parse_subscription_topics
         topics: set[str] = set()
         for m in self.members.values():
             parsed = parse_subscription_topics(m.metadata(self.protocol_name))

@@ -4,23 +4,17 @@ Keys: version 0/1 = offset commit (group, topic, partition), version 2 =
 group metadata (group). Values: offset commit v1 (with expire timestamp) /
 v3 (with leader epoch); group metadata v3 (with static member ids). A null
 value is a tombstone that compaction eventually removes.
-Also: which offsets partition owns a group (Java String.hashCode, as Kafka),
-and the topics a consumer-protocol subscription names.
+Also: which offsets partition owns a group (Java String.hashCode, as Kafka).
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
+from .fields import FieldReader, FieldWriter
 from .group import GroupSnapshot, LoadedMember, OffsetAndMetadata
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-
 
 def group_partition(group_id: str, num_partitions: int) -> int:
     """Kafka's Utils.abs(groupId.hashCode) % numPartitions, with Java's String.hashCode."""
@@ -29,77 +23,6 @@ def group_partition(group_id: str, num_partitions: int) -> int:
     for i in range(0, len(data), 2):
         h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
     return (h & 0x7FFFFFFF) % num_partitions
-
-
-class _Writer:
-    def __init__(self) -> None:
-        self.out = bytearray()
-
-    def i16(self, v: int) -> "_Writer":
-        self.out += _I16.pack(v)
-        return self
-
-    def i32(self, v: int) -> "_Writer":
-        self.out += _I32.pack(v)
-        return self
-
-    def i64(self, v: int) -> "_Writer":
-        self.out += _I64.pack(v)
-        return self
-
-    def string(self, v: str | None) -> "_Writer":
-        if v is None:
-            return self.i16(-1)
-        raw = v.encode("utf-8")
-        self.i16(len(raw))
-        self.out += raw
-        return self
-
-    def blob(self, v: bytes | None) -> "_Writer":
-        if v is None:
-            return self.i32(-1)
-        self.i32(len(v))
-        self.out += v
-        return self
-
-    def bytes(self) -> bytes:
-        return bytes(self.out)
-
-
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def _take(self, s: struct.Struct) -> int:
-        (v,) = s.unpack_from(self.data, self.pos)
-        self.pos += s.size
-        return v
-
-    def i16(self) -> int:
-        return self._take(_I16)
-
-    def i32(self) -> int:
-        return self._take(_I32)
-
-    def i64(self) -> int:
-        return self._take(_I64)
-
-    def string(self) -> str | None:
-        n = self.i16()
-        if n < 0:
-            return None
-        v = self.data[self.pos:self.pos + n].decode("utf-8")
-        self.pos += n
-        return v
-
-    def blob(self) -> bytes | None:
-        n = self.i32()
-        if n < 0:
-            return None
-        v = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return bytes(v)
 
 
 @dataclass(frozen=True)
@@ -115,17 +38,17 @@ class GroupKey:
 
 
 def offset_key(group_id: str, topic: str, partition: int) -> bytes:
-    return (_Writer().i16(OFFSET_KEY_VERSION).string(group_id).string(topic)
+    return (FieldWriter().i16(OFFSET_KEY_VERSION).string(group_id).string(topic)
             .i32(partition).bytes())
 
 
 def group_key(group_id: str) -> bytes:
-    return _Writer().i16(GROUP_KEY_VERSION).string(group_id).bytes()
+    return FieldWriter().i16(GROUP_KEY_VERSION).string(group_id).bytes()
 
 
 def decode_key(data: bytes) -> OffsetKey | GroupKey | None:
     """None for key versions this broker does not know (skipped on load)."""
-    r = _Reader(data)
+    r = FieldReader(data)
     version = r.i16()
     if version in (0, 1):
         return OffsetKey(r.string() or "", r.string() or "", r.i32())
@@ -136,14 +59,14 @@ def decode_key(data: bytes) -> OffsetKey | GroupKey | None:
 
 def offset_value(o: OffsetAndMetadata) -> bytes:
     if o.expire_timestamp is not None:
-        return (_Writer().i16(1).i64(o.offset).string(o.metadata).i64(o.commit_timestamp)
+        return (FieldWriter().i16(1).i64(o.offset).string(o.metadata).i64(o.commit_timestamp)
                 .i64(o.expire_timestamp).bytes())
-    return (_Writer().i16(3).i64(o.offset).i32(o.leader_epoch).string(o.metadata)
+    return (FieldWriter().i16(3).i64(o.offset).i32(o.leader_epoch).string(o.metadata)
             .i64(o.commit_timestamp).bytes())
 
 
 def decode_offset_value(data: bytes) -> OffsetAndMetadata:
-    r = _Reader(data)
+    r = FieldReader(data)
     version = r.i16()
     offset = r.i64()
     epoch = r.i32() if version >= 3 else -1
@@ -154,7 +77,7 @@ def decode_offset_value(data: bytes) -> OffsetAndMetadata:
 
 
 def group_value(s: GroupSnapshot) -> bytes:
-    w = (_Writer().i16(3).string(s.protocol_type).i32(s.generation_id)
+    w = (FieldWriter().i16(3).string(s.protocol_type).i32(s.generation_id)
          .string(s.protocol_name).string(s.leader_id).i64(s.state_timestamp)
          .i32(len(s.members)))
     for m in s.members:
@@ -165,7 +88,7 @@ def group_value(s: GroupSnapshot) -> bytes:
 
 
 def decode_group_value(data: bytes) -> GroupSnapshot:
-    r = _Reader(data)
+    r = FieldReader(data)
     version = r.i16()
     protocol_type = r.string() or ""
     generation = r.i32()
@@ -184,13 +107,3 @@ def decode_group_value(data: bytes) -> GroupSnapshot:
                                     rebalance_timeout or session_timeout, session_timeout,
                                     r.blob() or b"", r.blob() or b""))
     return GroupSnapshot(protocol_type, generation, protocol, leader, state_ts, members)
-
-
-def parse_subscription_topics(data: bytes) -> set[str] | None:
-    """Topics of a consumer-protocol Subscription (any version), None if unparsable."""
-    try:
-        r = _Reader(data)
-        r.i16()
-        return {r.string() or "" for _ in range(r.i32())}
-    except (struct.error, UnicodeDecodeError):
-        return None

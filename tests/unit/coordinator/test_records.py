@@ -1,11 +1,11 @@
 """__consumer_offsets record layouts and the group -> partition mapping."""
 from __future__ import annotations
 
+from rillet.coordinator.consumer_protocol import parse_subscription_topics
 from rillet.coordinator.group import GroupSnapshot, LoadedMember, OffsetAndMetadata
 from rillet.coordinator.records import (GroupKey, OffsetKey, decode_group_value, decode_key,
                                         decode_offset_value, group_key, group_partition,
-                                        group_value, offset_key, offset_value,
-                                        parse_subscription_topics)
+                                        group_value, offset_key, offset_value)
 
 
 def test_group_partition_uses_java_string_hash() -> None:
