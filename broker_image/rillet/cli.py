@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from .config import BrokerConfig, ConfigError
+from .config import BrokerConfig, ConfigError, parse_overrides
 from .listeners import TLS_PROTOCOLS, Listener, ListenerSettings
 from .startup import StartupError
 
@@ -26,16 +26,6 @@ Listeners: PLAINTEXT, SSL (mTLS with ssl.client.auth), SASL_PLAINTEXT and SASL_S
 SCRAM-SHA-256 and SCRAM-SHA-512; ACLs with authorizer.class.name=StandardAuthorizer.
 Not yet: transactions.
 """
-
-
-def _parse_sets(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise ConfigError(f"--set expects key=value, got {item!r}")
-        key, value = item.split("=", 1)
-        out[key.strip()] = value
-    return out
 
 
 async def _on_listener(step: Callable[[], Awaitable[None]], listener: Listener) -> None:
@@ -157,7 +147,7 @@ def _log_what_has_no_effect(config: BrokerConfig) -> None:
 
 def _serve_command(args: argparse.Namespace) -> int:
     try:
-        config = BrokerConfig.load(args.config, _parse_sets(args.set))
+        config = BrokerConfig.load(args.config, parse_overrides(args.set))
     except ConfigError as exc:
         print(f"rillet: config error: {exc}", file=sys.stderr)
         return 2

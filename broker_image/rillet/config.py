@@ -300,6 +300,17 @@ def read_properties(path: Path) -> dict[str, str]:
     return out
 
 
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    """`--set key=value` arguments (repeatable) as a dict, later keys winning."""
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--set expects key=value, got {item!r}")
+        key, value = item.split("=", 1)
+        out[key.strip()] = value
+    return out
+
+
 @dataclass(frozen=True)
 class Voter:
     node_id: int

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TextIO
 
-from .config import config_text
+from .config import config_text, parse_overrides
 from .storage_format import new_cluster_id
 
 PORT_STRIDE = 10
@@ -356,8 +356,6 @@ def run_plan(plan: ClusterPlan, stop_timeout: float = 20.0, ready_timeout: float
 
 def main(argv: Sequence[str] | None = None, prog: str = "rillet cluster") -> int:
     """`rillet cluster [--nodes N] [--data DIR] [--base-port P] [--racks a,b,c] [--set k=v]`."""
-    # Imported here: cli.py imports this module to serve `rillet cluster`.
-    from .cli import _parse_sets
     parser = argparse.ArgumentParser(
         prog=prog, description="Run a multi-node rillet cluster on this machine until Ctrl-C.",
         epilog=f"Node i listens on BASE+{PORT_STRIDE}*(i-1) (clients) and the port after it "
@@ -377,8 +375,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "rillet cluster") -> int
     args = parser.parse_args(argv)
     try:
         plan = plan_local_cluster(args.nodes, args.data, args.base_port, args.racks,
-                                  _parse_sets(args.set), args.host)
-    except ValueError as exc:  # ConfigError from _parse_sets is a ValueError too
+                                  parse_overrides(args.set), args.host)
+    except ValueError as exc:  # ConfigError from parse_overrides is a ValueError too
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
     return run_plan(plan, args.stop_timeout)
