@@ -18,7 +18,8 @@ from typing import Any, Iterator
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from rillet.client.admin import AdminClient, Reassignment
+from rillet.client.admin import AdminClient
+from rillet.client.admin_topics import Reassignment
 from tests.checker import Read, Write, check
 from tests.cluster import LocalCluster
 from tests.integration.java_tools import KafkaTools, kafka_jars  # noqa: F401 (fixture)

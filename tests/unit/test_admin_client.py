@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rillet.client.admin import _log_dir_sizes, max_partition_sizes, short_isr
+from rillet.client.admin_cluster import log_dir_sizes, max_partition_sizes, short_isr
 from rillet.client.connection import raise_for
 from rillet.protocol import errors
 
@@ -41,7 +41,7 @@ def test_log_dir_sizes_skips_failed_dirs_and_future_replicas() -> None:
         NS(error_code=0, topics=[NS(name="b", partitions=[_part(0, 7, future=True)])]),
         NS(error_code=57, topics=[NS(name="c", partitions=[_part(0, 5)])]),
     ]
-    assert _log_dir_sizes(results) == {("a", 0): 10, ("a", 1): 0}
+    assert log_dir_sizes(results) == {("a", 0): 10, ("a", 1): 0}
 
 
 def test_raise_for_keeps_the_brokers_message() -> None:

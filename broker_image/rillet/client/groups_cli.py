@@ -11,7 +11,8 @@ import argparse
 import asyncio
 import sys
 
-from .admin import AdminClient, PartitionLag
+from .admin import AdminClient
+from .admin_groups import PartitionLag
 
 COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
            "CONSUMER-ID", "HOST", "CLIENT-ID")
