@@ -1,10 +1,10 @@
-"""Log in with an old client release, produce `count` records and read them back.
+"""Log in with an old client release, produce `count` records, read them back in a group.
 
 Run by tests/integration/old_clients.py inside the old client's own venv (so it imports
 nothing from rillet or tests):  python old_client_login.py CLIENT JOB_JSON
 CLIENT is kafka-python or confluent-kafka; JOB_JSON holds bootstrap, mechanism, user,
-password, topic, count. Prints one JSON line: ok, the client's version, what was read back,
-and the errors the client reported.
+password, topic, group, count. Prints one JSON line: ok, the client's version, what its
+consumer group read back and committed, and the errors the client reported.
 """
 from __future__ import annotations
 
@@ -27,16 +27,18 @@ def kafka_python(job: dict[str, Any]) -> dict[str, Any]:
     for value in values:
         producer.send(job["topic"], value, partition=0).get(timeout=TIMEOUT_S)
     producer.close()
-    consumer = KafkaConsumer(auto_offset_reset="earliest", enable_auto_commit=False,
-                             consumer_timeout_ms=1000, **auth)
-    consumer.assign([TopicPartition(job["topic"], 0)])
-    consumer.seek_to_beginning()
+    # A consumer group (FindCoordinator, JoinGroup, SyncGroup, OffsetCommit/Fetch at the
+    # versions this release sends), reading from the start and committing what it read.
+    consumer = KafkaConsumer(job["topic"], group_id=job["group"], auto_offset_reset="earliest",
+                             enable_auto_commit=False, consumer_timeout_ms=1000, **auth)
     got: list[str] = []
     deadline = time.monotonic() + TIMEOUT_S
     while len(got) < len(values) and time.monotonic() < deadline:
         got += [m.value.decode() for m in consumer]
+    consumer.commit()
+    committed = consumer.committed(TopicPartition(job["topic"], 0))
     consumer.close()
-    return {"ok": True, "version": kafka.__version__, "read": got}
+    return {"ok": True, "version": kafka.__version__, "read": got, "committed": committed}
 
 
 def confluent(job: dict[str, Any]) -> dict[str, Any]:
@@ -62,17 +64,21 @@ def confluent(job: dict[str, Any]) -> dict[str, Any]:
     if left or failed or errors:
         return {"ok": False, "version": version, "errors": errors + failed,
                 "undelivered": left}
-    consumer = Consumer({**auth, "group.id": "old-client-assign-only",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    consumer.assign([TopicPartition(job["topic"], 0, 0)])
+    # A consumer group, as above for kafka-python.
+    consumer = Consumer({**auth, "group.id": job["group"], "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([job["topic"]])
     got: list[str] = []
     deadline = time.monotonic() + TIMEOUT_S
     while len(got) < len(values) and time.monotonic() < deadline:
         msg = consumer.poll(0.5)
         if msg is not None and not msg.error():
             got.append(msg.value().decode())
+    consumer.commit(asynchronous=False)
+    committed = consumer.committed([TopicPartition(job["topic"], 0)], TIMEOUT_S)[0].offset
     consumer.close()
-    return {"ok": not errors, "version": version, "read": got, "errors": errors}
+    return {"ok": not errors, "version": version, "read": got, "errors": errors,
+            "committed": committed}
 
 
 def main() -> None:

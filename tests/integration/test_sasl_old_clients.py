@@ -3,7 +3,8 @@
 librdkafka 2.0.2 (Debian 12's, here through the confluent-kafka 2.0.2 wheel that bundles it)
 refuses SASL unless the broker's SaslHandshake range overlaps 0-0, then sends v1;
 kafka-python 2.0.2 sends v0 and then the bare SASL tokens with no SaslAuthenticate
-framing. Both log in with PLAIN and SCRAM, produce and read back. The v0 exchange is also
+framing. Both log in with PLAIN and SCRAM, produce, and read back in a consumer group that
+commits (the group APIs at the versions these releases send). The v0 exchange is also
 driven byte by byte on a socket (right and wrong password), and a refused handshake must be
 logged with its mechanism, version and peer.
 
@@ -38,7 +39,8 @@ def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProc
         "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
-        "connection.failed.authentication.delay.ms": "50"})
+        "connection.failed.authentication.delay.ms": "50",
+        "group.initial.rebalance.delay.ms": "0"})
     b.config["listeners"] = f"SASL_PLAINTEXT://127.0.0.1:{b.port}"
     b.start()
     try:
@@ -87,17 +89,20 @@ def test_old_clients_log_in_produce_and_consume(sasl_broker: BrokerProcess, clie
                                                 password: str) -> None:
     topic = _topic(sasl_broker.bootstrap)
     report = run_login(client, bootstrap=sasl_broker.bootstrap, mechanism=mechanism,
-                       user=user, password=password, topic=topic, count=COUNT)
+                       user=user, password=password, topic=topic, group=f"{topic}-g",
+                       count=COUNT)
     assert report["ok"], report
     assert report["version"] == "2.0.2", report
     prefix = "kafka-python" if client == "kafka-python" else "librdkafka"
     assert report["read"] == [f"{prefix}-{i}" for i in range(COUNT)], report
+    assert report["committed"] == COUNT, report
 
 
 def test_kafka_python_202_wrong_password_is_refused_and_logged(sasl_broker) -> None:
     report = run_login("kafka-python", bootstrap=sasl_broker.bootstrap,
                        mechanism="SCRAM-SHA-512", user=SCRAM_USER,
-                       password="Pa55-not-alices", topic="unused", count=1)
+                       password="Pa55-not-alices", topic="unused", group="unused",
+                       count=1)
     assert not report["ok"], report
     wait_until(lambda: "SCRAM-SHA-512, SaslHandshake v0): SCRAM-SHA-512 exchange for "
                        "'alice' failed" in sasl_broker.log(), 10, "the failed v0 login logged")
