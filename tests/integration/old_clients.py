@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 HERE = Path(__file__).resolve().parent
 LOGIN_SCRIPT = HERE / "old_client_login.py"
 # name -> pinned requirements (no dependencies: neither release needs any).
@@ -55,11 +57,12 @@ def client_python(name: str) -> Path:
     return python
 
 
-def run_login(name: str, **job: Any) -> dict[str, Any]:
-    """Run old_client_login.py with client ``name`` on ``job`` (bootstrap, mechanism, user,
-    password, topic, count); its JSON report. The report says what failed rather than
-    raising, so a test's assertion can show it."""
-    proc = subprocess.run([str(client_python(name)), str(LOGIN_SCRIPT), name,
+def run_login(pythons: dict[str, Path], name: str, **job: Any) -> dict[str, Any]:
+    """Run old_client_login.py with client ``name`` (its interpreter from ``pythons``, the
+    `old_clients` fixture) on ``job`` (bootstrap, mechanism, user, password, topic, group,
+    count); its JSON report. The report says what failed rather than raising, so a test's
+    assertion can show it."""
+    proc = subprocess.run([str(pythons[name]), str(LOGIN_SCRIPT), name,
                            json.dumps(job)], capture_output=True, text=True, timeout=180)
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
@@ -68,3 +71,10 @@ def run_login(name: str, **job: Any) -> dict[str, Any]:
     report: dict[str, Any] = json.loads(lines[-1])
     report["stderr"] = proc.stderr[-4000:]
     return report
+
+
+@pytest.fixture(scope="session")
+def old_clients() -> dict[str, Path]:
+    """Every old client's interpreter, its venv built on first use (about 25 s, once per
+    cache)."""
+    return {name: client_python(name) for name in PINS}

@@ -20,7 +20,7 @@ from typing import Iterator
 import pytest
 
 from tests.harness import BrokerProcess, listening
-from tests.integration.old_clients import run_login
+from tests.integration.old_clients import old_clients, run_login  # noqa: F401 (fixture)
 from tests.polling import wait_until
 from tests.wire import Wire
 
@@ -84,13 +84,13 @@ LOGINS = [("confluent-kafka", "PLAIN", "carol", "carol-secret"),
 
 @pytest.mark.parametrize("client,mechanism,user,password", LOGINS,
                          ids=[f"{c}-{m}" for c, m, _, _ in LOGINS])
-def test_old_clients_log_in_produce_and_consume(sasl_broker: BrokerProcess, client: str,
-                                                mechanism: str, user: str,
-                                                password: str) -> None:
+def test_old_clients_log_in_produce_and_consume(
+        sasl_broker: BrokerProcess, old_clients, client: str,  # noqa: F811
+        mechanism: str, user: str, password: str) -> None:
     topic = _topic(sasl_broker.bootstrap)
-    report = run_login(client, bootstrap=sasl_broker.bootstrap, mechanism=mechanism,
-                       user=user, password=password, topic=topic, group=f"{topic}-g",
-                       count=COUNT)
+    report = run_login(old_clients, client, bootstrap=sasl_broker.bootstrap,
+                       mechanism=mechanism, user=user, password=password, topic=topic,
+                       group=f"{topic}-g", count=COUNT)
     assert report["ok"], report
     assert report["version"] == "2.0.2", report
     prefix = "kafka-python" if client == "kafka-python" else "librdkafka"
@@ -98,11 +98,11 @@ def test_old_clients_log_in_produce_and_consume(sasl_broker: BrokerProcess, clie
     assert report["committed"] == COUNT, report
 
 
-def test_kafka_python_202_wrong_password_is_refused_and_logged(sasl_broker) -> None:
-    report = run_login("kafka-python", bootstrap=sasl_broker.bootstrap,
+def test_kafka_python_202_wrong_password_is_refused_and_logged(
+        sasl_broker, old_clients) -> None:  # noqa: F811
+    report = run_login(old_clients, "kafka-python", bootstrap=sasl_broker.bootstrap,
                        mechanism="SCRAM-SHA-512", user=SCRAM_USER,
-                       password="Pa55-not-alices", topic="unused", group="unused",
-                       count=1)
+                       password="Pa55-not-alices", topic="unused", group="unused", count=1)
     assert not report["ok"], report
     wait_until(lambda: "SCRAM-SHA-512, SaslHandshake v0): SCRAM-SHA-512 exchange for "
                        "'alice' failed" in sasl_broker.log(), 10, "the failed v0 login logged")
