@@ -3,8 +3,9 @@
 Only on a SASL listener and only once per connection, as Kafka 3.x serves it (Kafka 4
 dropped v0, KIP-896; rillet keeps it for the clients that still send it).
 v0: the SASL tokens then follow as bare size-prefixed frames, no SaslAuthenticate framing
-    (kafka-python 2.0, older Sarama). librdkafka before 2.11.1 also needs v0 advertised:
-    it checks that the range overlaps 0-0 before it uses SASL at all, then sends v1.
+    (kafka-python 2.0, older Sarama). Older librdkafka also needs v0 advertised (2.0.2,
+    Debian 12's, checked; 2.16.1 does not): it checks that the range overlaps 0-0 before
+    it uses SASL at all, then sends v1.
 v1: the tokens follow in SaslAuthenticate requests.
 A refused handshake (not a SASL listener, a second handshake, a mechanism not enabled) is
 logged with the mechanism, version and peer.

@@ -44,7 +44,7 @@ async def _run(args: argparse.Namespace) -> int:
             group = await admin.describe_group(args.group)
         except errors.GroupIdNotFound:
             group = None
-        if group is None or group.state == "Dead":   # how Kafka before 4 says "unknown"
+        if group is None or group.state == "Dead":   # DescribeGroups v0-5 for "unknown"
             print(f"Error: Consumer group '{args.group}' does not exist.", file=sys.stderr)
             return EXIT_NO_SUCH_GROUP
         rows = await admin.describe_group_lag(args.group, group)

@@ -73,9 +73,9 @@ def test_scram_helper_reproduces_the_rfc_client_final():
 
 
 @pytest.mark.parametrize("echoed,ok", [
-    # librdkafka < 2.2 (Debian 12's 2.0.2): its own nonce, then the whole combined nonce.
+    # librdkafka < 2.6.1 (Debian 12's 2.0.2): its own nonce, then the whole combined nonce.
     ("rOprNGfwEbeRWgbNEkqO" * 2 + SERVER_NONCE, True),
-    # Kafka 3.x's check ("ends with") let any prefix through; rillet does not.
+    # Kafka 3.8.1-3.9's check ("ends with") let any prefix through; rillet does not.
     ("junk" + "rOprNGfwEbeRWgbNEkqO" + SERVER_NONCE, False),
     ("rOprNGfwEbeRWgbNEkqO" + SERVER_NONCE[:-1], False),
 ], ids=["librdkafka-2.0-doubled", "other-prefix", "truncated"])
