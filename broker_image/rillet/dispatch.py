@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from .apis.registry import REGISTRY, ApiSpec, RequestContext
+from .apis.sasl_authenticate import raw_token
 from .protocol.build import build
 from .protocol.codec import (API_VERSIONS_KEY, FramingError, RequestHeader,
                              decode_header_only, decode_request, encode_response, response_schema)
@@ -34,13 +35,16 @@ async def dispatch(broker: Any, frame: bytes, peer: str, connection_id: int,
     """Handle one request frame (without its size prefix).
 
     Returns the response frame, or None when the request gets no response
-    (acks=0 produce). Raises FramingError when the connection must be closed.
+    (acks=0 produce). Raises FramingError when the connection must be closed. After a v0
+    SaslHandshake the frame is a bare SASL token instead, answered by one.
     """
+    session = session or Session()
+    if session.awaits_raw_token:
+        return await raw_token(broker, session, peer, connection_id, frame)
     header = decode_header_only(frame)
     spec = REGISTRY.get(header.api_key)
     if spec is None:
         raise FramingError(f"unknown api key {header.api_key}")
-    session = session or Session()
     if not session.may_send(header.api_key):
         raise FramingError(f"{spec.name} ({spec.key}) sent before SASL authentication on "
                            f"listener {session.listener_name}")

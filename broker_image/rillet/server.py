@@ -115,9 +115,11 @@ class KafkaServer:
                     # As Kafka: before authentication a peer is bounded far lower.
                     limit = self.max_unauthenticated_bytes
                     setting = "sasl.server.max.receive.size"
-                if size < 8 or size > limit:
+                # A bare SASL token (after a v0 SaslHandshake) has no request header.
+                least = 0 if session.awaits_raw_token else 8
+                if size < least or size > limit:
                     log.warning("closing connection %d from %s: request size %d outside "
-                                "[8, %d] (%s)", conn_id, peer, size, limit, setting)
+                                "[%d, %d] (%s)", conn_id, peer, size, least, limit, setting)
                     return
                 frame = await reader.readexactly(size)
                 task = asyncio.current_task()

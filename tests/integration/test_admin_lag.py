@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Callable
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from rillet.client import AdminClient, PartitionLag
-from tests.harness import BrokerProcess
+from tests.harness import BrokerProcess, free_port
 from tests.polling import wait_until
 
 from .clients import create_topic
@@ -81,10 +82,13 @@ def test_groups_cli_lists_and_describes_lag(broker_factory: Callable[..., Broker
     c.commit(offsets=[TopicPartition("cli-lag", 0, 2)], asynchronous=False)
     c.close()
 
+    def run(*args: str, bootstrap: str = bs) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "rillet.client.groups_cli",
+                               "--bootstrap-server", bootstrap, *args],
+                              capture_output=True, text=True, timeout=60)
+
     def cli(*args: str) -> list[str]:
-        out = subprocess.run([sys.executable, "-m", "rillet.client.groups_cli",
-                              "--bootstrap-server", bs, *args],
-                             capture_output=True, text=True, timeout=60)
+        out = run(*args)
         assert out.returncode == 0, out.stderr
         return out.stdout.splitlines()
 
@@ -95,3 +99,18 @@ def test_groups_cli_lists_and_describes_lag(broker_factory: Callable[..., Broker
                                 "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
     assert lines[2].split() == ["cli-g", "cli-lag", "0", "2", "6", "4", "-", "-", "-"]
     assert len(lines) == 3
+
+    # Absence is not presence (issue 32): Kafka's line for an unknown group, exit 1; a
+    # request that fails (nothing listens) exits 2.
+    missing = run("--describe", "--group", "nosuch")
+    assert (missing.returncode, missing.stdout) == (1, "")
+    assert missing.stderr.strip() == "Error: Consumer group 'nosuch' does not exist."
+    unreachable = run("--list", bootstrap=f"127.0.0.1:{free_port()}")
+    assert unreachable.returncode == 2 and "rillet-groups:" in unreachable.stderr
+
+    # The first group use made this broker leader of all 50 __consumer_offsets partitions:
+    # one INFO line says so, none per partition (issue 32).
+    log = broker.log_path.read_text()
+    assert "INFO rillet.replication.manager: leader of 50 partitions: __consumer_offsets " \
+           "[0-49] (epoch 0)" in log
+    assert not re.search(r"__consumer_offsets-\d+: leader in epoch", log)

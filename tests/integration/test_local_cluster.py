@@ -85,6 +85,7 @@ def test_rillet_cluster_runs_every_node_and_stops_them_all(tmp_path: Path) -> No
         assert not Path(f"/proc/{pid}").exists()
     cluster_id = (data / "cluster.id").read_text().strip()
     assert (data / "node-1.log").exists() and (data / "node-2" / "meta.properties").exists()
+    _assert_clean_shutdown(data)
 
     # Again, on the same data: the same cluster id, the formatted dirs accepted; Ctrl-C.
     proc = _run(data, base, out)
@@ -94,6 +95,17 @@ def test_rillet_cluster_runs_every_node_and_stops_them_all(tmp_path: Path) -> No
     finally:
         code = _stop(proc, signal.SIGINT)
     assert code == 0, out.read_text()
+    _assert_clean_shutdown(data)
+
+
+def _assert_clean_shutdown(data: Path) -> None:
+    """A clean stop writes no ERROR line nor traceback into any node's log (issue 32: a
+    quorum Fetch parked on the stopping leader ended in 'NotController: this node is
+    shutting down' tracebacks)."""
+    for log in sorted(data.glob("node-*.log")):
+        bad = [line for line in log.read_text().splitlines()
+               if " ERROR " in line or line.startswith("Traceback")]
+        assert not bad, f"{log.name}:\n" + "\n".join(bad[:20])
 
 
 def test_a_bad_layout_is_refused_before_anything_starts(tmp_path: Path) -> None:

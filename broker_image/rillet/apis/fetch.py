@@ -10,6 +10,10 @@ the metadata quorum pulling the Raft log (see apis/quorum_rpc.py).
 A Fetch with a replica id is a follower of a partition replicating it (see
 _read_for_follower); a throttled replica gets no records while the leader's replication
 quota is exceeded (replication/throttle.py). Gaps: aborted transactions (no txns).
+Not v0-3 (Kafka 3.x served them by down-converting to message formats v0/v1, which rillet
+does not store): older librdkafka (2.0.2 checked) then disables its MsgVer1 and ThrottleTime
+features, which it uses only without MsgVer2 (Produce 3 + Fetch 4, served), so nothing
+changes for it; checked with librdkafka 2.0.2 (issue 32).
 v4: isolation level, last stable offset. v5: log start offset. v7: sessions.
 v9: current leader epoch. v11: rack id; followers serve consumers and leaders may
 name a preferred read replica (replication/read_replica.py). v12: flexible, diverging epoch.

@@ -3,7 +3,11 @@ one with its lag.
 
 Output follows kafka-consumer-groups --describe: one row per partition with
 the committed offset, log end offset, lag ("-" when nothing is committed)
-and the member owning it ("-" when none).
+and the member owning it ("-" when none). A group the coordinator does not know (described
+as Dead, or GROUP_ID_NOT_FOUND) gets Kafka's line "Error: Consumer group 'G' does not
+exist." on stderr. Unlike kafka-consumer-groups, which exits 0 whatever happened, the exit
+status tells the cases apart: 0 found (or listed), 1 no such group, 2 a usage error or a
+failed request.
 """
 from __future__ import annotations
 
@@ -11,9 +15,11 @@ import argparse
 import asyncio
 import sys
 
+from ..protocol import errors
 from .admin import AdminClient
 from .admin_groups import PartitionLag
 
+EXIT_FOUND, EXIT_NO_SUCH_GROUP, EXIT_FAILED = 0, 1, 2
 COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
            "CONSUMER-ID", "HOST", "CLIENT-ID")
 
@@ -35,17 +41,25 @@ async def _run(args: argparse.Namespace) -> int:
             for group_id, _, state in await admin.list_groups():
                 print(f"{group_id}\t{state}" if args.state else group_id)
             return 0
-        group = await admin.describe_group(args.group)
+        try:
+            group = await admin.describe_group(args.group)
+        except errors.GroupIdNotFound:
+            group = None
+        if group is None or group.state == "Dead":   # DescribeGroups v0-5 for "unknown"
+            print(f"Error: Consumer group '{args.group}' does not exist.", file=sys.stderr)
+            return EXIT_NO_SUCH_GROUP
         rows = await admin.describe_group_lag(args.group, group)
         print(f"Consumer group '{args.group}' is {group.state} "
               f"with {len(group.members)} member(s).")
         print(format_lag(args.group, rows))
-        return 0
+        return EXIT_FOUND
 
 
 def main(argv: list[str] | None = None, prog: str = "rillet-groups") -> int:
     parser = argparse.ArgumentParser(prog=prog, description="List consumer groups; describe "
-                                     "one with its lag.")
+                                     "one with its lag.", epilog="Exit status: 0 found or "
+                                     "listed, 1 no such group, 2 usage error or failed "
+                                     "request.")
     parser.add_argument("--bootstrap-server", required=True)
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--list", action="store_true", help="list groups")
@@ -59,7 +73,7 @@ def main(argv: list[str] | None = None, prog: str = "rillet-groups") -> int:
         return asyncio.run(_run(args))
     except Exception as exc:  # a CLI prints the reason, not a traceback
         print(f"{prog}: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

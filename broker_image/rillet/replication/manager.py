@@ -42,6 +42,34 @@ def now_ms() -> float:
     return time.monotonic() * 1000
 
 
+def _ranges(numbers: list[int]) -> str:
+    """Sorted [0, 1, 2, 5, 7, 8] -> "0-2,5,7-8"."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def leadership_summary(led: Iterable[tuple[TopicPartition, int]]) -> str:
+    """One line for the partitions a broker took the lead of in one metadata step:
+    "3 partitions: __consumer_offsets [0-1] (epoch 0), t [4] (epoch 2)"."""
+    by_topic: dict[str, list[tuple[int, int]]] = {}
+    for (topic, partition), epoch in led:
+        by_topic.setdefault(topic, []).append((partition, epoch))
+    parts = []
+    for topic in sorted(by_topic):
+        entries = sorted(by_topic[topic])
+        epochs = sorted({e for _, e in entries})
+        epoch = (f"epoch {epochs[0]}" if len(epochs) == 1
+                 else f"epochs {epochs[0]}-{epochs[-1]}")
+        parts.append(f"{topic} [{_ranges([p for p, _ in entries])}] ({epoch})")
+    count = sum(len(v) for v in by_topic.values())
+    return f"{count} partition{'s' if count != 1 else ''}: {', '.join(parts)}"
+
+
 @dataclass
 class _Waiter:
     offset: int
@@ -92,6 +120,7 @@ class ReplicaManager:
         if not self._started or self._stopped:
             return
         seen: set[TopicPartition] = set()
+        led: list[tuple[TopicPartition, int]] = []   # (partition, leader epoch) taken up now
         for name, topic in new.topics.items():
             if old is not None and old.topics.get(name) is topic:
                 seen.update((name, p) for p in topic.partitions)
@@ -100,9 +129,14 @@ class ReplicaManager:
                 tp = (name, p)
                 seen.add(tp)
                 if self.node_id in part.replicas:
-                    self._apply(tp, part, new)
+                    if self._apply(tp, part, new):
+                        led.append((tp, part.leader_epoch))
                 else:
                     self._drop(tp)
+        if led:
+            # One line per metadata step: the first group use alone makes this broker
+            # leader of up to 50 __consumer_offsets partitions at once.
+            log.info("leader of %s", leadership_summary(led))
         for tp in [tp for tp in list(self.leaders) + list(self._following) if tp not in seen]:
             self._drop(tp)
         # A broker that comes back: partitions we follow from it resume.
@@ -111,19 +145,20 @@ class ReplicaManager:
             if broker is not None:
                 fetcher.set_address(broker.host, broker.port)
 
-    def _apply(self, tp: TopicPartition, part: PartitionInfo, image: MetadataImage) -> None:
+    def _apply(self, tp: TopicPartition, part: PartitionInfo, image: MetadataImage) -> bool:
+        """Take up this broker's role for `tp`; True when it became the leader just now."""
         if part.leader == self.node_id:
             self._stop_following(tp)
             state = self.leaders.get(tp)
             if state is None or state.leader_epoch != part.leader_epoch:
-                self._become_leader(tp, part)
-            elif state.partition_epoch != part.partition_epoch:
+                return self._become_leader(tp, part)
+            if state.partition_epoch != part.partition_epoch:
                 # Only a change of this partition: a sibling's change must not drop our
                 # pending ISR (the high watermark would then pass a replica that may be
                 # joining the ISR right now, and may lead next).
                 state.update_metadata(part.partition_epoch, part.replicas, part.isr, now_ms())
                 self._advance(tp, state)
-            return
+            return False
         if tp in self.leaders:
             del self.leaders[tp]
             self._fail_waiters(tp, errors.NotLeaderOrFollower(
@@ -138,18 +173,20 @@ class ReplicaManager:
                 fetcher.start()
             fetcher.add(tp, part.leader_epoch)
             self._following[tp] = part.leader
+        return False
 
-    def _become_leader(self, tp: TopicPartition, part: PartitionInfo) -> None:
+    def _become_leader(self, tp: TopicPartition, part: PartitionInfo) -> bool:
         plog = self.broker.logs.get(*tp)
         if plog is None:
-            return
+            return False
         state = PartitionLeaderState.become_leader(
             self.node_id, part.leader_epoch, part.partition_epoch, part.replicas, part.isr,
             plog.log_end_offset, plog.high_watermark, now_ms())
         self.leaders[tp] = state
-        log.info("%s-%d: leader in epoch %d (ISR %s)", tp[0], tp[1], part.leader_epoch,
-                 list(part.isr))
+        log.debug("%s-%d: leader in epoch %d (ISR %s)", tp[0], tp[1], part.leader_epoch,
+                  list(part.isr))
         self._advance(tp, state)
+        return True
 
     def _stop_following(self, tp: TopicPartition) -> None:
         source = self._following.pop(tp, None)

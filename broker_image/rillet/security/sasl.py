@@ -135,6 +135,21 @@ class ScramExchange:
                                    os.urandom(digest_size), MIN_ITERATIONS)
         return cred.salt, cred.stored_key, cred.server_key, cred.iterations
 
+    def _accept_doubled_client_nonce(self, client_final: str) -> None:
+        """librdkafka from 0.0.99 to 2.6.0 echoes the nonce as client nonce + the whole
+        combined nonce (its own part twice) and signs that message (fixed in 2.6.1). Kafka
+        3.x lets it through (3.8.1-3.9 check "ends with the combined nonce", their fix of
+        CVE-2024-56128; older ones did not check; Kafka 4 refuses it), so Debian 12's clients
+        log in there. Accept exactly that form, nothing looser: the server's fresh nonce is
+        still required. scramp compares against its ``nonce`` and builds the AuthMessage
+        from the message as received, so the proof is still checked in full."""
+        combined = self._server.nonce        # a scramp Nonce (scramp pinned: 1.5.0)
+        text = str(combined)
+        client_nonce = text[:len(text) - len(str(self._server.s_nonce))]
+        fields = dict(f.split("=", 1) for f in client_final.split(",") if "=" in f)
+        if fields.get("r") == client_nonce + text:
+            self._server.nonce = type(combined)(client_nonce + text)
+
     def step(self, token: bytes) -> bytes:
         self._round += 1
         try:
@@ -143,6 +158,7 @@ class ScramExchange:
                 self._server.set_client_first(text)
                 return self._server.get_server_first().encode()
             if self._round == 2:
+                self._accept_doubled_client_nonce(text)
                 self._server.set_client_final(text)
                 if not self._known:
                     raise AuthenticationFailed(f"unknown user {self._user!r}")

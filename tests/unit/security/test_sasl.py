@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 
 import pytest
 
@@ -52,6 +53,44 @@ def test_scram_wrong_proof_and_unknown_user_fail_the_same_way():
     with pytest.raises(AuthenticationFailed):
         stranger.step(CLIENT_FINAL.encode())
     assert stranger.principal is None
+
+
+def _client_final_echoing(nonce: str) -> str:
+    """A client-final for RFC 7677's exchange that echoes ``nonce`` and signs it, as a
+    client computes it (RFC 5802, section 3)."""
+    salted = hashlib.pbkdf2_hmac("sha256", b"pencil", SALT, 4096)
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    without_proof = f"c=biws,r={nonce}"
+    auth_message = f"{CLIENT_FIRST[3:]},{SERVER_FIRST},{without_proof}".encode()
+    signature = hmac.new(hashlib.sha256(client_key).digest(), auth_message,
+                         hashlib.sha256).digest()
+    proof = bytes(a ^ b for a, b in zip(client_key, signature))
+    return f"{without_proof},p={base64.b64encode(proof).decode()}"
+
+
+def test_scram_helper_reproduces_the_rfc_client_final():
+    assert _client_final_echoing("rOprNGfwEbeRWgbNEkqO" + SERVER_NONCE) == CLIENT_FINAL
+
+
+@pytest.mark.parametrize("echoed,ok", [
+    # librdkafka < 2.6.1 (Debian 12's 2.0.2): its own nonce, then the whole combined nonce.
+    ("rOprNGfwEbeRWgbNEkqO" * 2 + SERVER_NONCE, True),
+    # Kafka 3.8.1-3.9's check ("ends with") let any prefix through; rillet does not.
+    ("junk" + "rOprNGfwEbeRWgbNEkqO" + SERVER_NONCE, False),
+    ("rOprNGfwEbeRWgbNEkqO" + SERVER_NONCE[:-1], False),
+], ids=["librdkafka-2.0-doubled", "other-prefix", "truncated"])
+def test_scram_accepts_old_librdkafkas_doubled_client_nonce_only(echoed, ok):
+    cred = _rfc_credential()
+    exchange = ScramExchange("SCRAM-SHA-256", lambda u, m: cred, server_nonce=SERVER_NONCE)
+    exchange.step(CLIENT_FIRST.encode())
+    final = _client_final_echoing(echoed).encode()
+    if ok:
+        assert exchange.step(final).startswith(b"v=")
+        assert exchange.principal == "User:user"
+    else:
+        with pytest.raises(AuthenticationFailed):
+            exchange.step(final)
+        assert exchange.principal is None
 
 
 def test_scram_garbage_is_an_authentication_failure_not_a_crash():
