@@ -25,6 +25,7 @@ from typing import Any
 
 from ..protocol import errors
 from ..raft import rpc
+from ..raft.divergence import BelowStart, divergence
 from ..replication import read_replica
 from . import quorum_rpc
 from .registry import CLUSTER, RequestContext, api
@@ -108,16 +109,12 @@ def _read_for_follower(ctx: RequestContext, topic: str, p: Any, replica_id: int,
 def _divergence(plog: Any, p: Any) -> tuple[int, int] | None:
     """(epoch, end offset) the follower must truncate to, or None if its log matches ours."""
     last_fetched_epoch = getattr(p, "last_fetched_epoch", -1)
-    if last_fetched_epoch < 0 or p.fetch_offset == 0:
-        return None
-    epoch, end = plog.end_offset_for_epoch(last_fetched_epoch)
-    if epoch == last_fetched_epoch and end >= p.fetch_offset:
-        return None
-    if epoch < 0:
-        # Nothing of ours is as old as the follower's last epoch: its log parts from ours
-        # before our first batch.
+    found = divergence(p.fetch_offset, last_fetched_epoch,
+                       plog.end_offset_for_epoch(last_fetched_epoch))
+    if isinstance(found, BelowStart):
+        # Its log parts from ours before our first batch: it starts again at our log start.
         return -1, plog.log_start_offset
-    return epoch, end
+    return found
 
 
 def _read_all(ctx: RequestContext, req: Any, denied: set[str]

@@ -30,12 +30,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import messages as m
+from .divergence import BELOW_START, BelowStart, EpochEnd, divergence, truncation_offset
 from .log import RaftLog
 
 FOLLOWER, CANDIDATE, LEADER, UNATTACHED = "follower", "candidate", "leader", "unattached"
-# A divergence below the leader's first entry: truncate to the log start (epoch 0 never
-# has entries: the first leader is elected in epoch 1), or load the snapshot if there is one.
-_BELOW_START = (0, 0)
+# A divergence below the leader's first entry, without a snapshot to send: truncate to the
+# log start (epoch 0 never has entries: the first leader is elected in epoch 1).
+_TO_LOG_START = (0, 0)
 
 
 class NotLeader(Exception):
@@ -406,12 +407,14 @@ class RaftCore:
         snapshot = self.log.snapshot()
         diverging = self._divergence(req)
         if snapshot is not None and (req.fetch_offset < self.log.start_offset
-                                     or diverging == _BELOW_START):
+                                     or diverging is BELOW_START):
             return m.FetchResponse(self.epoch, self.node_id, req.fetch_offset,
                                    self.high_watermark, snapshot_end_offset=snapshot[0],
                                    snapshot_epoch=snapshot[1],
                                    log_start_offset=self.log.start_offset)
         if diverging is not None:
+            if isinstance(diverging, BelowStart):
+                diverging = _TO_LOG_START
             return m.FetchResponse(self.epoch, self.node_id, req.fetch_offset,
                                    self.high_watermark, diverging_epoch=diverging[0],
                                    diverging_end_offset=diverging[1],
@@ -429,20 +432,14 @@ class RaftCore:
                                self.high_watermark, records,
                                log_start_offset=self.log.start_offset)
 
-    def _divergence(self, req: m.FetchRequest) -> tuple[int, int] | None:
-        """(epoch, end offset) to truncate to, or None when the fetcher's log matches ours."""
-        if req.fetch_offset == 0 and req.last_fetched_epoch == -1:
-            return None
+    def _divergence(self, req: m.FetchRequest) -> EpochEnd | BelowStart | None:
+        """(epoch, end offset) to truncate to, BELOW_START, or None when the fetcher's log
+        matches ours."""
         snapshot = self.log.snapshot()
         if snapshot is not None and (req.fetch_offset, req.last_fetched_epoch) == snapshot:
             return None
-        epoch, end = self.log.end_offset_for_epoch(req.last_fetched_epoch)
-        if epoch == req.last_fetched_epoch and req.fetch_offset <= end:
-            return None
-        if epoch == -1:
-            # Nothing of ours is that old: the logs part before our first entry.
-            return _BELOW_START
-        return epoch, end
+        return divergence(req.fetch_offset, req.last_fetched_epoch,
+                          self.log.end_offset_for_epoch(req.last_fetched_epoch))
 
     def _fetch_error(self, req: m.FetchRequest, error: int) -> m.FetchResponse:
         return m.FetchResponse(self.epoch, self.leader_id, req.fetch_offset, error=error)
@@ -530,12 +527,13 @@ class RaftCore:
             self.high_watermark = hw
 
     def _truncate_to_divergence(self, epoch: int, end_offset: int) -> None:
-        local_epoch, local_end = self.log.end_offset_for_epoch(epoch)
-        if local_epoch == epoch:
-            offset = min(local_end, end_offset)
-        else:
-            offset = max(local_end, self.log.start_offset)
-        offset = max(offset, 0)
+        ours = self.log.end_offset_for_epoch(epoch)
+        if ours[0] < 0:
+            # Every entry of ours is newer than that epoch (RaftLog answers -1 for that,
+            # where a partition's epoch cache names the epoch and its first offset).
+            ours = (epoch, self.log.start_offset)
+        offset = truncation_offset((epoch, end_offset), ours, self.log.start_offset,
+                                   self.log.end_offset)
         if offset < self.high_watermark:
             raise AssertionError(f"node {self.node_id}: truncating committed entries "
                                  f"({offset} < high watermark {self.high_watermark})")

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..client.connection import BrokerConnection, KafkaClientError
 from ..protocol import errors
+from ..raft.divergence import truncation_offset
 from ..records import parse_batches
 from ..tasks import cancel_and_wait
 
@@ -169,11 +170,8 @@ class ReplicaFetcher:
         return True
 
     def _truncate(self, tp: TopicPartition, plog: Any, epoch: int, end_offset: int) -> None:
-        # Our end of that epoch (or of the last one before it): anything past it, or past
-        # the leader's end of the epoch, differs from the leader's log.
-        local_epoch, local_end = plog.end_offset_for_epoch(epoch)
-        offset = min(local_end if local_epoch >= 0 else plog.log_end_offset, end_offset)
-        offset = max(offset, plog.log_start_offset)
+        offset = truncation_offset((epoch, end_offset), plog.end_offset_for_epoch(epoch),
+                                   plog.log_start_offset, plog.log_end_offset)
         if offset < plog.log_end_offset:
             log.info("%s-%d: truncating from %d to %d (diverged from the leader at epoch %d)",
                      tp[0], tp[1], plog.log_end_offset, offset, epoch)
