@@ -91,6 +91,10 @@ Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 # Raw handler for advertised versions kio has no schema for (Produce v0-2 is
 # advertised for librdkafka's feature checks but answered UNSUPPORTED_VERSION).
 RawHandler = Callable[[RequestContext, bytes], bytes | None]
+# A forwarded change is answered by the active controller once committed there; this node
+# (the one the client asked) holds the answer until its own image shows the change too, so
+# the client's next request to it never meets the old view. (broker, request, response).
+Settled = Callable[[Any, Any, Any], bool]
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,8 @@ class ApiSpec:
     scope: str = "broker"
     # Decided by the active controller: another node relays the request to it.
     forward: bool = False
+    # With forward: when this node's image shows what the controller's answer says is done.
+    settled: Settled | None = None
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -120,7 +126,8 @@ REGISTRY: dict[int, ApiSpec] = {}
 
 def api(key: int, versions: tuple[int, int], *, decodable_from: int | None = None,
         raw_handler: RawHandler | None = None, scope: str = "broker",
-        forward: bool = False) -> Callable[[Handler], Handler]:
+        forward: bool = False, settled: Settled | None = None
+        ) -> Callable[[Handler], Handler]:
     low, high = versions
     if low > high or low < 0:
         raise ValueError(f"api {key}: bad version range {versions}")
@@ -140,7 +147,7 @@ def api(key: int, versions: tuple[int, int], *, decodable_from: int | None = Non
             raise TypeError(f"api {key}: {handler.__module__}.{handler.__qualname__} is not "
                             f"an async handler")
         REGISTRY[key] = ApiSpec(key, handler.__module__.rsplit(".", 1)[-1], low, high,
-                                handler, first, raw_handler, scope, forward)
+                                handler, first, raw_handler, scope, forward, settled)
         return handler
 
     return register
