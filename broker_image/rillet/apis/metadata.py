@@ -86,9 +86,11 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
         creatable = [n for n in missing if not n.startswith("__") and _valid_name(n)
                      and (ctx.authorized("CREATE", "CLUSTER", CLUSTER, quiet=True)
                           or ctx.authorized("CREATE", "TOPIC", n))]
+        being_created: set[str] = set()
         if creatable and allow and broker.config["auto.create.topics.enable"]:
             await _auto_create(ctx, creatable)
             image = broker.image
+            being_created = set(creatable)
         for t in requested:
             name = t.name
             topic_id = getattr(t, "topic_id", None)
@@ -104,7 +106,11 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
                                "name": name, "topic_id": topic_id, "partitions": []})
                 continue
             if info is None:
-                code = (errors.UnknownTopicOrPartition.code if _valid_name(name or "")
+                # Asked to create it, it is not here yet (being created, or created and not yet
+                # applied on this node): LEADER_NOT_AVAILABLE, as Kafka answers for a topic it
+                # has just auto-created, so the client asks again instead of giving up.
+                code = (errors.LeaderNotAvailable.code if name in being_created
+                        else errors.UnknownTopicOrPartition.code if _valid_name(name or "")
                         else errors.InvalidTopicException.code)
                 topics.append({"error_code": code, "name": name,
                                "topic_id": topic_id, "partitions": []})
