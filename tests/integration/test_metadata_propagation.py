@@ -9,7 +9,7 @@ Each client (confluent-kafka/librdkafka, kafka-python, the Java client through K
 tools) creates a topic through one node and at once, through the other two, produces,
 consumes in a group, commits and queries offsets: no error reaches the application and no
 delivery fails. How fast the change travels is measured in bench/metadata_propagation.py,
-never asserted here.
+never asserted here. The last test sends Kafka 3.x config names through the same cluster.
 """
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ RECORDS = 40
 WAIT_S = 30.0
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 TOPIC_AUTHORIZATION_FAILED = 29
+NOT_COORDINATOR = 16
 
 
 @pytest.fixture(scope="module")
@@ -231,6 +232,10 @@ def test_first_consumer_groups_of_a_fresh_cluster_commit_without_error(
     a = _addresses(cluster)
     topic = _name("first-groups")
     _confluent_create(a[0], topic)
+    # Before any group exists no node has __consumer_offsets: a commit sent to any node is
+    # answered NOT_COORDINATOR (look the coordinator up again), not the
+    # COORDINATOR_NOT_AVAILABLE that failed librdkafka's commit.
+    assert [_offset_commit_error(address, topic) for address in a] == [NOT_COORDINATOR] * 3
     assert _confluent_produce(a[0], topic) == []
     with ThreadPoolExecutor(3) as pool:
         runs = {client: pool.submit(group, a[i], topic, _name(f"first-{client}"))
@@ -250,10 +255,25 @@ def test_topic_created_through_one_node_is_usable_at_once_through_the_others(
     others = [a[(via + 1) % 3], a[(via + 2) % 3]]
     topic = _name(f"at-once-{client}")
     create(a[via], topic)
+    # The node the client asked answered after its own image had the topic.
+    assert _metadata_error(a[via], topic) == 0
     assert produce(others[0], topic) == [], cluster.logs()
     consumed, problems, committed, ends = group(others[1], topic, _name(client))
     assert problems == [], f"{problems}\n{cluster.logs()}"
     assert (consumed, committed, ends) == (RECORDS, RECORDS, RECORDS)
+
+
+def _offset_commit_error(address: str, topic: str) -> int:
+    """OffsetCommit v2 (what an Empty group's manual commit sends) to one node: its code."""
+    async def ask() -> int:
+        async with RilletAdmin(address, timeout=10) as admin:
+            resp = await admin.request(8, 2, {
+                "group_id": _name("no-group-yet"), "generation_id": -1, "member_id": "",
+                "retention_time": -1, "topics": [{"name": topic, "partitions": [
+                    {"partition_index": 0, "committed_offset": 0,
+                     "committed_metadata": ""}]}]})
+            return int(resp.topics[0].partitions[0].error_code)
+    return asyncio.run(ask())
 
 
 def _metadata_error(address: str, topic: str) -> int:
@@ -306,3 +326,24 @@ async def _quorum_leader(address: str) -> int:
         leader = (await admin.describe_quorum()).leader_id
         assert leader is not None
         return leader
+
+
+def test_kafka_3x_config_names_are_accepted_with_no_effect(cluster: LocalCluster) -> None:
+    """Issue 33: names Kafka 3.x clusters accepted (deprecated since) are not refused: a
+    topic with message.format.version, the dynamic broker config
+    sasl.kerberos.min.time.before.relogin; the controller logs that they have no effect."""
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
+                                       ConfigResource, NewTopic, ResourceType)
+    a = _addresses(cluster)
+    admin = AdminClient({"bootstrap.servers": a[1]})
+    topic = _name("format-v2")
+    admin.create_topics([NewTopic(topic, 1, 3, config={"message.format.version": "2.8"})]
+                        )[topic].result(WAIT_S)
+    resource = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[ConfigEntry(
+        "sasl.kerberos.min.time.before.relogin", "60000",
+        incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(WAIT_S)
+    logs = "\n".join(cluster.node(i).log() for i in cluster.node_ids)
+    assert "message.format.version=2.8 accepted" in logs
+    assert "sasl.kerberos.min.time.before.relogin=60000 accepted" in logs

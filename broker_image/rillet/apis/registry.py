@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 
 from ..protocol import errors
 from ..protocol.build import build
@@ -73,6 +73,20 @@ class RequestContext:
             raise _DENIED[resource_type](f"{self.principal} may not {operation} "
                                          f"{resource_type.lower()} {name}")
 
+    async def await_topics(self, names: Iterable[str]) -> None:
+        """Give this node's image a moment (LAGGING_VIEW_WAIT_S) to show topics it does not
+        know yet, before a handler answers from that view. A topic created through another
+        node reaches this one within milliseconds (bench/metadata_propagation.py); a client
+        sent here by a newer view (a commit right after the topic was created elsewhere)
+        would otherwise meet UNKNOWN_TOPIC_OR_PARTITION, which librdkafka does not retry on
+        commit or offset queries. Only requests naming unknown topics wait."""
+        raft = getattr(self.broker, "raft", None)
+        wanted = {n for n in names if n}
+        if raft is None or wanted <= self.broker.image.topics.keys():
+            return
+        await raft.wait_for(lambda: wanted <= self.broker.image.topics.keys(),
+                            LAGGING_VIEW_WAIT_S)
+
     @property
     def version(self) -> int:
         return self.header.api_version
@@ -86,6 +100,8 @@ _DENIED = {"TOPIC": errors.TopicAuthorizationFailed, "GROUP": errors.GroupAuthor
            "CLUSTER": errors.ClusterAuthorizationFailed,
            "TRANSACTIONAL_ID": errors.TransactionalIdAuthorizationFailed}
 CLUSTER = "kafka-cluster"   # the one cluster resource's name
+# How long a request naming topics this node does not know waits for its view to catch up.
+LAGGING_VIEW_WAIT_S = 0.3
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 # Raw handler for advertised versions kio has no schema for (Produce v0-2 is
