@@ -9,7 +9,8 @@ Each client (confluent-kafka/librdkafka, kafka-python, the Java client through K
 tools) creates a topic through one node and at once, through the other two, produces,
 consumes in a group, commits and queries offsets: no error reaches the application and no
 delivery fails. How fast the change travels is measured in bench/metadata_propagation.py,
-never asserted here. The last test sends Kafka 3.x config names through the same cluster.
+never asserted here. Then Kafka 3.x config names go through the same cluster, and last a
+node cut off from the quorum answers a topic it cannot know with a retriable error.
 """
 from __future__ import annotations
 
@@ -39,11 +40,13 @@ WAIT_S = 30.0
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 TOPIC_AUTHORIZATION_FAILED = 29
 NOT_COORDINATOR = 16
+LEADER_NOT_AVAILABLE = 5
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    c = LocalCluster(tmp_path_factory.mktemp("propagation"), nodes=3, proxied=False,
+    # Proxied controller links: the last test cuts one node off the quorum.
+    c = LocalCluster(tmp_path_factory.mktemp("propagation"), nodes=3, proxied=True,
                      extra_config={"num.partitions": PARTITIONS,
                                    "default.replication.factor": 3,
                                    "authorizer.class.name": STANDARD,
@@ -347,3 +350,33 @@ def test_kafka_3x_config_names_are_accepted_with_no_effect(cluster: LocalCluster
     logs = "\n".join(cluster.node(i).log() for i in cluster.node_ids)
     assert "message.format.version=2.8 accepted" in logs
     assert "sasl.kerberos.min.time.before.relogin=60000 accepted" in logs
+
+
+def _auto_create_answer(address: str, topic: str) -> int:
+    """Metadata v7 for `topic` with auto-creation allowed, as a producer asks: its code."""
+    async def ask() -> int:
+        async with RilletAdmin(address, timeout=20) as admin:
+            resp = await admin.request(3, 7, {"topics": [{"name": topic}],
+                                              "allow_auto_topic_creation": True})
+            return int(resp.topics[0].error_code)
+    return asyncio.run(ask())
+
+
+def test_a_node_cut_off_from_the_quorum_answers_a_new_topic_retriably(
+        cluster: LocalCluster) -> None:
+    """A topic created while one node cannot hear the quorum: that node, asked to auto-create
+    it (its creation cannot reach the controller), answers LEADER_NOT_AVAILABLE, never
+    UNKNOWN_TOPIC_OR_PARTITION; once the links heal it serves the topic."""
+    a = _addresses(cluster)
+    leader = asyncio.run(_quorum_leader(a[0]))
+    behind = next(s for s in cluster.specs if s.node_id != leader)
+    topic = _name("while-cut-off")
+    cluster.isolate(behind.node_id)
+    try:
+        _confluent_create(next(s.client_address for s in cluster.specs if s.node_id == leader),
+                          topic)
+        assert _auto_create_answer(behind.client_address, topic) == LEADER_NOT_AVAILABLE
+    finally:
+        cluster.heal_all()
+    wait_until(lambda: _auto_create_answer(behind.client_address, topic) == 0, WAIT_S,
+               f"node {behind.node_id} to serve {topic} once healed")
