@@ -324,6 +324,34 @@ def test_deny_acl_is_enforced_by_the_node_that_answered_and_soon_by_every_node(
     assert failures and all("AUTHORIZATION" in f.upper() for f in failures), failures
 
 
+def test_deny_acl_added_by_kafka_acls_is_enforced_for_kafka_python_and_java(
+        cluster: LocalCluster, kafka_jars: Path) -> None:
+    """The binding added with Kafka's kafka-acls (the Java admin client) through one node:
+    every node enforces it within the bound, and producers through the other two nodes,
+    kafka-python and the Java console producer, are refused TOPIC_AUTHORIZATION_FAILED."""
+    from kafka import KafkaProducer
+    from kafka.errors import TopicAuthorizationFailedError
+    a = _addresses(cluster)
+    topic = _name("denied-java")
+    _confluent_create(a[2], topic)
+    KafkaTools(a[2]).run("kafka-acls", "--bootstrap-server", a[2], "--add",
+                         "--deny-principal", "User:ANONYMOUS", "--operation", "All",
+                         "--topic", topic).ok()
+    for address in a:
+        wait_until(lambda: _metadata_error(address, topic) == TOPIC_AUTHORIZATION_FAILED,
+                   WAIT_S, f"{address} to enforce the DENY binding on {topic}")
+    producer = KafkaProducer(bootstrap_servers=a[0], max_block_ms=10000)
+    try:
+        with pytest.raises(TopicAuthorizationFailedError):
+            producer.send(topic, b"x").get(timeout=WAIT_S)
+    finally:
+        producer.close()
+    refused = KafkaTools(a[1]).produce_lines(topic, ["k:v"])
+    assert refused.returncode != 0 or "TopicAuthorizationException" in refused.stderr, \
+        refused.describe()
+    assert "TopicAuthorizationException" in refused.stderr + refused.stdout, refused.describe()
+
+
 async def _quorum_leader(address: str) -> int:
     async with RilletAdmin(address, timeout=10) as admin:
         leader = (await admin.describe_quorum()).leader_id
