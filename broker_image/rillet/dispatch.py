@@ -9,11 +9,16 @@ from .apis.registry import REGISTRY, ApiSpec, RequestContext
 from .apis.sasl_authenticate import raw_token
 from .protocol.build import build
 from .protocol.codec import (API_VERSIONS_KEY, FramingError, RequestHeader,
-                             decode_header_only, decode_request, encode_response, response_schema)
+                             decode_header_only, decode_request, decode_response,
+                             encode_response, response_schema)
 from .protocol.errors import UnsupportedVersion
 from .security.session import Session
 
 log = logging.getLogger(__name__)
+# How long a relayed answer waits for this node's image to show the change: followers apply
+# a commit within milliseconds (bench/metadata_propagation.py); past this the node lags
+# (cut off from the quorum) and the answer goes out anyway, its readers get retriable errors.
+SETTLE_S = 2.0
 
 
 def api_versions_table(listener: str = "broker") -> list[dict[str, int]]:
@@ -82,9 +87,27 @@ async def _handle(broker: Any, spec: ApiSpec, header: RequestHeader, frame: byte
     if spec.forward and forwarder is not None:
         relayed = await forwarder.relay(frame, session)
         if relayed is not None:
+            await _settle(broker, spec, header, body, relayed)
             return relayed
     ctx.header = header
     response = await spec.handler(ctx, body)
     if response is None:
         return None
     return encode_response(header.api_key, header.correlation_id, response)
+
+
+async def _settle(broker: Any, spec: ApiSpec, header: RequestHeader, body: Any,
+                  relayed: bytes) -> None:
+    """Hold a relayed answer until this node's image shows the change it reports."""
+    raft = getattr(broker, "raft", None)
+    if spec.settled is None or raft is None:
+        return
+    try:
+        _, response = decode_response(header.api_key, header.api_version, relayed[4:])
+    except FramingError as exc:
+        log.info("relayed %s answer not decodable here, not waiting for it: %s", spec.name, exc)
+        return
+    settled = spec.settled
+    if not await raft.wait_for(lambda: settled(broker, body, response), SETTLE_S):
+        log.info("relayed %s answered before this node applied it (image lags %.0fs)",
+                 spec.name, SETTLE_S)

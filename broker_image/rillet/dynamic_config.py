@@ -15,6 +15,7 @@ import logging
 from typing import Any, Mapping
 
 from .config import BROKER_DEFS, BrokerConfig, ConfigError, parse_value
+from .deprecated_configs import BROKER_DYNAMIC_NO_EFFECT, check_no_effect
 from .metadata.image import BROKER_RESOURCE, MetadataImage
 from .protocol import errors
 
@@ -52,6 +53,8 @@ def check_resource_name(name: str) -> None:
 def validate_dynamic(changes: Mapping[str, str | None]) -> None:
     """Refuse keys that cannot change live (INVALID_REQUEST) and bad values (INVALID_CONFIG)."""
     for key in sorted(changes):
+        if key in BROKER_DYNAMIC_NO_EFFECT:
+            continue   # checked and logged below
         if key not in DYNAMIC_KEYS:
             what = "unknown broker config" if key not in BROKER_DEFS else \
                 "broker config that cannot be changed without a restart"
@@ -62,6 +65,8 @@ def validate_dynamic(changes: Mapping[str, str | None]) -> None:
         if value is None:
             continue
         try:
+            if check_no_effect(BROKER_DYNAMIC_NO_EFFECT, "dynamic broker", key, value):
+                continue
             parse_value(BROKER_DEFS[key], value)
         except ConfigError as exc:
             raise errors.InvalidConfig(f"invalid value for {key}: {exc}") from None

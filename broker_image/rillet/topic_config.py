@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
 from .config import BROKER_DEFS, BrokerConfig, ConfigDef, ConfigError, parse_value
+from .deprecated_configs import TOPIC_NO_EFFECT, check_no_effect
 from .storage.log_config import LogConfig
 
 
@@ -78,10 +79,14 @@ def validate_topic_configs(configs: dict[str, str | None]) -> dict[str, str]:
     out = {}
     for key, value in configs.items():
         d = TOPIC_DEFS.get(key)
-        if d is None:
-            raise ConfigError(f"unknown topic config {key!r}")
-        if value is None:
+        if value is None and (d is not None or key in TOPIC_NO_EFFECT):
             raise ConfigError(f"topic config {key!r} needs a value")
+        if d is None:
+            # A Kafka 3.x name: kept as given (DescribeConfigs leaves it out), no effect.
+            if check_no_effect(TOPIC_NO_EFFECT, "topic", key, value):
+                out[key] = value
+                continue
+            raise ConfigError(f"unknown topic config {key!r}")
         parse_value(d.definition, value)
         out[key] = value
     return out

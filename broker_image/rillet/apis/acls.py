@@ -1,8 +1,10 @@
 """DescribeAcls (29), CreateAcls (30), DeleteAcls (31), v1-3: what `kafka-acls` sends.
 
 Bindings live in the metadata log; creating and deleting go to the active controller
-(forwarded), describing reads this broker's image. Creating and deleting need ALTER on the
-cluster, describing DESCRIBE. v0 (no pattern types) is not served.
+(forwarded), describing reads this broker's image. A node that relayed CreateAcls
+(DeleteAcls) answers once its own image holds (no longer holds) the bindings (bounded:
+dispatch.SETTLE_S). Creating and deleting need ALTER on the cluster, describing DESCRIBE.
+v0 (no pattern types) is not served.
 """
 from __future__ import annotations
 
@@ -57,7 +59,25 @@ async def describe_acls(ctx: RequestContext, req: Any) -> Any:
     return answer(0, None, resources)
 
 
-@api(key=30, versions=(1, 3), forward=True)
+def _acls_here(broker: Any, req: Any, resp: Any) -> bool:
+    """Every binding the controller created is in this node's image, so this node enforces
+    it before the client hears it was created (a relayed answer waits: dispatch._settle)."""
+    acls = broker.image.acls
+    for c, r in zip(req.creations, resp.results):
+        if r.error_code:
+            continue
+        try:
+            binding = binding_from_wire(
+                int(c.resource_type), c.resource_name, int(c.resource_pattern_type),
+                c.principal, c.host, int(c.operation), int(c.permission_type))
+        except InvalidAcl:
+            continue
+        if binding not in acls:
+            return False
+    return True
+
+
+@api(key=30, versions=(1, 3), forward=True, settled=_acls_here)
 async def create_acls(ctx: RequestContext, req: Any) -> Any:
     results: list[dict[str, Any]] = []
     valid: list[AclBinding] = []
@@ -84,7 +104,23 @@ async def create_acls(ctx: RequestContext, req: Any) -> Any:
     return ctx.response({"throttle_time": 0, "results": results})
 
 
-@api(key=31, versions=(1, 3), forward=True)
+def _deleted_here(broker: Any, req: Any, resp: Any) -> bool:
+    """No binding the controller deleted is left in this node's image."""
+    acls = broker.image.acls
+    for result in resp.filter_results:
+        for a in result.matching_acls:
+            try:
+                binding = binding_from_wire(
+                    int(a.resource_type), a.resource_name, int(a.pattern_type), a.principal,
+                    a.host, int(a.operation), int(a.permission_type))
+            except InvalidAcl:
+                continue
+            if binding in acls:
+                return False
+    return True
+
+
+@api(key=31, versions=(1, 3), forward=True, settled=_deleted_here)
 async def delete_acls(ctx: RequestContext, req: Any) -> Any:
     def failed(code: int, message: str | None) -> dict[str, Any]:
         return {"error_code": code, "error_message": message, "matching_acls": []}

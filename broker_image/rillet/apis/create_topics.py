@@ -2,7 +2,8 @@
 
 Explicit assignments, configs and validate_only are honoured; placement is
 rack-aware. The topic exists once the metadata record is committed, so the
-answer never races the creation.
+answer never races the creation; a node that relayed the request answers only once
+its own image has the topic too (bounded: dispatch.SETTLE_S).
 v2: error messages. v4: defaults (-1) for partitions / replication factor.
 v5: flexible, returns partitions, replication factor and configs. v7: ids.
 """
@@ -26,7 +27,16 @@ def _spec(t: Any) -> TopicSpec:
     )
 
 
-@api(key=19, versions=(2, 7), forward=True)
+def _created_here(broker: Any, req: Any, resp: Any) -> bool:
+    """Every topic the controller created is in this node's image (a relayed answer waits
+    for it: dispatch._settle)."""
+    if req.validate_only:
+        return True
+    topics = broker.image.topics
+    return all(t.name in topics for t in resp.topics if t.error_code == 0)
+
+
+@api(key=19, versions=(2, 7), forward=True, settled=_created_here)
 async def create_topics(ctx: RequestContext, req: Any) -> Any:
     may_create_any = ctx.authorized("CREATE", "CLUSTER", CLUSTER, quiet=True)
     permitted = [t for t in req.topics

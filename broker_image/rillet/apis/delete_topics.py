@@ -1,7 +1,8 @@
 """DeleteTopics (key 20), v1-5.
 
 The topic's metadata record is removed, then every replica deletes its
-partition directories. v4: flexible. v5: error messages.
+partition directories. A node that relayed the request answers once its own image
+no longer has the topic (bounded: dispatch.SETTLE_S). v4: flexible. v5: error messages.
 """
 from __future__ import annotations
 
@@ -11,8 +12,14 @@ from ..protocol import errors
 from .registry import RequestContext, api
 
 
+def _gone_here(broker: Any, req: Any, resp: Any) -> bool:
+    """No topic the controller deleted is left in this node's image (a relayed answer
+    waits for it: dispatch._settle)."""
+    topics = broker.image.topics
+    return not any(r.name in topics for r in resp.responses if r.error_code == 0)
 
-@api(key=20, versions=(1, 5), forward=True)
+
+@api(key=20, versions=(1, 5), forward=True, settled=_gone_here)
 async def delete_topics(ctx: RequestContext, req: Any) -> Any:
     out = []
     for name in req.topic_names:

@@ -159,5 +159,7 @@ def config_resource(res: Any) -> tuple[str, str]:
 @api(key=32, versions=(1, 4))
 async def describe_configs(ctx: RequestContext, req: Any) -> Any:
     with_synonyms = getattr(req, "include_synonyms", False)
+    await ctx.await_topics(r.resource_name for r in req.resources
+                           if r.resource_type == TOPIC_RESOURCE)
     return ctx.response({"throttle_time": 0,
                          "results": [_describe(ctx, r, with_synonyms) for r in req.resources]})

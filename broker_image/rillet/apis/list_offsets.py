@@ -46,6 +46,7 @@ def _lookup(ctx: RequestContext, topic: str, p: Any) -> dict[str, Any]:
 
 @api(key=2, versions=(1, 7))
 async def list_offsets(ctx: RequestContext, req: Any) -> Any:
+    await ctx.await_topics(t.name for t in req.topics)
     topics = [{"name": t.name, "partitions": [_lookup(ctx, t.name, p) for p in t.partitions]}
               for t in req.topics]
     return ctx.response({"throttle_time": 0, "topics": topics})

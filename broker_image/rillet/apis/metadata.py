@@ -81,14 +81,23 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
             # response has no null name to answer it with.
             raise FramingError(f"Metadata v{ctx.version}: a topic name can be null from v12")
         allow = getattr(req, "allow_auto_topic_creation", True)
+        auto_create = allow and broker.config["auto.create.topics.enable"]
+        if not auto_create:
+            # Named topics this node does not know may be on their way: a moment's wait
+            # before UNKNOWN_TOPIC_OR_PARTITION, which makes librdkafka drop partitions it
+            # learnt from a node with a newer view.
+            await ctx.await_topics(t.name for t in requested if t.name is not None)
+            image = broker.image
         missing = [t.name for t in requested
                    if t.name is not None and t.name not in image.topics]
         creatable = [n for n in missing if not n.startswith("__") and _valid_name(n)
                      and (ctx.authorized("CREATE", "CLUSTER", CLUSTER, quiet=True)
                           or ctx.authorized("CREATE", "TOPIC", n))]
-        if creatable and allow and broker.config["auto.create.topics.enable"]:
+        being_created: set[str] = set()
+        if creatable and auto_create:
             await _auto_create(ctx, creatable)
             image = broker.image
+            being_created = set(creatable)
         for t in requested:
             name = t.name
             topic_id = getattr(t, "topic_id", None)
@@ -104,7 +113,11 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
                                "name": name, "topic_id": topic_id, "partitions": []})
                 continue
             if info is None:
-                code = (errors.UnknownTopicOrPartition.code if _valid_name(name or "")
+                # Asked to create it, it is not here yet (being created, or created and not yet
+                # applied on this node): LEADER_NOT_AVAILABLE, as Kafka answers for a topic it
+                # has just auto-created, so the client asks again instead of giving up.
+                code = (errors.LeaderNotAvailable.code if name in being_created
+                        else errors.UnknownTopicOrPartition.code if _valid_name(name or "")
                         else errors.InvalidTopicException.code)
                 topics.append({"error_code": code, "name": name,
                                "topic_id": topic_id, "partitions": []})

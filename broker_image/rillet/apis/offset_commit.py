@@ -25,6 +25,7 @@ async def offset_commit(ctx: RequestContext, req: Any) -> Any:
     entries = [CommitEntry(t.name, p.partition_index, p.committed_offset,
                            getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
                for t in req.topics for p in t.partitions]
+    await ctx.await_topics(t.name for t in req.topics)
     try:
         ctx.require("READ", "GROUP", req.group_id)
         denied = {e.topic for e in entries if not ctx.authorized("READ", "TOPIC", e.topic)}

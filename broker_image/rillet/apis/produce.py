@@ -2,7 +2,9 @@
 
 v0-2 stay in the advertised range because librdkafka derives features from
 it; they carry message formats v0/v1, which rillet does not store, so each
-partition is answered UNSUPPORTED_VERSION.
+partition is answered UNSUPPORTED_VERSION, as Kafka 4.0 does (KIP-896); Kafka
+3.x up-converted them to v2 on append, a second codec on the hot path for
+pre-0.11 clients (README, "Protocol surface", says why not).
 Batches are validated (magic 2, lengths, CRC-32C) and stored as sent, with
 only base offset and leader epoch patched. acks=0 gets no response.
 Gaps: transactional produce (transactional_id set) is refused.

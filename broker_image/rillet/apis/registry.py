@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 
 from ..protocol import errors
 from ..protocol.build import build
@@ -73,6 +73,21 @@ class RequestContext:
             raise _DENIED[resource_type](f"{self.principal} may not {operation} "
                                          f"{resource_type.lower()} {name}")
 
+    async def await_topics(self, names: Iterable[str]) -> None:
+        """Give this node's image a moment (LAGGING_VIEW_WAIT_S) to show topics it does not
+        know yet, before a handler answers from that view. A topic created through another
+        node reaches this one within milliseconds (bench/metadata_propagation.py); a client
+        sent here by a newer view (a commit right after the topic was created elsewhere)
+        would otherwise meet UNKNOWN_TOPIC_OR_PARTITION, which librdkafka does not retry on
+        commit or offset queries. Only requests naming unknown topics wait."""
+        raft = getattr(self.broker, "raft", None)
+        wanted = {n for n in names if n}
+        # The active controller has applied everything committed: its view cannot lag.
+        if raft is None or raft.is_active or wanted <= self.broker.image.topics.keys():
+            return
+        await raft.wait_for(lambda: wanted <= self.broker.image.topics.keys(),
+                            LAGGING_VIEW_WAIT_S)
+
     @property
     def version(self) -> int:
         return self.header.api_version
@@ -86,11 +101,17 @@ _DENIED = {"TOPIC": errors.TopicAuthorizationFailed, "GROUP": errors.GroupAuthor
            "CLUSTER": errors.ClusterAuthorizationFailed,
            "TRANSACTIONAL_ID": errors.TransactionalIdAuthorizationFailed}
 CLUSTER = "kafka-cluster"   # the one cluster resource's name
+# How long a request naming topics this node does not know waits for its view to catch up.
+LAGGING_VIEW_WAIT_S = 0.3
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 # Raw handler for advertised versions kio has no schema for (Produce v0-2 is
 # advertised for librdkafka's feature checks but answered UNSUPPORTED_VERSION).
 RawHandler = Callable[[RequestContext, bytes], bytes | None]
+# A forwarded change is answered by the active controller once committed there; this node
+# (the one the client asked) holds the answer until its own image shows the change too, so
+# the client's next request to it never meets the old view. (broker, request, response).
+Settled = Callable[[Any, Any, Any], bool]
 
 
 @dataclass(frozen=True)
@@ -107,6 +128,8 @@ class ApiSpec:
     scope: str = "broker"
     # Decided by the active controller: another node relays the request to it.
     forward: bool = False
+    # With forward: when this node's image shows what the controller's answer says is done.
+    settled: Settled | None = None
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -120,7 +143,8 @@ REGISTRY: dict[int, ApiSpec] = {}
 
 def api(key: int, versions: tuple[int, int], *, decodable_from: int | None = None,
         raw_handler: RawHandler | None = None, scope: str = "broker",
-        forward: bool = False) -> Callable[[Handler], Handler]:
+        forward: bool = False, settled: Settled | None = None
+        ) -> Callable[[Handler], Handler]:
     low, high = versions
     if low > high or low < 0:
         raise ValueError(f"api {key}: bad version range {versions}")
@@ -140,7 +164,7 @@ def api(key: int, versions: tuple[int, int], *, decodable_from: int | None = Non
             raise TypeError(f"api {key}: {handler.__module__}.{handler.__qualname__} is not "
                             f"an async handler")
         REGISTRY[key] = ApiSpec(key, handler.__module__.rsplit(".", 1)[-1], low, high,
-                                handler, first, raw_handler, scope, forward)
+                                handler, first, raw_handler, scope, forward, settled)
         return handler
 
     return register

@@ -293,8 +293,11 @@ class Controller:
         if raft.is_leader:
             return await self.create_topics(specs, validate_only)
         results = await remote.create_topics(raft, specs, validate_only)
-        created = {r.name for r in results if r.error is None}
-        # Callers go on to use the topic here: wait (bounded) until this node has replayed it.
+        # A topic that already exists there (another node auto-created it a moment ago) is on
+        # its way here too. Callers go on to use the topic here: wait (bounded) until this node
+        # has replayed it.
+        created = {r.name for r in results
+                   if r.error is None or isinstance(r.error, errors.TopicAlreadyExists)}
         await raft.wait_for(lambda: created <= set(self.image.topics), ACTIVE_WAIT_S)
         return results
 

@@ -193,7 +193,12 @@ class GroupCoordinator:
             raise errors.InvalidGroupId("group id is empty")
         image = self.broker.image
         if OFFSETS_TOPIC not in image.topics:
-            raise errors.CoordinatorNotAvailable(f"{OFFSETS_TOPIC} does not exist yet")
+            # A client sent here by another node's newer view (it named this node coordinator
+            # once the topic was created) meets this node before it applied the topic: this
+            # node does not own the group, as far as it knows. NOT_COORDINATOR sends the
+            # client back to FindCoordinator, where COORDINATOR_NOT_AVAILABLE made it fail.
+            raise errors.NotCoordinator(f"{OFFSETS_TOPIC} is not in node "
+                                        f"{self.broker.node_id}'s metadata yet")
         p = group_partition(group_id, self.num_partitions(image))
         part = image.partition(OFFSETS_TOPIC, p)
         if part is None or part.leader != self.broker.node_id:

@@ -9,7 +9,9 @@ Sends, log flushes and snapshot loads run as tasks that report back through
 
 A follower's Fetch is long-polled here, not in the core: an answer with
 nothing new waits (up to the request's max wait) for the log, the high
-watermark or the epoch to move, so followers learn of commits at once.
+watermark or the epoch to move, so followers learn of commits at once. An
+answer whose high watermark that follower has not been told yet is news and
+leaves at once (raft/parking.py says why).
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from ..protocol import errors
 from . import messages as m
 from . import rpc
 from .core import NotLeader, RaftCore, RaftTiming, ReplicaProgress
+from .parking import FetchParking
 from .quorum_state import QuorumStateFile
 
 log = logging.getLogger(__name__)
@@ -84,6 +87,8 @@ class RaftNode:
         self._proposals: list[_Proposal] = []
         self._changed = asyncio.Event()
         self._last_seen: tuple[Any, ...] = ()
+        # A replica quiet for two fetch waits may have restarted: tell it the HW again.
+        self._parking = FetchParking(forget_after_ms=2 * FETCH_MAX_WAIT_MS)
         snapshot = metadata_log.snapshot()
         self.applied_offset = max(metadata_log.start_offset, snapshot[0] if snapshot else 0)
         self.core: RaftCore | None = None
@@ -191,13 +196,21 @@ class RaftNode:
     async def handle(self, sender: int, request: m.Request, max_wait_ms: int = 0) -> m.Response:
         """Answer a quorum request from `sender` (a Fetch may be long-polled)."""
         response = await self._handle_once(sender, request)
-        if isinstance(request, m.FetchRequest) and max_wait_ms > 0 \
-                and self._nothing_new(request, response):
+        if not isinstance(request, m.FetchRequest):
+            return response
+        assert isinstance(response, m.FetchResponse)
+        if max_wait_ms > 0 and self._nothing_new(request, response) \
+                and not self._parking.has_news(sender, response.epoch, request.fetch_offset,
+                                               response.high_watermark, now_ms()):
             seen = (self._c.epoch, self._c.high_watermark, self.log.end_offset)
             await self.wait_for(
                 lambda: (self._c.epoch, self._c.high_watermark, self.log.end_offset) != seen,
                 max_wait_ms / 1000)
             response = await self._handle_once(sender, request)
+            assert isinstance(response, m.FetchResponse)
+        if response.error == m.NONE:
+            self._parking.answered(sender, response.epoch, request.fetch_offset,
+                                   response.high_watermark, now_ms())
         return response
 
     async def _handle_once(self, sender: int, request: m.Request) -> m.Response:

@@ -1,0 +1,410 @@
+"""Issue 33: metadata changed through one node is usable at once through every other node.
+
+One 3-node cluster for the module (RF 3, 4 partitions per topic), started fresh: its first
+test is also the cluster's first use of consumer groups. The authorizer is on with
+allow.everyone.if.no.acl.found, so User:ANONYMOUS (these PLAINTEXT clients) may do anything
+on a resource without ACLs, and a DENY binding bites.
+
+Each client (confluent-kafka/librdkafka, kafka-python, the Java client through Kafka's CLI
+tools) creates a topic through one node and at once, through the other two, produces,
+consumes in a group, commits and queries offsets: no error reaches the application and no
+delivery fails. How fast the change travels is measured in bench/metadata_propagation.py,
+never asserted here. Then Kafka 3.x config names go through the same cluster, and last a
+node cut off from the quorum answers a topic it cannot know with a retriable error.
+"""
+from __future__ import annotations
+
+import asyncio
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from rillet.client.admin import AdminClient as RilletAdmin
+from tests.cluster import LocalCluster
+from tests.integration.java_tools import (  # noqa: F401  (fixtures are used by name)
+    KafkaTools,
+    kafka_jars,
+    parse_consumed,
+    parse_group_offsets,
+)
+from tests.polling import wait_until
+
+pytestmark = pytest.mark.timeout(600)
+
+PARTITIONS = 4
+RECORDS = 40
+WAIT_S = 30.0
+STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+TOPIC_AUTHORIZATION_FAILED = 29
+NOT_COORDINATOR = 16
+LEADER_NOT_AVAILABLE = 5
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    # Proxied controller links: the last test cuts one node off the quorum.
+    c = LocalCluster(tmp_path_factory.mktemp("propagation"), nodes=3, proxied=True,
+                     extra_config={"num.partitions": PARTITIONS,
+                                   "default.replication.factor": 3,
+                                   "authorizer.class.name": STANDARD,
+                                   "allow.everyone.if.no.acl.found": "true"})
+    try:
+        c.start()
+        wait_until(lambda: all(_brokers(a) == 3 for a in _addresses(c)), WAIT_S,
+                   "every node to see three live brokers")
+        yield c
+    finally:
+        c.close()
+
+
+def _addresses(cluster: LocalCluster) -> list[str]:
+    return [s.client_address for s in cluster.specs]
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _brokers(address: str) -> int:
+    async def ask() -> int:
+        async with RilletAdmin(address, timeout=5) as admin:
+            return len((await admin.describe_cluster()).brokers)
+    try:
+        return asyncio.run(ask())
+    except Exception:  # not answering yet
+        return 0
+
+
+# -- confluent-kafka (librdkafka) ------------------------------------------------------------
+
+
+def _confluent_create(address: str, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": address})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 3)])[topic].result(WAIT_S)
+
+
+def _confluent_produce(address: str, topic: str) -> list[str]:
+    from confluent_kafka import Producer
+    failures: list[str] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(str(err))
+    producer = Producer({"bootstrap.servers": address, "linger.ms": 5})
+    for i in range(RECORDS):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(),
+                         on_delivery=delivered)
+    assert producer.flush(WAIT_S) == 0, "records still undelivered"
+    return failures
+
+
+def _confluent_group(address: str, topic: str, group: str) -> tuple[int, list[str], int, int]:
+    """(records consumed, errors seen, committed total, end offsets total) through `address`."""
+    from confluent_kafka import Consumer, TopicPartition
+    seen_errors: list[str] = []
+    consumer = Consumer({"bootstrap.servers": address, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "error_cb": lambda e: seen_errors.append(f"error_cb {e}")
+                         if e.fatal() or not e.retriable() else None})
+    try:
+        consumer.subscribe([topic])
+        consumed = 0
+
+        def poll() -> bool:
+            nonlocal consumed
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is not None:
+                seen_errors.append(f"poll {msg.error()}")
+            elif msg is not None:
+                consumed += 1
+            return consumed >= RECORDS
+        wait_until(poll, WAIT_S, f"{RECORDS} records consumed from {topic}", interval=0)
+        for tp in consumer.commit(asynchronous=False) or []:
+            if tp.error is not None:
+                seen_errors.append(f"commit {tp.topic}-{tp.partition}: {tp.error}")
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        committed = sum(tp.offset for tp in consumer.committed(tps, timeout=WAIT_S))
+        ends = sum(consumer.get_watermark_offsets(tp, timeout=WAIT_S)[1] for tp in tps)
+        return consumed, seen_errors, committed, ends
+    finally:
+        consumer.close()
+
+
+# -- kafka-python --------------------------------------------------------------------------
+
+
+def _kafka_python_create(address: str, topic: str) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+    admin = KafkaAdminClient(bootstrap_servers=address)
+    try:
+        admin.create_topics([NewTopic(topic, PARTITIONS, 3)])
+    finally:
+        admin.close()
+
+
+def _kafka_python_produce(address: str, topic: str) -> list[str]:
+    from kafka import KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=address, linger_ms=5)
+    try:
+        futures = [producer.send(topic, key=f"k{i}".encode(), value=f"v{i}".encode())
+                   for i in range(RECORDS)]
+        failures = []
+        for f in futures:
+            try:
+                f.get(timeout=WAIT_S)
+            except Exception as exc:  # a failed delivery is what the test counts
+                failures.append(repr(exc))
+        return failures
+    finally:
+        producer.close()
+
+
+def _kafka_python_group(address: str, topic: str, group: str) -> tuple[int, list[str], int, int]:
+    from kafka import KafkaConsumer, TopicPartition
+    consumer = KafkaConsumer(topic, bootstrap_servers=address, group_id=group,
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+    try:
+        consumed = 0
+
+        def poll() -> bool:
+            nonlocal consumed
+            consumed += sum(len(v) for v in consumer.poll(timeout_ms=500).values())
+            return consumed >= RECORDS
+        wait_until(poll, WAIT_S, f"{RECORDS} records consumed from {topic}", interval=0)
+        consumer.commit()   # raises on an error that reaches the application
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        committed = sum(consumer.committed(tp) or 0 for tp in tps)
+        ends = sum(consumer.end_offsets(tps).values())
+        return consumed, [], committed, ends
+    finally:
+        consumer.close()
+
+
+# -- the Java client (Kafka's CLI tools) -------------------------------------------------------
+
+
+def _java_create(address: str, topic: str) -> None:
+    KafkaTools(address).topics("--create", "--topic", topic, "--partitions", str(PARTITIONS),
+                               "--replication-factor", "3").ok()
+
+
+def _java_produce(address: str, topic: str) -> list[str]:
+    result = KafkaTools(address).produce_lines(topic, [f"k{i}:v{i}" for i in range(RECORDS)])
+    failures = [line for line in result.stderr.splitlines() if "ERROR" in line]
+    if result.returncode != 0:
+        failures.append(result.describe())
+    return failures
+
+
+def _java_group(address: str, topic: str, group: str) -> tuple[int, list[str], int, int]:
+    tools = KafkaTools(address)
+    result = tools.consume(topic, RECORDS, "--group", group, "--from-beginning")
+    problems = [line for line in result.stderr.splitlines() if "ERROR" in line]
+    if result.returncode != 0:
+        problems.append(result.describe())
+    consumed = len(parse_consumed(result)) if result.returncode == 0 else 0
+    described = tools.consumer_groups("--describe", "--group", group).ok()
+    rows = parse_group_offsets(described, group)
+    committed = sum(int(r["CURRENT-OFFSET"]) for r in rows.values())
+    ends = sum(tools.end_offsets(topic).values())
+    return consumed, problems, committed, ends
+
+
+Create = Callable[[str, str], None]
+Produce = Callable[[str, str], list[str]]
+Group = Callable[[str, str, str], tuple[int, list[str], int, int]]
+CLIENTS: dict[str, tuple[Create, Produce, Group]] = {
+    "confluent-kafka": (_confluent_create, _confluent_produce, _confluent_group),
+    "kafka-python": (_kafka_python_create, _kafka_python_produce, _kafka_python_group),
+    "java": (_java_create, _java_produce, _java_group),
+}
+
+
+# -- the tests ---------------------------------------------------------------------------------
+
+
+def test_first_consumer_groups_of_a_fresh_cluster_commit_without_error(
+        cluster: LocalCluster, kafka_jars: Path) -> None:
+    """Regression (issue 33): the first group on a fresh cluster failed with "Coordinator not
+    available": the coordinator was named before that node had __consumer_offsets. All three
+    clients start their first group at once, each through another node."""
+    a = _addresses(cluster)
+    topic = _name("first-groups")
+    _confluent_create(a[0], topic)
+    # Before any group exists no node has __consumer_offsets: a commit sent to any node is
+    # answered NOT_COORDINATOR (look the coordinator up again), not the
+    # COORDINATOR_NOT_AVAILABLE that failed librdkafka's commit.
+    assert [_offset_commit_error(address, topic) for address in a] == [NOT_COORDINATOR] * 3
+    assert _confluent_produce(a[0], topic) == []
+    with ThreadPoolExecutor(3) as pool:
+        runs = {client: pool.submit(group, a[i], topic, _name(f"first-{client}"))
+                for i, (client, (_, _, group)) in enumerate(CLIENTS.items())}
+        for client, run in runs.items():
+            consumed, problems, committed, ends = run.result()
+            assert problems == [], f"{client}: {problems}\n{cluster.logs()}"
+            assert (consumed, committed, ends) == (RECORDS, RECORDS, RECORDS), client
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_topic_created_through_one_node_is_usable_at_once_through_the_others(
+        cluster: LocalCluster, kafka_jars: Path, client: str) -> None:
+    create, produce, group = CLIENTS[client]
+    a = _addresses(cluster)
+    via = list(CLIENTS).index(client)          # each client creates through another node
+    others = [a[(via + 1) % 3], a[(via + 2) % 3]]
+    topic = _name(f"at-once-{client}")
+    create(a[via], topic)
+    # The node the client asked answered after its own image had the topic.
+    assert _metadata_error(a[via], topic) == 0
+    assert produce(others[0], topic) == [], cluster.logs()
+    consumed, problems, committed, ends = group(others[1], topic, _name(client))
+    assert problems == [], f"{problems}\n{cluster.logs()}"
+    assert (consumed, committed, ends) == (RECORDS, RECORDS, RECORDS)
+
+
+def _offset_commit_error(address: str, topic: str) -> int:
+    """OffsetCommit v2 (what an Empty group's manual commit sends) to one node: its code."""
+    async def ask() -> int:
+        async with RilletAdmin(address, timeout=10) as admin:
+            resp = await admin.request(8, 2, {
+                "group_id": _name("no-group-yet"), "generation_id": -1, "member_id": "",
+                "retention_time": -1, "topics": [{"name": topic, "partitions": [
+                    {"partition_index": 0, "committed_offset": 0,
+                     "committed_metadata": ""}]}]})
+            return int(resp.topics[0].partitions[0].error_code)
+    return asyncio.run(ask())
+
+
+def _metadata_error(address: str, topic: str) -> int:
+    async def ask() -> int:
+        async with RilletAdmin(address, timeout=10) as admin:
+            resp = await admin.request(3, 7, {"topics": [{"name": topic}],
+                                              "allow_auto_topic_creation": False})
+            return int(resp.topics[0].error_code)
+    return asyncio.run(ask())
+
+
+def _create_deny_acl(address: str, topic: str) -> None:
+    async def create() -> None:
+        async with RilletAdmin(address, timeout=10) as admin:
+            resp = await admin.request(30, 2, {"creations": [{
+                "resource_type": 2, "resource_name": topic, "resource_pattern_type": 3,
+                "principal": "User:ANONYMOUS", "host": "*", "operation": 2,  # ALL
+                "permission_type": 2}]})                                      # DENY
+            assert resp.results[0].error_code == 0, resp
+    asyncio.run(create())
+
+
+def test_deny_acl_is_enforced_by_the_node_that_answered_and_soon_by_every_node(
+        cluster: LocalCluster) -> None:
+    """CreateAcls through a node that is not the controller (it relays): that node
+    enforces the binding by the time it answers, with no waiting; the others within the
+    bound (the figure is bench/metadata_propagation.py's)."""
+    from confluent_kafka import Producer
+    a = _addresses(cluster)
+    leader = asyncio.run(_quorum_leader(a[0]))
+    via = next(i for i, s in enumerate(cluster.specs) if s.node_id != leader)
+    topic = _name("denied")
+    _confluent_create(a[via], topic)
+    assert _metadata_error(a[via], topic) == 0
+    _create_deny_acl(a[via], topic)
+    assert _metadata_error(a[via], topic) == TOPIC_AUTHORIZATION_FAILED
+    for address in a:
+        wait_until(lambda: _metadata_error(address, topic) == TOPIC_AUTHORIZATION_FAILED,
+                   WAIT_S, f"{address} to enforce the DENY binding on {topic}")
+    failures: list[str] = []
+    producer = Producer({"bootstrap.servers": a[(via + 1) % 3], "message.timeout.ms": 10000,
+                         "error_cb": lambda e: failures.append(str(e))})
+    producer.produce(topic, b"x", on_delivery=lambda err, _m: failures.append(str(err)))
+    producer.flush(WAIT_S)
+    assert failures and all("AUTHORIZATION" in f.upper() for f in failures), failures
+
+
+def test_deny_acl_added_by_kafka_acls_is_enforced_for_kafka_python_and_java(
+        cluster: LocalCluster, kafka_jars: Path) -> None:
+    """The binding added with Kafka's kafka-acls (the Java admin client) through one node:
+    every node enforces it within the bound, and producers through the other two nodes,
+    kafka-python and the Java console producer, are refused TOPIC_AUTHORIZATION_FAILED."""
+    from kafka import KafkaProducer
+    from kafka.errors import TopicAuthorizationFailedError
+    a = _addresses(cluster)
+    topic = _name("denied-java")
+    _confluent_create(a[2], topic)
+    KafkaTools(a[2]).run("kafka-acls", "--bootstrap-server", a[2], "--add",
+                         "--deny-principal", "User:ANONYMOUS", "--operation", "All",
+                         "--topic", topic).ok()
+    for address in a:
+        wait_until(lambda: _metadata_error(address, topic) == TOPIC_AUTHORIZATION_FAILED,
+                   WAIT_S, f"{address} to enforce the DENY binding on {topic}")
+    producer = KafkaProducer(bootstrap_servers=a[0], max_block_ms=10000)
+    try:
+        with pytest.raises(TopicAuthorizationFailedError):
+            producer.send(topic, b"x").get(timeout=WAIT_S)
+    finally:
+        producer.close()
+    refused = KafkaTools(a[1]).produce_lines(topic, ["k:v"])
+    assert refused.returncode != 0 or "TopicAuthorizationException" in refused.stderr, \
+        refused.describe()
+    assert "TopicAuthorizationException" in refused.stderr + refused.stdout, refused.describe()
+
+
+async def _quorum_leader(address: str) -> int:
+    async with RilletAdmin(address, timeout=10) as admin:
+        leader = (await admin.describe_quorum()).leader_id
+        assert leader is not None
+        return leader
+
+
+def test_kafka_3x_config_names_are_accepted_with_no_effect(cluster: LocalCluster) -> None:
+    """Issue 33: names Kafka 3.x clusters accepted (deprecated since) are not refused: a
+    topic with message.format.version, the dynamic broker config
+    sasl.kerberos.min.time.before.relogin; the controller logs that they have no effect."""
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
+                                       ConfigResource, NewTopic, ResourceType)
+    a = _addresses(cluster)
+    admin = AdminClient({"bootstrap.servers": a[1]})
+    topic = _name("format-v2")
+    admin.create_topics([NewTopic(topic, 1, 3, config={"message.format.version": "2.8"})]
+                        )[topic].result(WAIT_S)
+    resource = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[ConfigEntry(
+        "sasl.kerberos.min.time.before.relogin", "60000",
+        incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(WAIT_S)
+    logs = "\n".join(cluster.node(i).log() for i in cluster.node_ids)
+    assert "message.format.version=2.8 accepted" in logs
+    assert "sasl.kerberos.min.time.before.relogin=60000 accepted" in logs
+
+
+def _auto_create_answer(address: str, topic: str) -> int:
+    """Metadata v7 for `topic` with auto-creation allowed, as a producer asks: its code."""
+    async def ask() -> int:
+        async with RilletAdmin(address, timeout=20) as admin:
+            resp = await admin.request(3, 7, {"topics": [{"name": topic}],
+                                              "allow_auto_topic_creation": True})
+            return int(resp.topics[0].error_code)
+    return asyncio.run(ask())
+
+
+def test_a_node_cut_off_from_the_quorum_answers_a_new_topic_retriably(
+        cluster: LocalCluster) -> None:
+    """A topic created while one node cannot hear the quorum: that node, asked to auto-create
+    it (its creation cannot reach the controller), answers LEADER_NOT_AVAILABLE, never
+    UNKNOWN_TOPIC_OR_PARTITION; once the links heal it serves the topic."""
+    a = _addresses(cluster)
+    leader = asyncio.run(_quorum_leader(a[0]))
+    behind = next(s for s in cluster.specs if s.node_id != leader)
+    topic = _name("while-cut-off")
+    cluster.isolate(behind.node_id)
+    try:
+        _confluent_create(next(s.client_address for s in cluster.specs if s.node_id == leader),
+                          topic)
+        assert _auto_create_answer(behind.client_address, topic) == LEADER_NOT_AVAILABLE
+    finally:
+        cluster.heal_all()
+    wait_until(lambda: _auto_create_answer(behind.client_address, topic) == 0, WAIT_S,
+               f"node {behind.node_id} to serve {topic} once healed")
