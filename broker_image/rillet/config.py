@@ -9,16 +9,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-if TYPE_CHECKING:
-    from .listeners import Listener
+from .config_error import ConfigError
+from .listener_checks import check_listeners
+from .listeners import Listener, parse_listener, security_protocol_map, split_prefixed
 
 LONG_MAX = 2**63 - 1
-
-
-class ConfigError(ValueError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -362,7 +359,6 @@ class BrokerConfig:
         if path is not None:
             raw.update(read_properties(path))
         raw.update(overrides or {})
-        from .listeners import split_prefixed
         values = {name: d.default for name, d in BROKER_DEFS.items()}
         per_listener: dict[tuple[str, str], Any] = {}
         for key, value in raw.items():
@@ -388,7 +384,6 @@ class BrokerConfig:
         if not self.listeners:
             raise ConfigError("config listeners must name at least one listener")
         self.advertised_listeners  # parsed now, so a bad one is a config error at load
-        from .listeners import check_listeners
         check_listeners(self)
         self._check_roles()
         self.advertised_broker_listeners  # every broker listener advertised, or an error now
@@ -447,13 +442,11 @@ class BrokerConfig:
 
     @property
     def listeners(self) -> list[Listener]:
-        from .listeners import parse_listener
         return [parse_listener(s) for s in self["listeners"]]
 
     @property
     def advertised_listeners(self) -> list[Listener]:
         specs = self["advertised.listeners"] or self["listeners"]
-        from .listeners import parse_listener
         return [parse_listener(s) for s in specs]
 
     @property
@@ -489,7 +482,6 @@ class BrokerConfig:
 
     def security_protocol(self, listener: Listener) -> str:
         """The security protocol of one of this node's listeners (PLAINTEXT, SSL)."""
-        from .listeners import security_protocol_map
         return security_protocol_map(self).get(listener.name.upper(), "PLAINTEXT")
 
     @property

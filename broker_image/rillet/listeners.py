@@ -12,12 +12,21 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Mapping, Protocol
 
-from .config import ConfigError
+from .config_error import ConfigError
 
-if TYPE_CHECKING:
-    from .config import BrokerConfig
+class BrokerSettings(Protocol):
+    """What a listener reads of a broker's config (config.BrokerConfig is one)."""
+
+    listener_values: Mapping[tuple[str, str], Any]   # (LISTENER, key) -> prefixed value
+
+    def __getitem__(self, key: str) -> Any: ...
+
+    def get(self, key: str) -> Any: ...
+
+    def is_explicit(self, key: str) -> bool: ...
+
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
@@ -61,7 +70,7 @@ def split_prefixed(key: str) -> tuple[str, str] | None:
 class ListenerSettings:
     """A broker config as one listener sees it: its `listener.name.<name>.` values first."""
 
-    def __init__(self, config: "BrokerConfig", listener_name: str) -> None:
+    def __init__(self, config: BrokerSettings, listener_name: str) -> None:
         self.config = config
         self.name = listener_name.upper()
 
@@ -75,7 +84,7 @@ class ListenerSettings:
         return self[f"{mechanism.lower()}.sasl.jaas.config"]
 
 
-def security_protocol_map(config: "BrokerConfig") -> dict[str, str]:
+def security_protocol_map(config: BrokerSettings) -> dict[str, str]:
     """Listener name (upper case, as Kafka normalises it) -> security protocol.
 
     Kafka's rules: an explicit listener.security.protocol.map is the whole map; the default
@@ -93,50 +102,3 @@ def security_protocol_map(config: "BrokerConfig") -> dict[str, str]:
         for name in config["controller.listener.names"]:
             mapping.setdefault(name.upper(), "PLAINTEXT")
     return mapping
-
-
-def check_listeners(config: "BrokerConfig") -> None:
-    """Refuse what cannot be served as asked: an unmapped listener (as Kafka does), two
-    listeners of one name, an SSL listener without its key and certificate, a SASL listener
-    without a mechanism rillet has, and SASL between brokers (their client side is not
-    implemented: brokers talk over a PLAINTEXT or SSL listener, as Strimzi's replication
-    listener does)."""
-    from .security.sasl import SaslConfigError, check_mechanisms
-    from .security.tls import TlsConfigError, TlsSettings
-    mapping = security_protocol_map(config)
-    seen: set[str] = set()
-    for spec, listener in zip(config["listeners"], config.listeners):
-        name = listener.name.upper()
-        if name in seen:
-            raise ConfigError(f"listeners names {listener.name} twice")
-        seen.add(name)
-        protocol = mapping.get(name)
-        if protocol is None:
-            raise ConfigError(f"listener {spec} has no security protocol: "
-                              f"listener.security.protocol.map does not name {listener.name}")
-        settings = ListenerSettings(config, name)
-        if protocol in TLS_PROTOCOLS:
-            try:
-                TlsSettings.from_config(settings).check()
-            except TlsConfigError as exc:
-                raise ConfigError(f"listener {spec} ({protocol}): {exc}") from None
-        if protocol in SASL_PROTOCOLS:
-            try:
-                check_mechanisms(settings)
-            except SaslConfigError as exc:
-                raise ConfigError(f"listener {spec} ({protocol}): {exc}") from None
-    for (name, key) in config.listener_values:
-        if name not in seen:
-            raise ConfigError(f"listener.name.{name.lower()}.{key} is set, but listeners has "
-                              f"no listener {name}")
-    # A lone node (its own quorum) has no other broker to talk to over its listener.
-    alone = len(config.quorum_voters) <= 1 and "controller" in config["process.roles"]
-    for role, listener in (("inter-broker", config.inter_broker_listener),
-                           ("controller", config.controller_listener)):
-        if alone and role == "inter-broker":
-            continue
-        if listener is not None and mapping[listener.name.upper()] in SASL_PROTOCOLS:
-            raise ConfigError(f"the {role} listener {listener.name} uses "
-                              f"{mapping[listener.name.upper()]}: rillet's brokers do not "
-                              f"authenticate to each other with SASL; use a PLAINTEXT or SSL "
-                              f"(mutual TLS) listener between brokers")

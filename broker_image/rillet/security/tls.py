@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from ..listeners import ListenerSettings
+
 log = logging.getLogger(__name__)
 
 RELOAD_CHECK_S = 5.0
@@ -251,8 +253,6 @@ class OutboundTls:
 
     @classmethod
     def from_config(cls, config: Any) -> "OutboundTls":
-        from ..listeners import ListenerSettings
-
         def for_listener(listener: Any) -> ssl.SSLContext | None:
             if listener is None or config.security_protocol(listener) != "SSL":
                 return None
