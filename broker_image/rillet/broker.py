@@ -1,8 +1,8 @@
-"""The broker: wires config, storage, the controller and the metadata image.
+"""The broker: wires config, storage, the metadata quorum, the controller, the replica
+manager, the group coordinator and the authorizer, and starts and stops them in order.
 
-Single node today: this node is its own controller (KRaft combined mode) and
-the leader of every partition it hosts. The Broker owns the map from
-partition to log; API handlers reach logs only through it.
+API handlers reach a partition they lead through the replica manager
+(replication/manager.py: leadership checks, appends, both waiting queues).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from .controller.auto_balance import run_leader_rebalance
 from .controller.controller import Controller
 from .dynamic_config import dynamic_layers, effective_config
 from .coordinator.manager import GroupCoordinator
-from .metadata.image import TOPIC_RESOURCE, MetadataImage, PartitionInfo, TopicInfo
+from .metadata.image import TOPIC_RESOURCE, MetadataImage, TopicInfo
 from .metadata.log import MetadataLog
 from .metadata.snapshot import SnapshotStore
 from .metadata.snapshotter import Snapshotter
@@ -32,12 +32,10 @@ from .security.authorizer import Authorizer
 from .security.sasl import ScramCredential
 from .security.tls import OutboundTls
 from .storage.cleaner import LogCleaner
-from .records import BatchHeader
-from .storage.log import AppendInfo, PartitionLog
 from .storage.log_config import LogConfig
 from .storage.manager import LogManager
 from .storage_format import DirLocks, ensure_formatted
-from .topic_config import effective, log_config
+from .topic_config import log_config
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +65,6 @@ class Broker:
         self.metrics = BrokerMetrics(self)
         self.cleaner = LogCleaner(self.logs, config,
                                   lambda name: dict(self.image.topic_config(name)))
-        self._waiters: dict[TopicPartition, list[asyncio.Future[None]]] = {}
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -247,7 +244,7 @@ class Broker:
             if current is None or current.topic_id != topic.topic_id:
                 self.logs.delete_topic(name)
                 for p in topic.partitions:
-                    self._wake((name, p))
+                    self.replication.wake((name, p))
         # Images share untouched topics and configs (see metadata.image), so identity
         # finds what this change touched without comparing the whole cluster.
         touched = [t for name, t in new.topics.items() if old.topics.get(name) is not t]
@@ -288,7 +285,7 @@ class Broker:
                              topic.name, p)
                     self.replication.stop_replica((topic.name, p))
                     self.logs.delete_partition(topic.name, p)
-                    self._wake((topic.name, p))
+                    self.replication.wake((topic.name, p))
 
     def _reconcile_logs(self, topics: Iterable[TopicInfo]) -> None:
         """Make sure a log exists for every partition of `topics` this node hosts."""
@@ -299,91 +296,3 @@ class Broker:
                 cfg = self.log_config_for(topic.name)
                 for p in missing:
                     self.logs.create(topic.name, p, cfg)
-
-    def leader_log(self, topic: str, partition: int,
-                   current_leader_epoch: int = -1) -> PartitionLog:
-        """The log of a partition this node leads, or the Kafka error a client expects."""
-        return self.leader_partition(topic, partition, current_leader_epoch)[1]
-
-    def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1
-                         ) -> tuple[PartitionInfo, PartitionLog]:
-        """(metadata, log) of a partition this node leads, or the Kafka error a client expects."""
-        part = self.image.partition(topic, partition)
-        if part is None:
-            raise errors.UnknownTopicOrPartition(
-                f"this server does not host {topic}-{partition}")
-        if part.leader != self.node_id:
-            raise errors.NotLeaderOrFollower(
-                f"node {self.node_id} is not the leader of {topic}-{partition}")
-        if current_leader_epoch >= 0 and current_leader_epoch != part.leader_epoch:
-            if current_leader_epoch > part.leader_epoch:
-                raise errors.UnknownLeaderEpoch(
-                    f"{topic}-{partition}: client epoch {current_leader_epoch} is newer than "
-                    f"{part.leader_epoch}")
-            raise errors.FencedLeaderEpoch(
-                f"{topic}-{partition}: client epoch {current_leader_epoch} is older than "
-                f"{part.leader_epoch}")
-        plog = self.logs.get(topic, partition)
-        if plog is None:
-            raise errors.LeaderNotAvailable(f"log of {topic}-{partition} is not loaded")
-        return part, plog
-
-    def append_as_leader(self, topic: str, partition: int, data: bytearray,
-                         headers: list[BatchHeader], acks: int = -1
-                         ) -> tuple[AppendInfo, PartitionLog]:
-        """Append validated batches to a partition this node leads (produce, coordinator).
-
-        acks=-1 first checks min.insync.replicas against the ISR, as Kafka does before
-        appending. Returns the log so the caller can flush it per the topic's policy.
-        """
-        part, plog = self.leader_partition(topic, partition)
-        if acks == -1:
-            self.check_min_insync(topic, partition)
-        info = plog.append(data, headers, leader_epoch=part.leader_epoch)
-        # The high watermark moves as the in-sync replicas fetch (at once if we are the ISR).
-        self.replication.on_leader_append((topic, partition))
-        self._wake((topic, partition))
-        return info, plog
-
-    # -- fetch purgatory ---------------------------------------------------------
-
-    def check_min_insync(self, topic: str, partition: int, after_append: bool = False) -> None:
-        """acks=all needs |ISR| >= min.insync.replicas: checked before appending, and again
-        once replicated (the ISR may have shrunk meanwhile)."""
-        part = self.image.partition(topic, partition)
-        if part is None:
-            raise errors.NotLeaderOrFollower(f"{topic}-{partition} is gone")
-        overrides = self.image.topic_config(topic)
-        min_isr = effective(self.config, overrides, "min.insync.replicas")[0]
-        if len(part.isr) < min_isr:
-            cls = errors.NotEnoughReplicasAfterAppend if after_append else errors.NotEnoughReplicas
-            raise cls(f"{topic}-{partition} has {len(part.isr)} in-sync replica(s), "
-                      f"min.insync.replicas is {min_isr}")
-
-    def wake(self, tp: TopicPartition) -> None:
-        """New data or a new high watermark on `tp`: wake the fetches waiting on it."""
-        self._wake(tp)
-
-    def _wake(self, tp: TopicPartition) -> None:
-        for fut in self._waiters.pop(tp, ()):
-            if not fut.done():
-                fut.set_result(None)
-
-    async def wait_for_append(self, tps: Iterable[TopicPartition], timeout: float) -> None:
-        """Return when any of `tps` gets new data, or after `timeout` seconds."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
-        keys = list(tps)
-        for tp in keys:
-            self._waiters.setdefault(tp, []).append(fut)
-        try:
-            await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
-            pass
-        finally:
-            for tp in keys:
-                lst = self._waiters.get(tp)
-                if lst and fut in lst:
-                    lst.remove(fut)
-                    if not lst:
-                        del self._waiters[tp]

@@ -27,7 +27,7 @@ async def delete_records(ctx: RequestContext, req: Any) -> Any:
                                      "error_code": 0}
             try:
                 ctx.require("DELETE", "TOPIC", t.name)
-                plog = ctx.broker.leader_log(t.name, p.partition_index)
+                plog = ctx.broker.replication.leader_log(t.name, p.partition_index)
                 target = plog.high_watermark if p.offset == HIGH_WATERMARK else p.offset
                 if target < 0 or target > plog.high_watermark:
                     raise errors.OffsetOutOfRange(

@@ -76,7 +76,7 @@ def _read_for_follower(ctx: RequestContext, topic: str, p: Any, replica_id: int,
                              "aborted_transactions": None}
     try:
         # Fetch v4-8 carry no current leader epoch, v4-11 no last fetched epoch.
-        part, plog = ctx.broker.leader_partition(topic, p.partition,
+        part, plog = ctx.broker.replication.leader_partition(topic, p.partition,
                                                  getattr(p, "current_leader_epoch", -1))
         if replica_id not in part.replicas:
             raise errors.NotLeaderOrFollower(
@@ -166,7 +166,7 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
         remaining = deadline - time.monotonic()
         if total >= req.min_bytes or errored or remaining <= 0 or not tps:
             break
-        await ctx.broker.wait_for_append(tps, remaining)
+        await ctx.broker.replication.wait_for_append(tps, remaining)
     ctx.broker.metrics.fetch_sent(total, follower=req.replica_id >= 0)
     if isolation == 1:
         for t in topics:

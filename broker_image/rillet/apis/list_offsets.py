@@ -21,7 +21,7 @@ def _lookup(ctx: RequestContext, topic: str, p: Any) -> dict[str, Any]:
                              "timestamp": -1, "offset": -1, "leader_epoch": -1}
     try:
         ctx.require("DESCRIBE", "TOPIC", topic)
-        part, plog = ctx.broker.leader_partition(topic, p.partition_index,
+        part, plog = ctx.broker.replication.leader_partition(topic, p.partition_index,
                                                  getattr(p, "current_leader_epoch", -1))
         epoch = part.leader_epoch
         ts = p.timestamp

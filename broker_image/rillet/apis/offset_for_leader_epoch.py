@@ -16,7 +16,7 @@ def _end_offset(ctx: RequestContext, topic: str, p: Any) -> dict[str, Any]:
     entry = {"error_code": 0, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
     try:
         ctx.require("DESCRIBE", "TOPIC", topic)
-        plog = ctx.broker.leader_log(topic, p.partition, p.current_leader_epoch)
+        plog = ctx.broker.replication.leader_log(topic, p.partition, p.current_leader_epoch)
         epoch, end = plog.end_offset_for_epoch(p.leader_epoch)
         if epoch == -1 and p.leader_epoch >= 0 and plog.log_end_offset == plog.log_start_offset:
             # Empty log: the requested epoch ends where the log ends.

@@ -38,10 +38,10 @@ def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None,
         # Only the group coordinator writes there; a client append could corrupt groups.
         raise errors.InvalidTopicException(f"cannot append to internal topic {topic}")
     if records is None or len(records) == 0:
-        ctx.broker.leader_log(topic, index)  # not the leader: that error comes first
+        ctx.broker.replication.leader_log(topic, index)  # not the leader: that error comes first
         raise errors.CorruptMessage(f"produce to {topic}-{index} carries no records")
     data = bytearray(records)
-    info, plog = ctx.broker.append_as_leader(topic, index, data, parse_batches(data), acks)
+    info, plog = ctx.broker.replication.append_as_leader(topic, index, data, parse_batches(data), acks)
     ctx.broker.metrics.bytes_in += len(data)
     return ({"index": index, "error_code": 0, "base_offset": info.base_offset,
              "log_append_time": info.log_append_time,
@@ -97,7 +97,7 @@ async def _await_replication(ctx: RequestContext, topic: str, index: int,
     try:
         await ctx.broker.replication.wait_for_high_watermark((topic, index), end_offset,
                                                              timeout_s)
-        ctx.broker.check_min_insync(topic, index, after_append=True)
+        ctx.broker.replication.check_min_insync(topic, index, after_append=True)
     except Exception as exc:
         entry.update(_partition_error(index, exc))
 

@@ -219,7 +219,7 @@ class GroupCoordinator:
             now = self.now()
             data = bytearray(encode_batch([Record(i, now, k, v)
                                            for i, (k, v) in enumerate(entries)]))
-            _, plog = self.broker.append_as_leader(OFFSETS_TOPIC, partition, data,
+            _, plog = self.broker.replication.append_as_leader(OFFSETS_TOPIC, partition, data,
                                                    parse_batches(data, verify_crc=False))
         except (errors.NotLeaderOrFollower, errors.FencedLeaderEpoch) as exc:
             raise errors.NotCoordinator(str(exc)) from exc

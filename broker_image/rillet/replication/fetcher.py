@@ -166,7 +166,7 @@ class ReplicaFetcher:
             plog.advance_log_start(part.log_start_offset)
         if plog.flush_pending():
             await plog.maybe_flush()
-        self.broker.wake(tp)
+        self.broker.replication.wake(tp)
         return True
 
     def _truncate(self, tp: TopicPartition, plog: Any, epoch: int, end_offset: int) -> None:

@@ -1,10 +1,12 @@
 """The replica manager: leader and follower roles of this broker's partitions.
 
 For every partition this broker hosts, the metadata image says who leads. As leader it
-keeps a PartitionLeaderState (follower progress, high watermark, ISR decisions) and
-parks acks=all produce requests until the high watermark passes them (the purgatory:
-futures woken by high-watermark movement, never polled). As follower it hands the
-partition to the fetcher of its leader (one ReplicaFetcher per source broker).
+is the one way to a led partition's log (leadership and leader-epoch checks), appends to it
+(with the min.insync.replicas checks), keeps a PartitionLeaderState (follower progress,
+high watermark, ISR decisions) and holds both waiting queues (purgatory.py): acks=all
+produce requests until the high watermark passes them, fetches until new data arrives. As
+follower it hands the partition to the fetcher of its leader (one ReplicaFetcher per source
+broker).
 
 ISR changes go to the controller as AlterPartition; they take effect when committed
 to the metadata log and replayed here, like every other metadata change.
@@ -16,14 +18,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ..metadata.image import MetadataImage, PartitionInfo
 from ..protocol import errors
+from ..records import BatchHeader
+from ..storage.log import AppendInfo, PartitionLog
 from ..tasks import cancel_and_wait
+from ..topic_config import effective
 from .fetcher import ReplicaFetcher
 from .leader import PartitionLeaderState
+from .purgatory import AcksWaiters, FetchWaiters
 from .read_replica import ConsumerFetchCounters
 from .throttle import ReplicationThrottles
 
@@ -70,12 +75,6 @@ def leadership_summary(led: Iterable[tuple[TopicPartition, int]]) -> str:
     return f"{count} partition{'s' if count != 1 else ''}: {', '.join(parts)}"
 
 
-@dataclass
-class _Waiter:
-    offset: int
-    done: asyncio.Future[None]
-
-
 class ReplicaManager:
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
@@ -85,7 +84,8 @@ class ReplicaManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.throttles = ReplicationThrottles(self.node_id)
         self._following: dict[TopicPartition, int] = {}   # tp -> leader id
-        self._waiters: dict[TopicPartition, list[_Waiter]] = {}
+        self._acks = AcksWaiters()      # acks=all produce, until the high watermark
+        self._fetches = FetchWaiters()  # fetches short of fetch.min.bytes
         self._isr_task: asyncio.Task[None] | None = None
         self.consumer_fetches = ConsumerFetchCounters()   # what consumers were served here
         self._started = False
@@ -109,8 +109,7 @@ class ReplicaManager:
         for fetcher in list(self.fetchers.values()):
             await fetcher.stop()
         self.fetchers.clear()
-        for tp in list(self._waiters):
-            self._fail_waiters(tp, errors.NotLeaderOrFollower("the broker is shutting down"))
+        self._acks.fail_all(errors.NotLeaderOrFollower("the broker is shutting down"))
 
     # -- roles from metadata -----------------------------------------------------------------
 
@@ -161,7 +160,7 @@ class ReplicaManager:
             return False
         if tp in self.leaders:
             del self.leaders[tp]
-            self._fail_waiters(tp, errors.NotLeaderOrFollower(
+            self._acks.fail(tp, errors.NotLeaderOrFollower(
                 f"{tp[0]}-{tp[1]}: leadership moved to {part.leader}"))
         self._stop_following(tp)
         broker = image.brokers.get(part.leader)
@@ -200,9 +199,69 @@ class ReplicaManager:
     def _drop(self, tp: TopicPartition) -> None:
         self._stop_following(tp)
         if self.leaders.pop(tp, None) is not None:
-            self._fail_waiters(tp, errors.NotLeaderOrFollower(f"{tp[0]}-{tp[1]} moved"))
+            self._acks.fail(tp, errors.NotLeaderOrFollower(f"{tp[0]}-{tp[1]} moved"))
 
     # -- the leader's side -------------------------------------------------------------------
+
+    def leader_log(self, topic: str, partition: int,
+                   current_leader_epoch: int = -1) -> PartitionLog:
+        """The log of a partition this node leads, or the Kafka error a client expects."""
+        return self.leader_partition(topic, partition, current_leader_epoch)[1]
+
+    def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1
+                         ) -> tuple[PartitionInfo, PartitionLog]:
+        """(metadata, log) of a partition this node leads, or the Kafka error a client expects."""
+        part = self.broker.image.partition(topic, partition)
+        if part is None:
+            raise errors.UnknownTopicOrPartition(
+                f"this server does not host {topic}-{partition}")
+        if part.leader != self.node_id:
+            raise errors.NotLeaderOrFollower(
+                f"node {self.node_id} is not the leader of {topic}-{partition}")
+        if current_leader_epoch >= 0 and current_leader_epoch != part.leader_epoch:
+            if current_leader_epoch > part.leader_epoch:
+                raise errors.UnknownLeaderEpoch(
+                    f"{topic}-{partition}: client epoch {current_leader_epoch} is newer than "
+                    f"{part.leader_epoch}")
+            raise errors.FencedLeaderEpoch(
+                f"{topic}-{partition}: client epoch {current_leader_epoch} is older than "
+                f"{part.leader_epoch}")
+        plog = self.broker.logs.get(topic, partition)
+        if plog is None:
+            raise errors.LeaderNotAvailable(f"log of {topic}-{partition} is not loaded")
+        return part, plog
+
+    def append_as_leader(self, topic: str, partition: int, data: bytearray,
+                         headers: list[BatchHeader], acks: int = -1
+                         ) -> tuple[AppendInfo, PartitionLog]:
+        """Append validated batches to a partition this node leads (produce, coordinator).
+
+        acks=-1 first checks min.insync.replicas against the ISR, as Kafka does before
+        appending. Returns the log so the caller can flush it per the topic's policy.
+        """
+        part, plog = self.leader_partition(topic, partition)
+        if acks == -1:
+            self.check_min_insync(topic, partition)
+        info = plog.append(data, headers, leader_epoch=part.leader_epoch)
+        # The high watermark moves as the in-sync replicas fetch (at once if we are the ISR).
+        self.on_leader_append((topic, partition))
+        self._fetches.wake((topic, partition))
+        return info, plog
+
+    def check_min_insync(self, topic: str, partition: int, after_append: bool = False) -> None:
+        """acks=all needs |ISR| >= min.insync.replicas: checked before appending, and again
+        once replicated (the ISR may have shrunk meanwhile)."""
+        image = self.broker.image
+        part = image.partition(topic, partition)
+        if part is None:
+            raise errors.NotLeaderOrFollower(f"{topic}-{partition} is gone")
+        min_isr = effective(self.broker.config, image.topic_config(topic),
+                            "min.insync.replicas")[0]
+        if len(part.isr) < min_isr:
+            cls = errors.NotEnoughReplicasAfterAppend if after_append else errors.NotEnoughReplicas
+            raise cls(f"{topic}-{partition} has {len(part.isr)} in-sync replica(s), "
+                      f"min.insync.replicas is {min_isr}")
+
 
     def on_leader_append(self, tp: TopicPartition) -> None:
         state = self.leaders.get(tp)
@@ -226,8 +285,8 @@ class ReplicaManager:
         if state.advance_high_watermark(plog.log_end_offset) or \
                 plog.high_watermark != state.high_watermark:
             plog.high_watermark = state.high_watermark
-            self._wake_waiters(tp, plog.high_watermark)
-            self.broker.wake(tp)
+            self._acks.reached(tp, plog.high_watermark)
+            self._fetches.wake(tp)
 
     async def wait_for_high_watermark(self, tp: TopicPartition, offset: int,
                                       timeout_s: float) -> None:
@@ -237,28 +296,15 @@ class ReplicaManager:
             return
         if tp not in self.leaders:
             raise errors.NotLeaderOrFollower(f"{tp[0]}-{tp[1]}: no longer the leader")
-        waiter = _Waiter(offset, asyncio.get_running_loop().create_future())
-        self._waiters.setdefault(tp, []).append(waiter)
-        try:
-            await asyncio.wait_for(asyncio.shield(waiter.done), timeout_s)
-        except asyncio.TimeoutError:
-            raise errors.RequestTimedOut(
-                f"{tp[0]}-{tp[1]}: not replicated to the in-sync replicas within "
-                f"{timeout_s:.1f}s") from None
-        finally:
-            waiters = self._waiters.get(tp)
-            if waiters and waiter in waiters:
-                waiters.remove(waiter)
+        await self._acks.wait(tp, offset, timeout_s)
 
-    def _wake_waiters(self, tp: TopicPartition, high_watermark: int) -> None:
-        for waiter in self._waiters.get(tp, ()):
-            if waiter.offset <= high_watermark and not waiter.done.done():
-                waiter.done.set_result(None)
+    def wake(self, tp: TopicPartition) -> None:
+        """New data or a new high watermark on `tp`: wake the fetches waiting on it."""
+        self._fetches.wake(tp)
 
-    def _fail_waiters(self, tp: TopicPartition, exc: Exception) -> None:
-        for waiter in self._waiters.pop(tp, ()):
-            if not waiter.done.done():
-                waiter.done.set_exception(exc)
+    async def wait_for_append(self, tps: Iterable[TopicPartition], timeout: float) -> None:
+        """Return when any of `tps` gets new data, or after `timeout` seconds."""
+        await self._fetches.wait(tps, timeout)
 
     # -- ISR changes -------------------------------------------------------------------------
 

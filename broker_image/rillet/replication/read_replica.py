@@ -88,7 +88,7 @@ def consumer_read_source(broker: "Broker", topic: str, partition: int,
     leads = part is not None and part.leader == broker.node_id
     if part is None or leads or version < FOLLOWER_FETCH_VERSION \
             or broker.node_id not in part.replicas:
-        part, plog = broker.leader_partition(topic, partition, current_leader_epoch)
+        part, plog = broker.replication.leader_partition(topic, partition, current_leader_epoch)
         return ReadSource(part, plog, "leader",
                           _preferred(broker, topic, part, rack_id, fetch_offset))
     _check_epoch(topic, part, current_leader_epoch)

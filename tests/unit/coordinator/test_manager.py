@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from rillet.broker import Broker
 from rillet.config import BrokerConfig
 from rillet.coordinator.group import GroupState, JoinRequest
 from rillet.coordinator.manager import OFFSETS_TOPIC, CommitEntry, GroupCoordinator
@@ -59,21 +58,6 @@ class StandInBroker:
         # The real replica manager: this broker leads every partition, alone in the ISR.
         self.replication = ReplicaManager(self)
         self.replication.adopt(self.image)
-
-    def leader_partition(self, topic: str, partition: int) -> Any:
-        plog = self.logs.get(topic, partition)
-        assert plog is not None
-        return self.image.partition(topic, partition), plog
-
-    # The real append path: min.insync.replicas, leader epoch, high watermark.
-    append_as_leader = Broker.append_as_leader
-    check_min_insync = Broker.check_min_insync
-
-    def _wake(self, tp: Any) -> None:
-        pass
-
-    def wake(self, tp: Any) -> None:
-        pass
 
 
 def join(coord: GroupCoordinator, group: str, member: str = "",
