@@ -251,7 +251,8 @@ def config_warnings(spec: ClusterSpec) -> list[str]:
     min_isr = _int_or_none(config.get("min.insync.replicas"))
     rf = _int_or_none(config.get("default.replication.factor"))
     rf = rf if rf is not None else _int_or_none(BROKER_DEFS["default.replication.factor"].default)
-    if min_isr is not None and rf is not None and min_isr > rf and rf <= spec.replicas:
+    # (Past the broker count, the warning above says it already.)
+    if min_isr is not None and rf is not None and rf < min_isr <= spec.replicas:
         out.append(f"min.insync.replicas {min_isr} exceeds default.replication.factor {rf}: "
                    f"acks=all writes to topics created with the default would fail")
     return out
