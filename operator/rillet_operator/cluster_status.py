@@ -74,15 +74,18 @@ def serving(spec: ClusterSpec, broker_list: list[dict], new_brokers: frozenset[i
 
 
 def combine(serves: Outcome, rolling: Outcome | None, scaling: Outcome | None,
-            warnings: list[str] | tuple[str, ...] = ()) -> Outcome:
+            warnings: list[str] | tuple[str, ...] = (), pending: Step | None = None
+            ) -> Outcome:
     """One Cluster outcome from the brokers' state (`serving`), the rolling restart and the
-    scale steps (None: nothing under way), and the config warnings.
+    scale steps (None: nothing under way), the config warnings, and other work that waits
+    (`pending`, e.g. the brokers unreachable for restarts and configs: Reconciling only).
 
     A refusal or failure of a step (error) makes Ready False with its reason; otherwise Ready
     is whether the cluster serves, and its reason names the change that runs, if any."""
     roll_step = Step(rolling.reason, rolling.message) if rolling else None
     scale_step = Step(scaling.reason, scaling.message) if scaling else None
-    extra = dict(scaling=scale_step, rolling=roll_step, warnings=tuple(warnings))
+    extra = dict(scaling=scale_step, rolling=roll_step, warnings=tuple(warnings),
+                 pending=pending)
     failed = next((o for o in (scaling, rolling) if o is not None and o.error), None)
     if failed is not None:
         return Outcome(False, failed.reason, failed.message, reconciling=failed.reconciling,

@@ -42,10 +42,14 @@ class Outcome:
     scaling: Step | None = None          # a scale or rebalance in progress
     rolling: Step | None = None          # a rolling restart in progress
     warnings: tuple[str, ...] = field(default=())   # spec accepted, but worth a look
+    # Other work waiting (e.g. the operator cannot reach the brokers for a step): Reconciling
+    # names it, Ready keeps its own reason.
+    pending: Step | None = None
 
     @property
     def busy(self) -> bool:
-        return self.reconciling or self.scaling is not None or self.rolling is not None
+        return self.reconciling or self.scaling is not None or self.rolling is not None \
+            or self.pending is not None
 
 
 def set_condition(conditions: Iterable[dict], type_: str, status: bool, reason: str,
@@ -97,6 +101,8 @@ def _busy_step(outcome: Outcome) -> Step | None:
         return outcome.scaling
     if outcome.rolling is not None:
         return outcome.rolling
+    if outcome.pending is not None:
+        return outcome.pending
     if outcome.reconciling:
         return Step(outcome.reason, outcome.message)
     return None

@@ -18,7 +18,7 @@ from .. import cluster_status
 from ..builders import broker_config as bc
 from ..builders import cluster as builders
 from ..builders import names
-from ..conditions import CLUSTER_TRACKED, Outcome
+from ..conditions import CLUSTER_TRACKED, Outcome, Step
 from ..kube import ApiError
 from ..spec import SpecError, parse_cluster
 from . import access, certificates
@@ -120,18 +120,22 @@ async def _reconcile(body: Any, meta: Any, spec: Any, status: dict, name: str, n
     all_ready = cluster_status.outcome(running, brokers).ready
     serves = cluster_status.serving(running, brokers, _new_brokers(
         patch.status.get("scaling", status.get("scaling"))))
+    unreachable = None
     try:
         rolling = await roll_step(running, body, meta, status, patch, logger, target)
         if all_ready:
             await apply_dynamic_configs(running, status, patch, body, logger, target)
     except (KafkaClientError, OSError, asyncio.TimeoutError) as exc:
-        # Every pass while it lasts: DEBUG; the condition's change is logged once (INFO).
+        # Every pass while it lasts: DEBUG; Reconciling says it. Ready stays what the brokers'
+        # readiness says (they report registered and caught up): it is the operator's way in
+        # that fails, which a restart or a roll's next step waits for.
         logger.debug("cluster %s not reachable for restarts or configs: %s", name, exc)
         rolling = None
-        if serves.ready:
-            serves = Outcome(False, "ClusterNotReady", f"{type(exc).__name__}: {exc}",
-                             reconciling=True)
-    outcome = cluster_status.combine(serves, rolling, decision.outcome, bc.config_warnings(cs))
+        unreachable = Step("ClusterNotReachable", f"the operator cannot reach the brokers for "
+                                                  f"restarts and configs: "
+                                                  f"{type(exc).__name__}: {exc}")
+    outcome = cluster_status.combine(serves, rolling, decision.outcome, bc.config_warnings(cs),
+                                     unreachable)
     write_outcome(patch, status, outcome, generation, body, logger, CLUSTER_TRACKED)
 
 

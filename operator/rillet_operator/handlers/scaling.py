@@ -98,8 +98,9 @@ async def scale_step(cs: ClusterSpec, body: Any, meta: Any, status: dict, patch:
                                   patch, logger)
     except (KafkaClientError, OSError, asyncio.TimeoutError) as exc:
         logger.debug("scaling: cluster not reachable: %s", exc)   # the condition says it once
-        return ScaleDecision(current, Outcome(False, "ClusterNotReady", f"scaling waits for "
-                             f"the cluster: {type(exc).__name__}: {exc}", reconciling=True))
+        # The scale is still what runs (Ready keeps saying whether the brokers serve).
+        return ScaleDecision(current, Outcome(False, _scale_reason(scaling, state), f"waiting "
+                             f"for the cluster: {type(exc).__name__}: {exc}", reconciling=True))
 
 
 async def _scale_down_refusal(admin: AdminClient, cs: ClusterSpec, current: int) -> str | None:
@@ -231,6 +232,13 @@ async def _save(cs: ClusterSpec, owner: Any, state: rebalance.RebalanceState,
                 raise
     await asyncio.to_thread(k.patch, "ConfigMap", cm["metadata"]["name"],
                             {"data": cm["data"]}, cs.namespace)
+
+
+def _scale_reason(scaling: dict, state: rebalance.RebalanceState) -> str:
+    low, high = scaling.get("from"), scaling.get("to")
+    if low is not None and high is not None and high != low:
+        return "ScalingUp" if high > low else "ScalingDown"
+    return _reason(state)
 
 
 def _reason(state: rebalance.RebalanceState) -> str:

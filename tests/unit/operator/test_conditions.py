@@ -95,3 +95,13 @@ def test_config_warnings_are_a_condition_and_ready_stays_true():
 def test_a_topic_carries_no_cluster_conditions():
     conds = conditions.apply_outcome([], Outcome(True, "Ready", "6 partitions"), "T", 1)
     assert [c["type"] for c in conds] == ["Ready", "Reconciling", "Error"]
+
+
+def test_brokers_the_operator_cannot_reach_leave_ready_alone_and_reconciling_says_why():
+    serves = cluster_status.serving(_spec(3), _brokers(["Ready"] * 3))
+    out = cluster_status.combine(serves, None, None, pending=Step(
+        "ClusterNotReachable", "the operator cannot reach the brokers"))
+    assert out.ready and out.reason == "Ready"
+    conds = {c["type"]: c for c in conditions.apply_outcome([], out, "T", 1, CLUSTER_TRACKED)}
+    assert conds["Reconciling"]["status"] == "True"
+    assert conds["Reconciling"]["reason"] == "ClusterNotReachable"
