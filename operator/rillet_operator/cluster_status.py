@@ -50,18 +50,23 @@ def outcome(spec: ClusterSpec, broker_list: list[dict]) -> Outcome:
                    reconciling=True)
 
 
-def serving(spec: ClusterSpec, broker_list: list[dict], new_brokers: frozenset[int] = frozenset()
-            ) -> Outcome:
+def serving(spec: ClusterSpec, broker_list: list[dict], new_brokers: frozenset[int] = frozenset(),
+            established: bool = True) -> Outcome:
     """Whether the cluster serves clients: a majority of the controller voters is ready, and
     of the brokers that were already part of it (`new_brokers`, still starting in a scale-up,
     do not count) no more are down than the PodDisruptionBudget lets go at once (one by
     default), as during a rolling restart or a single pod's restart.
 
-    Ready is True then, with reason BrokersStarting while some broker is not ready."""
+    Ready is True then, with reason BrokersStarting while some broker is not ready. That
+    tolerance is for a cluster that was Ready (`established`): a new one, or one that stopped
+    serving, is Ready once every broker is, so `kubectl wait --for=condition=Ready` after
+    creating a Cluster still means all its brokers."""
     ready = [b for b in broker_list if b["state"] == "Ready"]
     total = len(broker_list)
     if len(ready) == total:
         return Outcome(True, "Ready", f"{total}/{total} brokers ready")
+    if not established:
+        return outcome(spec, broker_list)
     voters = names.voter_count(total)
     voters_ready = sum(1 for b in ready if b["id"] < voters)
     down = [b for b in broker_list if b["state"] != "Ready" and b["id"] not in new_brokers]

@@ -18,7 +18,8 @@ from .. import cluster_status
 from ..builders import broker_config as bc
 from ..builders import cluster as builders
 from ..builders import names
-from ..conditions import CLUSTER_TRACKED, Outcome, Step
+from ..conditions import CLUSTER_TRACKED, READY, Outcome, Step
+from ..conditions import get as get_condition
 from ..kube import ApiError
 from ..spec import SpecError, parse_cluster
 from . import access, certificates
@@ -118,8 +119,9 @@ async def _reconcile(body: Any, meta: Any, spec: Any, status: dict, name: str, n
     patch.status["listeners"] = listeners
     patch.status["bootstrapServers"] = listeners[0]["bootstrapServers"]
     all_ready = cluster_status.outcome(running, brokers).ready
+    was_ready = (get_condition(status.get("conditions") or [], READY) or {}).get("status")
     serves = cluster_status.serving(running, brokers, _new_brokers(
-        patch.status.get("scaling", status.get("scaling"))))
+        patch.status.get("scaling", status.get("scaling"))), established=was_ready == "True")
     unreachable = None
     try:
         rolling = await roll_step(running, body, meta, status, patch, logger, target)

@@ -105,3 +105,12 @@ def test_brokers_the_operator_cannot_reach_leave_ready_alone_and_reconciling_say
     conds = {c["type"]: c for c in conditions.apply_outcome([], out, "T", 1, CLUSTER_TRACKED)}
     assert conds["Reconciling"]["status"] == "True"
     assert conds["Reconciling"]["reason"] == "ClusterNotReachable"
+
+
+def test_a_new_cluster_is_ready_only_with_every_broker():
+    """`kubectl wait --for=condition=Ready` after creating a Cluster means all its brokers:
+    the tolerance is for a cluster that was Ready already."""
+    states = _brokers(["Ready", "Starting", "Ready"])
+    out = cluster_status.serving(_spec(3), states, established=False)
+    assert not out.ready and out.reason == "BrokersNotReady"
+    assert cluster_status.serving(_spec(3), _brokers(["Ready"] * 3), established=False).ready
