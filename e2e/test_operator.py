@@ -534,8 +534,9 @@ def test_topic_waits_for_its_cluster_and_is_created_when_it_appears(k8s, cluster
                   "-n", ns, "--timeout=300s", timeout=330)
     assert out.returncode == 0, (out.stderr, get_cr(kube, ns, "topics", "later"),
                                  get_cr(kube, ns, "clusters", "not-yet"))
-    small = get_cr(kube, ns, "clusters", "not-yet")
-    assert condition(small)["status"] == "True"
+    # The Topic may see the broker before the Cluster's next pass sees its pod ready.
+    small = kube.wait_for("Cluster not-yet Ready", lambda: (lambda c: c if condition(c).get(
+        "status") == "True" else None)(get_cr(kube, ns, "clusters", "not-yet")), timeout=120)
     warning = condition(small, "ConfigWarning")
     assert warning["status"] == "True" and "min.insync.replicas 5" in warning["message"], warning
     assert wait_event(kube, ns, "not-yet", "ConfigWarning")["type"] == "Warning"
