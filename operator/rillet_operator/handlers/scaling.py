@@ -95,7 +95,7 @@ async def scale_step(cs: ClusterSpec, body: Any, meta: Any, status: dict, patch:
             else:
                 requested = False
             return await _advance(admin, cs, body, status, scaling, state, requested, current,
-                                  patch, logger)
+                                  patch, logger, plan_cm)
     except (KafkaClientError, OSError, asyncio.TimeoutError) as exc:
         logger.debug("scaling: cluster not reachable: %s", exc)   # the condition says it once
         # The scale is still what runs (Ready keeps saying whether the brokers serve).
@@ -131,7 +131,7 @@ async def _observe(admin: AdminClient) -> tuple[rebalance.Observed, dict[int, st
 
 async def _advance(admin: AdminClient, cs: ClusterSpec, body: Any, status: dict, scaling: dict,
                    state: rebalance.RebalanceState, requested: bool, current: int,
-                   patch: kopf.Patch, logger: Any) -> ScaleDecision:
+                   patch: kopf.Patch, logger: Any, plan_cm: dict | None) -> ScaleDecision:
     """One step of whatever is under way: waiting for new brokers, a move, the removal of
     drained brokers, or a requested rebalance."""
     targets = list(range(min(cs.replicas, current)))
