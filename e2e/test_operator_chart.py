@@ -36,7 +36,12 @@ def test_chart_values_all_namespaces_by_default(helm):
     assert not [k for k in kinds if k[0] in ("RoleBinding", "KopfPeering")]
     dep = next(d for d in docs if d["kind"] == "Deployment")
     args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert "--all-namespaces" in args and "--peering=r-rillet" in args and "--verbose" in args
+    assert "--all-namespaces" in args and "--peering=r-rillet" in args
+    # logLevel INFO (the default) is Kopf's default level: no --verbose (DEBUG) nor --debug.
+    assert not {"--verbose", "--debug", "--quiet"} & set(args), args
+    env = {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]
+           ["env"]}
+    assert env["RILLET_LOG_LEVEL"] == "INFO"
 
 
 def test_chart_values_watched_namespaces_replicas_and_log_level(helm):
@@ -52,8 +57,16 @@ def test_chart_values_watched_namespaces_replicas_and_log_level(helm):
     assert dep["spec"]["replicas"] == 2
     container = dep["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "rillet/operator:1.2.3"
-    assert {"--namespace=team-a", "--namespace=team-b", "--debug"} <= set(container["args"])
+    assert {"--namespace=team-a", "--namespace=team-b", "--verbose"} <= set(container["args"])
+    assert {"name": "RILLET_LOG_LEVEL", "value": "DEBUG"} in container["env"]
     assert "--all-namespaces" not in container["args"]
+
+
+def test_chart_log_level_error_is_quiet_and_named(helm):
+    container = next(d for d in _render(helm, "logLevel=error") if d["kind"] == "Deployment")[
+        "spec"]["template"]["spec"]["containers"][0]
+    assert "--quiet" in container["args"] and "--verbose" not in container["args"]
+    assert {"name": "RILLET_LOG_LEVEL", "value": "ERROR"} in container["env"]
 
 
 CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "ClusterKopfPeering",

@@ -7,6 +7,7 @@ One Cluster serves the module; the tests run in file order and build on each oth
 """
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Iterator
@@ -14,8 +15,9 @@ from typing import Iterator
 import pytest
 
 from localk8s.kube import Kube
-from test_operator import (ZONE, _cr_path, _debug, condition, delete_namespace, get_cr,
-                           job_result, kubectl, operator, patch_cr, run_job, start_job)  # noqa: F401 (fixture)
+from test_operator import (ZONE, _cr_path, _debug, columns, condition, delete_namespace,
+                           events, get_cr, job_result, kubectl, operator, patch_cr, run_job,
+                           start_job, wait_event)  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -89,16 +91,27 @@ def _plans(seen: list[dict]) -> list[tuple]:
     for rb in seen:
         plans[rb.get("startedAt", "")] = (rb.get("goal"), rb.get("startedAt"), rb.get("total"),
                                           rb.get("replicaMoves"), rb.get("phase"),
-                                          len(rb.get("done") or ()), rb.get("diverged"))
+                                          rb.get("partitionsDone"), rb.get("partitionsDiverged"))
     return list(plans.values())
 
 
-def _watch_rebalance(kube: Kube, ns: str, replicas: int, on_moving=None) -> list[dict]:
-    """Polls status.rebalance until the cluster settles at `replicas`; the snapshots seen."""
+def _plan_state(kube: Kube, ns: str) -> dict:
+    """The rebalance's whole state, kept in its ConfigMap (status.rebalance is a summary)."""
+    cm = kube.get("ConfigMap", f"{CLUSTER}-rebalance", ns)
+    return json.loads(cm["data"]["state.json"])
+
+
+def _watch_rebalance(kube: Kube, ns: str, replicas: int, on_moving=None,
+                     ready_seen: list | None = None) -> list[dict]:
+    """Polls status.rebalance until the cluster settles at `replicas`; the snapshots seen.
+    `ready_seen` collects (Ready status, Ready reason, Scaling status) of every poll."""
     seen: list[dict] = []
     deadline = time.monotonic() + MOVE_TIMEOUT_S
     while time.monotonic() < deadline:
         c = _cluster(kube, ns)
+        if ready_seen is not None:
+            ready_seen.append((condition(c).get("status"), condition(c).get("reason"),
+                               condition(c, "Scaling").get("status")))
         rb = (c.get("status") or {}).get("rebalance")
         if rb and (not seen or rb != seen[-1]):
             seen.append(rb)
@@ -115,13 +128,35 @@ def test_scale_up_3_to_5_moves_replicas_and_leaders_onto_the_new_brokers(k8s, sc
     kube, ns = k8s.kube, scaled["ns"]
     t0 = time.monotonic()
     patch_cr(kube, ns, "clusters", CLUSTER, {"spec": {"replicas": 5}})
-    seen = _watch_rebalance(kube, ns, 5)
+    printed: list[dict] = []
+    ready_seen: list[tuple] = []
+
+    def print_columns(rb: dict) -> None:
+        if not printed:
+            printed.append(columns(k8s.kubeconfig, ns, "rlc", CLUSTER))
+    seen = _watch_rebalance(kube, ns, 5, on_moving=print_columns, ready_seen=ready_seen)
     TIMINGS["3->5"] = round(time.monotonic() - t0)
+    # Issue 32: a planned scale-up read Ready=False for 52 s though the cluster served; Ready
+    # stays True, with Scaling beside it and the change as its reason.
+    assert all(ready == "True" for ready, _, _ in ready_seen), sorted(set(ready_seen))
+    assert ("True", "ScalingUp", "True") in ready_seen, sorted(set(ready_seen))
+    assert printed and printed[0]["READY"] == "True" and printed[0]["REASON"] == "ScalingUp" \
+        and printed[0]["DESIRED"] == printed[0]["BROKERS"] == "5", printed
+    # ... and the user's own scale is told as such, not as drift repaired.
+    assert wait_event(kube, ns, CLUSTER, "ScaleUp")["message"] == "3 -> 5 brokers"
+    assert not [e for e in events(kube, ns, CLUSTER) if e["reason"] == "Corrected"]
     final = (_cluster(kube, ns)["status"]).get("rebalance") or {}
     assert final.get("phase") == "Done" and final.get("goal") == "scale-up", final
     assert any(s.get("phase") == "Moving" for s in seen), "progress was visible in status"
-    assert final["total"] > 0 and len(final["done"]) == final["total"]
-    assert len(set(final["submitted"])) == len(final["submitted"]), "no move issued twice"
+    assert any(s.get("currentBatch") for s in seen), "the batch in flight was visible"
+    assert final["total"] > 0 and final["partitionsDone"] == final["total"]
+    # status.rebalance is a summary (it held the whole plan: ~3,500 characters); the plan
+    # and the lists are in the ConfigMap it names.
+    assert "plan" not in final and len(json.dumps(final)) < 1500, final
+    assert final["planConfigMap"] == f"{CLUSTER}-rebalance"
+    state = _plan_state(kube, ns)
+    assert len(state["done"]) == state["total"] == final["total"] and state["plan"]
+    assert len(set(state["submitted"])) == len(state["submitted"]), "no move issued twice"
     assert final["bytesMoved"] > 0
     TIMINGS["3->5 partitions changed"] = final["total"]
     TIMINGS["3->5 replica moves / minimum"] = (final["replicaMoves"],
@@ -164,7 +199,9 @@ def test_a_rebalance_request_is_taken_once_and_leaves_a_balanced_cluster_alone(k
         return reb if (st.get("rebalanceToken") == "e2e-1" and reb.get("goal") == "rebalance"
                        and reb.get("phase") == "Done") else None
     final = kube.wait_for("the rebalance request done", taken, timeout=180)
-    assert final["total"] == 0 and final["replicaMoves"] == 0 and final["submitted"] == [], final
+    assert final["total"] == 0 and final["replicaMoves"] == 0 and final["currentBatch"] == [], \
+        final
+    assert _plan_state(kube, ns)["submitted"] == []
     assert _settled(kube, ns, 5) is not None
     after = _layout(kube, ns, BULK)["partitions"]
     assert {p: i["replicas"] for p, i in after.items()} == \
@@ -177,7 +214,7 @@ def test_scale_down_5_to_3_drains_first_with_the_operator_killed_mid_move(k8s, s
     killed: list[str] = []
 
     def kill_operator(rb: dict) -> None:
-        if killed or not rb.get("submitted") or len(rb.get("done") or ()) >= rb["total"]:
+        if killed or not rb.get("partitionsMoving") or rb["partitionsDone"] >= rb["total"]:
             return   # once, while moves are in flight
         for pod in kube.list("Pod", op_ns, labelSelector=f"app.kubernetes.io/instance={release}"):
             kube.delete("Pod", pod["metadata"]["name"], op_ns)
@@ -195,7 +232,9 @@ def test_scale_down_5_to_3_drains_first_with_the_operator_killed_mid_move(k8s, s
     assert killed, "the operator pod was killed mid-move"
     final = _cluster(kube, ns)["status"]["rebalance"]
     assert final["goal"] == "scale-down" and final["phase"] == "Done"
-    assert len(set(final["submitted"])) == len(final["submitted"]), "no move issued twice"
+    state = _plan_state(kube, ns)
+    assert state["goal"] == "scale-down" and state["startedAt"] == final["startedAt"]
+    assert len(set(state["submitted"])) == len(state["submitted"]), "no move issued twice"
     TIMINGS["5->3 partitions changed"] = final["total"]
     TIMINGS["5->3 replica moves / minimum"] = (final["replicaMoves"], final["minimumMoves"])
     assert final["replicaMoves"] == final["minimumMoves"] > 0
@@ -223,6 +262,11 @@ def test_unsafe_scale_down_3_to_2_is_refused_and_changes_nothing(k8s, scaled):
                          "ScaleDownUnsafe" else None)(condition(_cluster(kube, ns))),
                          timeout=120)
     assert cond["status"] == "False" and "replication factor 3" in cond["message"], cond
+    # Issue 32: a refusal is a Warning Event, and REASON shows without -o wide.
+    assert wait_event(kube, ns, CLUSTER, "ScaleDownUnsafe")["type"] == "Warning"
+    shown = columns(k8s.kubeconfig, ns, "rlc", CLUSTER)
+    assert (shown["DESIRED"], shown["BROKERS"], shown["READY"], shown["REASON"]) == (
+        "2", "3", "False", "ScaleDownUnsafe"), shown
     assert kube.get("StatefulSet", f"{CLUSTER}-broker", ns)["spec"]["replicas"] == 3
     assert (_cluster(kube, ns)["status"].get("rebalance") or {}).get("goal") == "scale-down"
     after = _layout(kube, ns, BULK)
@@ -253,19 +297,25 @@ def test_a_static_config_change_rolls_the_brokers_one_by_one_controller_last(k8s
     t0 = time.monotonic()
     patch_cr(kube, ns, "clusters", CLUSTER, {"spec": {"config": {"num.replica.fetchers": 2}}})
     restarted: list[str] = []
+    ready_seen: set[tuple] = set()
     deadline = time.monotonic() + MOVE_TIMEOUT_S
     while time.monotonic() < deadline:
         now = _uids(kube, ns)
         for pod, uid in now.items():
             if pod not in restarted and before.get(pod) != uid:
                 restarted.append(pod)
-        roll = (_cluster(kube, ns).get("status") or {}).get("roll") or {}
+        c = _cluster(kube, ns)
+        ready_seen.add((condition(c).get("status"), condition(c, "RollingRestart").get("status")))
+        roll = (c.get("status") or {}).get("roll") or {}
         if roll.get("phase") == "Done" and len(restarted) == 3 and _settled(kube, ns, 3):
             break
         time.sleep(1)
     else:
         pytest.fail(f"roll did not finish: {_cluster(kube, ns).get('status')}")
     TIMINGS["roll of 3"] = round(time.monotonic() - t0)
+    # A rolling restart keeps the cluster serving: Ready stays True, RollingRestart beside it.
+    assert {ready for ready, _ in ready_seen} == {"True"}, ready_seen
+    assert ("True", "True") in ready_seen, ready_seen
     # Never the active controller (the quorum leader the operator read with DescribeQuorum)
     # while another broker still waited; leadership can move during a roll (a restarted
     # voter may start an election), so "last" is judged at each deletion.

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .builders import names
-from .conditions import Outcome
+from .conditions import Outcome, Step
 from .spec import ClusterSpec
 
 
@@ -41,12 +41,67 @@ def brokers(spec: ClusterSpec, pods: dict[str, dict], node_labels: dict[str, dic
 
 
 def outcome(spec: ClusterSpec, broker_list: list[dict]) -> Outcome:
+    """Every broker ready (Ready) or not: what dynamic configs and rolls wait for."""
     ready = sum(1 for b in broker_list if b["state"] == "Ready")
     if ready == spec.replicas:
         return Outcome(True, "Ready", f"{ready}/{spec.replicas} brokers ready")
     waiting = ", ".join(f"{b['pod']} {b['state']}" for b in broker_list if b["state"] != "Ready")
     return Outcome(False, "BrokersNotReady", f"{ready}/{spec.replicas} brokers ready ({waiting})",
                    reconciling=True)
+
+
+def serving(spec: ClusterSpec, broker_list: list[dict], new_brokers: frozenset[int] = frozenset(),
+            established: bool = True) -> Outcome:
+    """Whether the cluster serves clients: a majority of the controller voters is ready, and
+    of the brokers that were already part of it (`new_brokers`, still starting in a scale-up,
+    do not count) no more are down than the PodDisruptionBudget lets go at once (one by
+    default), as during a rolling restart or a single pod's restart.
+
+    Ready is True then, with reason BrokersStarting while some broker is not ready. That
+    tolerance is for a cluster that was Ready (`established`): a new one, or one that stopped
+    serving, is Ready once every broker is, so `kubectl wait --for=condition=Ready` after
+    creating a Cluster still means all its brokers."""
+    ready = [b for b in broker_list if b["state"] == "Ready"]
+    total = len(broker_list)
+    if len(ready) == total:
+        return Outcome(True, "Ready", f"{total}/{total} brokers ready")
+    if not established:
+        return outcome(spec, broker_list)
+    voters = names.voter_count(total)
+    voters_ready = sum(1 for b in ready if b["id"] < voters)
+    down = [b for b in broker_list if b["state"] != "Ready" and b["id"] not in new_brokers]
+    waiting = ", ".join(f"{b['pod']} {b['state']}" for b in broker_list if b["state"] != "Ready")
+    message = f"{len(ready)}/{total} brokers ready ({waiting})"
+    if voters_ready * 2 > voters and len(down) <= spec.pdb_max_unavailable:
+        return Outcome(True, "BrokersStarting", f"{message}; the cluster serves",
+                       reconciling=True)
+    return Outcome(False, "BrokersNotReady", message, reconciling=True)
+
+
+def combine(serves: Outcome, rolling: Outcome | None, scaling: Outcome | None,
+            warnings: list[str] | tuple[str, ...] = (), pending: Step | None = None
+            ) -> Outcome:
+    """One Cluster outcome from the brokers' state (`serving`), the rolling restart and the
+    scale steps (None: nothing under way), the config warnings, and other work that waits
+    (`pending`, e.g. the brokers unreachable for restarts and configs: Reconciling only).
+
+    A refusal or failure of a step (error) makes Ready False with its reason; otherwise Ready
+    is whether the cluster serves, and its reason names the change that runs, if any."""
+    roll_step = Step(rolling.reason, rolling.message) if rolling else None
+    scale_step = Step(scaling.reason, scaling.message) if scaling else None
+    extra = dict(scaling=scale_step, rolling=roll_step, warnings=tuple(warnings),
+                 pending=pending)
+    failed = next((o for o in (scaling, rolling) if o is not None and o.error), None)
+    if failed is not None:
+        return Outcome(False, failed.reason, failed.message, reconciling=failed.reconciling,
+                       error=True, **extra)
+    if not serves.ready:
+        return Outcome(False, serves.reason, serves.message, reconciling=True, **extra)
+    running = next((o for o in (scaling, rolling) if o is not None), None)
+    if running is not None:
+        return Outcome(True, running.reason, f"{running.message}; {serves.message}",
+                       reconciling=True, **extra)
+    return Outcome(True, serves.reason, serves.message, reconciling=serves.reconciling, **extra)
 
 
 def listeners(spec: ClusterSpec) -> list[dict]:

@@ -2,10 +2,14 @@
 
 Blocking calls: handlers run them with `asyncio.to_thread`. `apply` is the level-based verb:
 create when missing, otherwise merge-patch what the builder says onto what is there (a
-deleted or edited owned object comes back as built).
+deleted or edited owned object comes back as built). Each object carries the hash of what the
+operator last wanted (annotation rillet.io/desired-hash), which tells an update the operator
+made (the Cluster's spec or a scaling step changed what it wants) from a correction of drift
+(someone else edited the object), so Events say which one happened.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +33,9 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "Topic": ("rillet.io/v1alpha1", "topics", True),
     "User": ("rillet.io/v1alpha1", "users", True),
 }
+
+
+DESIRED_HASH = "rillet.io/desired-hash"
 
 
 class ApiError(Exception):
@@ -91,22 +98,25 @@ class Kube:
                 return False
             raise
 
-    def apply(self, obj: dict) -> str:
-        """Create or correct `obj`; returns "created", "patched" or "unchanged"."""
+    def apply(self, obj: dict) -> tuple[str, list[str]]:
+        """Create or bring `obj` in line: ("created" | "updated" | "corrected" | "unchanged",
+        the paths that differed). "updated": the operator wants something new; "corrected":
+        someone else changed what the operator wants."""
+        obj = with_desired_hash(obj)
         kind, meta = obj["kind"], obj["metadata"]
         current = self.get(kind, meta["name"], meta.get("namespace"))
         if current is None:
             try:
                 self.create(obj)
-                return "created"
+                return "created", []
             except ApiError as exc:
                 if exc.status != 409:  # created meanwhile: correct it below
                     raise
                 current = self.get(kind, meta["name"], meta.get("namespace")) or {}
         if drifted(obj, current):
             self.patch(kind, meta["name"], desired_patch(obj), meta.get("namespace"))
-            return "patched"
-        return "unchanged"
+            return change_kind(obj, current), drifted_paths(obj, current)
+        return "unchanged", []
 
 
 def desired_patch(obj: dict) -> dict:
@@ -126,3 +136,37 @@ def drifted(desired: Any, current: Any) -> bool:
             return True
         return any(drifted(d, c) for d, c in zip(desired, current))
     return desired != current
+
+
+def desired_hash(obj: dict) -> str:
+    """The hash of what the builder says, without the hash annotation itself."""
+    meta = dict(obj.get("metadata") or {})
+    notes = {k: v for k, v in (meta.get("annotations") or {}).items() if k != DESIRED_HASH}
+    meta["annotations"] = notes
+    text = json.dumps({**obj, "metadata": meta}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def with_desired_hash(obj: dict) -> dict:
+    meta = dict(obj["metadata"])
+    meta["annotations"] = {**(meta.get("annotations") or {}), DESIRED_HASH: desired_hash(obj)}
+    return {**obj, "metadata": meta}
+
+
+def change_kind(desired: dict, current: dict) -> str:
+    """"updated" when what the operator wants changed since it last applied the object (or it
+    never marked it), "corrected" when the object drifted from an unchanged want."""
+    want = (desired["metadata"].get("annotations") or {}).get(DESIRED_HASH)
+    had = ((current.get("metadata") or {}).get("annotations") or {}).get(DESIRED_HASH)
+    return "corrected" if had and had == want else "updated"
+
+
+def drifted_paths(desired: Any, current: Any, prefix: str = "") -> list[str]:
+    """The paths (spec.replicas, metadata.annotations...) where `current` differs from what
+    `desired` states; a list that differs is named as a whole."""
+    if isinstance(desired, dict) and isinstance(current, dict):
+        out: list[str] = []
+        for k, v in desired.items():
+            out += drifted_paths(v, current.get(k), f"{prefix}.{k}" if prefix else k)
+        return out
+    return [prefix or "."] if drifted(desired, current) else []

@@ -12,6 +12,7 @@ from typing import Any
 import kopf
 
 from .builders.names import GROUP, VERSION
+from . import logs
 from .handlers import cluster, topic, user
 
 CLUSTER_INTERVAL_S = float(os.environ.get("RILLET_CLUSTER_INTERVAL", "10"))
@@ -23,6 +24,8 @@ USERS = (GROUP, VERSION, "users")
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    # The chart's logLevel (RILLET_LOG_LEVEL): Kopf has set up its handler by now.
+    logs.configure_from_env()
     # Peering (--peering NAME on the command line): Kopf pauses every operator that sees a
     # peer of the same or higher priority, so equal priorities would pause both replicas.
     # A random priority per process makes exactly one (the highest) active; the standby

@@ -17,9 +17,14 @@ mid-move picks up where the cluster is:
   BROKER_DOWN_STEPS passes in a row the rebalance fails, naming the broker;
 - `replan` takes a new plan for a new broker set (a spec change mid-move): moves in flight
   continue unless they need a broker that is no longer a target, which are cancelled.
+
+The whole state (thousands of partition names on a big cluster) lives in a ConfigMap owned by
+the Cluster (`plan_config_map`); `status.rebalance` holds `summary(state)`: phase, counts,
+bytes and the batch in flight, so `kubectl get rlc -o yaml` stays readable.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -238,3 +243,47 @@ def _size(n: int) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n} B"
+
+
+STATE_KEY = "state.json"
+
+
+def summary(state: RebalanceState, plan_name: str = "") -> dict[str, Any]:
+    """What status.rebalance shows: the phase, counts, bytes and the partitions in flight
+    (the current batch); the plan itself is in the ConfigMap `plan_name`."""
+    moving = [k for k in state.submitted if k not in set(state.done)]
+    out: dict[str, Any] = {
+        "phase": state.phase, "goal": state.goal, "reason": state.reason,
+        "targetBrokers": list(state.target_brokers), "total": state.total,
+        "partitionsDone": len(state.done), "partitionsMoving": len(moving),
+        "partitionsDiverged": len(state.diverged), "currentBatch": moving,
+        "replicaMoves": state.replica_moves, "minimumMoves": state.minimum_moves,
+        "bytesTotal": state.bytes_total, "bytesMoved": state.bytes_moved,
+        "progress": progress(state), "startedAt": state.started_at,
+        "finishedAt": state.finished_at}
+    if plan_name:
+        out["planConfigMap"] = plan_name
+    return out
+
+
+def plan_config_map(state: RebalanceState, name: str, namespace: str,
+                    labels: Mapping[str, str]) -> dict[str, Any]:
+    """The ConfigMap that keeps the whole state between passes (and for `kubectl get cm`)."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+            "data": {STATE_KEY: json.dumps(state.to_status(), sort_keys=True, indent=1)}}
+
+
+def load(config_map: Mapping[str, Any] | None, status: Mapping[str, Any] | None
+         ) -> RebalanceState:
+    """The state from its ConfigMap; without one, from status.rebalance (an operator before
+    the ConfigMap kept everything there, and a summary alone restores phase and counts)."""
+    text = ((config_map or {}).get("data") or {}).get(STATE_KEY)
+    if text:
+        return RebalanceState.from_status(json.loads(text))
+    state = RebalanceState.from_status(status)
+    if state.phase in ACTIVE and not state.plan:
+        # A summary of a move whose ConfigMap was deleted: what was submitted is unknown, so
+        # nothing is resubmitted; the caller's checks start a new plan where one is needed.
+        state.phase, state.reason = "Failed", "the rebalance's plan (its ConfigMap) is gone"
+    return state

@@ -49,9 +49,21 @@ class Plan:
                     or self.replicas_to)
 
 
-def plan(spec: TopicSpec, observed: ObservedTopic | None) -> Plan:
+def replication_refusal(topic: str, factor: int, brokers: int) -> tuple[str, str] | None:
+    """The refusal of a replication factor the cluster's brokers cannot hold: the same for a
+    new topic and for a change of an existing one."""
+    if factor <= brokers:
+        return None
+    return ("InvalidReplicationFactor", f"topic {topic}: replication factor {factor} needs "
+                                        f"{factor} brokers; the cluster has {brokers}")
+
+
+def plan(spec: TopicSpec, observed: ObservedTopic | None, brokers: int | None = None) -> Plan:
+    """`brokers`: how many brokers the cluster has (None: not known, nothing refused for it)."""
     if observed is None:
-        return Plan(create=True)
+        refusal = replication_refusal(spec.topic_name, spec.replicas, brokers) \
+            if brokers is not None else None
+        return Plan(refusal=refusal) if refusal else Plan(create=True)
     if spec.partitions < observed.partition_count:
         return Plan(refusal=("PartitionDecreaseNotSupported",
                              f"topic {spec.topic_name} has {observed.partition_count} partitions;"

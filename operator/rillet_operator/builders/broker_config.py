@@ -50,11 +50,16 @@ def admin_http_supported() -> bool:
 
 @dataclass   # not frozen: raising sets __traceback__ on the exception
 class InvalidConfig(Exception):
-    key: str
-    message: str
+    """Every bad key of spec.config at once (`keys`), one problem per key in `problems`."""
+    keys: tuple[str, ...]
+    problems: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        return self.keys[0] if self.keys else ""
 
     def __str__(self) -> str:
-        return self.message
+        return "; ".join(self.problems)
 
 
 def voters(spec: ClusterSpec) -> str:
@@ -187,21 +192,29 @@ def render_properties(settings: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def validate(spec: ClusterSpec, cluster_id: str) -> None:
-    """Raise InvalidConfig naming the key when spec.config would keep a broker from starting.
+def key_problem(key: str, value: str) -> str | None:
+    """What is wrong with one spec.config entry on its own, or None."""
+    if key in OWNED_KEYS:
+        return f"spec.config.{key} is set by the operator and cannot be overridden"
+    if key not in BROKER_DEFS:
+        return f"spec.config.{key} is not a rillet broker config"
+    try:
+        parse_value(BROKER_DEFS[key], value)
+    except ConfigError as exc:
+        return f"spec.config: {exc}"
+    return None
 
-    Loads the full configuration of a voter and (if any) a broker-only node with rillet's own
-    BrokerConfig, the code the broker runs at start."""
-    for key in spec.config_dict:
-        if key in OWNED_KEYS:
-            raise InvalidConfig(key, f"spec.config.{key} is set by the operator and cannot be "
-                                     f"overridden")
-        if key not in BROKER_DEFS:
-            raise InvalidConfig(key, f"spec.config.{key} is not a rillet broker config")
-        try:
-            parse_value(BROKER_DEFS[key], spec.config_dict[key])
-        except ConfigError as exc:
-            raise InvalidConfig(key, f"spec.config: {exc}") from None
+
+def validate(spec: ClusterSpec, cluster_id: str) -> None:
+    """Raise InvalidConfig naming every key of spec.config that would keep a broker from
+    starting (a user fixes them all in one edit, not one per reconcile).
+
+    Each key is checked on its own first; when all pass, the full configuration of a voter and
+    (if any) a broker-only node is loaded with rillet's own BrokerConfig, the code the broker
+    runs at start, for what only the keys together decide."""
+    bad = {k: p for k, v in spec.config for p in [key_problem(k, v)] if p}
+    if bad:
+        raise InvalidConfig(tuple(bad), tuple(bad.values()))
     # Without the admin listener: the operator renders that one itself.
     shared = shared_settings(spec, cluster_id, admin_http=False)
     ordinals = {0}
@@ -212,7 +225,44 @@ def validate(spec: ClusterSpec, cluster_id: str) -> None:
             BrokerConfig.load(overrides={**shared, **node_settings(spec, ordinal, "rack")})
         except ConfigError as exc:
             key = next((k for k in spec.config_dict if k in str(exc)), "")
-            raise InvalidConfig(key, f"spec.config: {exc}") from None
+            raise InvalidConfig((key,) if key else (), (f"spec.config: {exc}",)) from None
+
+
+# Broker configs whose value must fit the number of brokers: (key, what breaks).
+FITS_BROKERS = (
+    ("min.insync.replicas", "acks=all writes to topics that keep this default would fail"),
+    ("default.replication.factor", "topics created with the default replication factor "
+                                   "would be refused"),
+    ("offsets.topic.replication.factor", "consumer groups could not commit offsets"),
+    ("transaction.state.log.replication.factor", "transactions could not start"),
+)
+
+
+def config_warnings(spec: ClusterSpec) -> list[str]:
+    """What spec.config allows brokers to start with but the cluster's size cannot carry out:
+    a warning in status (condition ConfigWarning) while the Cluster stays Ready. Pure."""
+    config = spec.config_dict
+    out = []
+    for key, effect in FITS_BROKERS:
+        value = _int_or_none(config.get(key))
+        if value is not None and value > spec.replicas:
+            out.append(f"{key} {value} exceeds the cluster's {spec.replicas} broker"
+                       f"{'s' if spec.replicas != 1 else ''}: {effect}")
+    min_isr = _int_or_none(config.get("min.insync.replicas"))
+    rf = _int_or_none(config.get("default.replication.factor"))
+    rf = rf if rf is not None else _int_or_none(BROKER_DEFS["default.replication.factor"].default)
+    # (Past the broker count, the warning above says it already.)
+    if min_isr is not None and rf is not None and rf < min_isr <= spec.replicas:
+        out.append(f"min.insync.replicas {min_isr} exceeds default.replication.factor {rf}: "
+                   f"acks=all writes to topics created with the default would fail")
+    return out
+
+
+def _int_or_none(value: object) -> int | None:
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return None
 
 
 def start_script(spec: ClusterSpec) -> str:

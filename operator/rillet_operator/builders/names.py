@@ -41,6 +41,12 @@ def config_map(cluster: str) -> str:
     return f"{cluster}-config"
 
 
+def rebalance_plan(cluster: str) -> str:
+    """The ConfigMap holding a rebalance's whole state (plan, submitted, done); status keeps
+    a summary."""
+    return f"{cluster}-rebalance"
+
+
 def service_account(cluster: str) -> str:
     return f"{cluster}-broker"
 

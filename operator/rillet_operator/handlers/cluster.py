@@ -18,7 +18,8 @@ from .. import cluster_status
 from ..builders import broker_config as bc
 from ..builders import cluster as builders
 from ..builders import names
-from ..conditions import Outcome
+from ..conditions import CLUSTER_TRACKED, READY, Outcome, Step
+from ..conditions import get as get_condition
 from ..kube import ApiError
 from ..spec import SpecError, parse_cluster
 from . import access, certificates
@@ -59,32 +60,28 @@ async def _reconcile(body: Any, meta: Any, spec: Any, status: dict, name: str, n
     k = kube()
     cluster_id = await _cluster_id(name, namespace, status)
     patch.status["clusterId"] = cluster_id
+    def refuse(reason: str, message: str) -> None:
+        write_outcome(patch, status, Outcome(False, reason, message, error=True), generation,
+                      body, logger, CLUSTER_TRACKED)
+
     try:
         cs = parse_cluster(name, namespace, dict(spec))
         bc.validate(cs, cluster_id)
     except SpecError as exc:
-        write_outcome(patch, status, Outcome(False, exc.reason, str(exc), error=True),
-                      generation, body, logger)
-        return
+        return refuse(exc.reason, str(exc))
     except bc.InvalidConfig as exc:
-        write_outcome(patch, status, Outcome(False, "InvalidConfig", str(exc), error=True),
-                      generation, body, logger)
-        return
+        return refuse("InvalidConfig", str(exc))
     rendered = await asyncio.to_thread(k.get, "ConfigMap", names.config_map(name), namespace)
     refusal = bc.mode_change(cs, ((rendered or {}).get("data") or {}).get("server.properties"))
     if refusal:
-        write_outcome(patch, status, Outcome(False, "ListenersChangeUnsupported", refusal,
-                                             error=True), generation, body, logger)
-        return
+        return refuse("ListenersChangeUnsupported", refusal)
     admin_http = bc.admin_http_supported()
     cert_hash = ""
     if cs.secured:
         try:
             issued = await certificates.ensure(cs, meta, status, body, logger)
         except (certificates.CertificateError, ApiError) as exc:
-            write_outcome(patch, status, Outcome(False, "CertificateError", str(exc),
-                                                 error=True), generation, body, logger)
-            return
+            return refuse("CertificateError", str(exc))
         cert_hash = issued.broker_fingerprint
         patch.status["certificates"] = issued.status
         target = access.secured_target(cs, issued.operator, issued.cluster_ca_pem)
@@ -107,9 +104,7 @@ async def _reconcile(body: Any, meta: Any, spec: Any, status: dict, name: str, n
                                             block_owner_deletion=False)
             await _apply(binding, body, logger)
     except ApiError as exc:
-        write_outcome(patch, status, Outcome(False, "ApplyFailed", str(exc), error=True),
-                      generation, body, logger)
-        return
+        return refuse("ApplyFailed", str(exc))
     pods = {p["metadata"]["name"]: p for p in await asyncio.to_thread(
         k.list, "Pod", namespace, names.selector_labels(name))}
     node_labels: dict[str, dict] = {}
@@ -119,34 +114,58 @@ async def _reconcile(body: Any, meta: Any, spec: Any, status: dict, name: str, n
     brokers = cluster_status.brokers(running, pods, node_labels)
     patch.status["brokers"] = brokers
     patch.status["readyBrokers"] = sum(1 for b in brokers if b["state"] == "Ready")
+    patch.status["replicas"] = decision.statefulset_replicas
     listeners = cluster_status.listeners(cs)
     patch.status["listeners"] = listeners
     patch.status["bootstrapServers"] = listeners[0]["bootstrapServers"]
-    outcome = cluster_status.outcome(running, brokers)
+    all_ready = cluster_status.outcome(running, brokers).ready
+    was_ready = (get_condition(status.get("conditions") or [], READY) or {}).get("status")
+    serves = cluster_status.serving(running, brokers, _new_brokers(
+        patch.status.get("scaling", status.get("scaling"))), established=was_ready == "True")
+    unreachable = None
     try:
         rolling = await roll_step(running, body, meta, status, patch, logger, target)
-        if outcome.ready:
+        if all_ready:
             await apply_dynamic_configs(running, status, patch, body, logger, target)
     except (KafkaClientError, OSError, asyncio.TimeoutError) as exc:
-        logger.info("cluster %s not reachable for restarts or configs: %s", name, exc)
-        rolling = Outcome(False, "ClusterNotReady", f"{type(exc).__name__}: {exc}",
-                          reconciling=True) if outcome.ready else None
-    for pending in (rolling, decision.outcome):
-        if pending is not None and (outcome.ready or pending.error):
-            outcome = pending
-            break
-    write_outcome(patch, status, outcome, generation, body, logger)
+        # Every pass while it lasts: DEBUG; Reconciling says it. Ready stays what the brokers'
+        # readiness says (they report registered and caught up): it is the operator's way in
+        # that fails, which a restart or a roll's next step waits for.
+        logger.debug("cluster %s not reachable for restarts or configs: %s", name, exc)
+        rolling = None
+        unreachable = Step("ClusterNotReachable", f"the operator cannot reach the brokers for "
+                                                  f"restarts and configs: "
+                                                  f"{type(exc).__name__}: {exc}")
+    outcome = cluster_status.combine(serves, rolling, decision.outcome, bc.config_warnings(cs),
+                                     unreachable)
+    write_outcome(patch, status, outcome, generation, body, logger, CLUSTER_TRACKED)
+
+
+def _new_brokers(scaling: dict | None) -> frozenset[int]:
+    """Brokers a scale-up is still adding: not yet part of what the cluster serves with."""
+    scaling = scaling or {}
+    low, high = scaling.get("from"), scaling.get("to")
+    if scaling.get("phase") in (None, "Done") or low is None or high is None or high <= low:
+        return frozenset()
+    return frozenset(range(int(low), int(high)))
 
 
 async def _apply(obj: dict, owner: Any, logger: Any) -> None:
+    """Creates or brings an owned object in line. Created and corrected (someone else changed
+    it) objects get an Event; an update the operator itself wants (after a spec change or a
+    scaling step, which have their own Events) gets a log line."""
     what = f"{obj['kind']} {obj['metadata']['name']}"
-    result = await asyncio.to_thread(kube().apply, obj)
+    result, paths = await asyncio.to_thread(kube().apply, obj)
+    changed = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
     if result == "created":
         kopf.info(owner, reason="Created", message=f"created {what}")
         logger.info("created %s", what)
-    elif result == "patched":
-        kopf.info(owner, reason="Corrected", message=f"corrected {what}")
-        logger.info("corrected %s", what)
+    elif result == "corrected":
+        kopf.warn(owner, reason="Corrected", message=f"{what} was changed outside the "
+                                                     f"operator ({changed}): put back")
+        logger.warning("corrected %s, changed outside the operator (%s)", what, changed)
+    elif result == "updated":
+        logger.info("updated %s (%s)", what, changed)
 
 
 async def delete(name: str, namespace: str, logger: Any, **_: Any) -> None:

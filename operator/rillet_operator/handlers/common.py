@@ -59,20 +59,29 @@ def lock(memo: Any) -> asyncio.Lock:
 
 
 def write_outcome(patch: kopf.Patch, status: dict, outcome: conditions.Outcome,
-                  generation: int, body: Any, logger: Any) -> None:
-    """Conditions into the status patch; an Event when Ready's reason changes."""
-    old = conditions.get(status.get("conditions") or [], conditions.READY) or {}
-    patch.status["conditions"] = conditions.apply_outcome(status.get("conditions") or [],
-                                                          outcome, now(), generation)
+                  generation: int, body: Any, logger: Any, tracked: tuple[str, ...] = ()
+                  ) -> None:
+    """Conditions into the status patch. An Event and one log line when Ready's reason
+    changes (not every pass): Warning for an error (a refusal, a failure), Normal otherwise;
+    and a Warning Event when the config warnings change."""
+    old_conds = status.get("conditions") or []
+    old = conditions.get(old_conds, conditions.READY) or {}
+    patch.status["conditions"] = conditions.apply_outcome(old_conds, outcome, now(), generation,
+                                                          tracked)
     patch.status["observedGeneration"] = generation
     if old.get("reason") != outcome.reason:
-        if outcome.ready:
-            kopf.info(body, reason=outcome.reason, message=outcome.message)
-        elif outcome.error:
+        if outcome.error:
             kopf.warn(body, reason=outcome.reason, message=outcome.message)
+            logger.warning("%s: %s", outcome.reason, outcome.message)
         else:
             kopf.info(body, reason=outcome.reason, message=outcome.message)
-        logger.info("%s: %s", outcome.reason, outcome.message)
+            logger.info("%s: %s", outcome.reason, outcome.message)
+    if conditions.CONFIG_WARNING in tracked:
+        was = (conditions.get(old_conds, conditions.CONFIG_WARNING) or {}).get("message") or ""
+        text = "; ".join(outcome.warnings)
+        if text and text != was:
+            kopf.warn(body, reason=conditions.CONFIG_WARNING, message=text)
+            logger.warning("%s: %s", conditions.CONFIG_WARNING, text)
 
 
 def replacing(old: Any, new: Any) -> Any:

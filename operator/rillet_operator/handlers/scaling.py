@@ -55,7 +55,9 @@ async def scale_step(cs: ClusterSpec, body: Any, meta: Any, status: dict, patch:
         return ScaleDecision(cs.replicas)
     current = int((sts.get("spec") or {}).get("replicas") or cs.replicas)
     scaling = dict(status.get("scaling") or {})
-    state = rebalance.RebalanceState.from_status(status.get("rebalance"))
+    plan_cm = await asyncio.to_thread(kube().get, "ConfigMap", names.rebalance_plan(cs.name),
+                                      cs.namespace)
+    state = rebalance.load(plan_cm, status.get("rebalance"))
     token = (meta.get("annotations") or {}).get(REBALANCE_ANNOTATION)
 
     if cs.replicas > current and names.voter_count(cs.replicas) != names.voter_count(current):
@@ -93,11 +95,12 @@ async def scale_step(cs: ClusterSpec, body: Any, meta: Any, status: dict, patch:
             else:
                 requested = False
             return await _advance(admin, cs, body, status, scaling, state, requested, current,
-                                  patch, logger)
+                                  patch, logger, plan_cm)
     except (KafkaClientError, OSError, asyncio.TimeoutError) as exc:
-        logger.info("scaling: cluster not reachable: %s", exc)
-        return ScaleDecision(current, Outcome(False, "ClusterNotReady", f"scaling waits for "
-                             f"the cluster: {type(exc).__name__}: {exc}", reconciling=True))
+        logger.debug("scaling: cluster not reachable: %s", exc)   # the condition says it once
+        # The scale is still what runs (Ready keeps saying whether the brokers serve).
+        return ScaleDecision(current, Outcome(False, _scale_reason(scaling, state), f"waiting "
+                             f"for the cluster: {type(exc).__name__}: {exc}", reconciling=True))
 
 
 async def _scale_down_refusal(admin: AdminClient, cs: ClusterSpec, current: int) -> str | None:
@@ -128,7 +131,7 @@ async def _observe(admin: AdminClient) -> tuple[rebalance.Observed, dict[int, st
 
 async def _advance(admin: AdminClient, cs: ClusterSpec, body: Any, status: dict, scaling: dict,
                    state: rebalance.RebalanceState, requested: bool, current: int,
-                   patch: kopf.Patch, logger: Any) -> ScaleDecision:
+                   patch: kopf.Patch, logger: Any, plan_cm: dict | None) -> ScaleDecision:
     """One step of whatever is under way: waiting for new brokers, a move, the removal of
     drained brokers, or a requested rebalance."""
     targets = list(range(min(cs.replicas, current)))
@@ -150,14 +153,14 @@ async def _advance(admin: AdminClient, cs: ClusterSpec, body: Any, status: dict,
             return ScaleDecision(current, Outcome(False, "ScalingUp", f"waiting for brokers "
                                                   f"{missing} to register", reconciling=True))
         scaling["phase"] = "Moving"
-        state = _start("scale-up", targets, observed, racks, logger)
+        state = _start("scale-up", targets, observed, racks, logger, cs.name)
         moving = True
     elif phase == "Draining" and not moving and not _holds_nothing(
             observed, set(range(cs.replicas, current))):
-        state = _start("scale-down", targets, observed, racks, logger)
+        state = _start("scale-down", targets, observed, racks, logger, cs.name)
         moving = True
     elif not moving and requested:
-        state = _start("rebalance", targets, observed, racks, logger)
+        state = _start("rebalance", targets, observed, racks, logger, cs.name)
         moving = True
     elif moving and sorted(state.target_brokers) != targets:
         plan = planner.plan_rebalance(_effective(observed), _brokers(targets, racks),
@@ -172,7 +175,9 @@ async def _advance(admin: AdminClient, cs: ClusterSpec, body: Any, status: dict,
         state, actions = rebalance.step(state, observed, batch_size=cs.rebalance.batch_size,
                                         now=now())
         await _act(admin, cs, state, actions, body, logger)
-        patch.status["rebalance"] = replacing(status.get("rebalance"), state.to_status())
+        await _save(cs, body, state, plan_cm)
+        patch.status["rebalance"] = replacing(status.get("rebalance"), rebalance.summary(
+            state, names.rebalance_plan(cs.name)))
         if state.phase in ("Planned", "Moving"):
             patch.status["scaling"] = scaling
             return ScaleDecision(current, Outcome(False, _reason(state), rebalance.progress(
@@ -208,6 +213,34 @@ async def _advance(admin: AdminClient, cs: ClusterSpec, body: Any, status: dict,
     return ScaleDecision(current)
 
 
+async def _save(cs: ClusterSpec, owner: Any, state: rebalance.RebalanceState,
+                loaded: dict | None) -> None:
+    """Writes the whole rebalance state to its ConfigMap (owned by the Cluster), after the
+    pass's actions, as status was before: a pass that fails to act leaves the old state."""
+    cm = rebalance.plan_config_map(state, names.rebalance_plan(cs.name), cs.namespace,
+                                   names.labels(cs.name))
+    if loaded is not None and (loaded.get("data") or {}) == cm["data"]:
+        return
+    kopf.append_owner_reference(cm, owner=owner)
+    k = kube()
+    if loaded is None:
+        try:
+            await asyncio.to_thread(k.create, cm)
+            return
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+    await asyncio.to_thread(k.patch, "ConfigMap", cm["metadata"]["name"],
+                            {"data": cm["data"]}, cs.namespace)
+
+
+def _scale_reason(scaling: dict, state: rebalance.RebalanceState) -> str:
+    low, high = scaling.get("from"), scaling.get("to")
+    if low is not None and high is not None and high != low:
+        return "ScalingUp" if high > low else "ScalingDown"
+    return _reason(state)
+
+
 def _reason(state: rebalance.RebalanceState) -> str:
     return {"scale-up": "ScalingUp", "scale-down": "ScalingDown"}.get(state.goal, "Rebalancing")
 
@@ -228,12 +261,15 @@ def _holds_nothing(observed: rebalance.Observed, brokers: set[int]) -> bool:
 
 
 def _start(goal: str, targets: list[int], observed: rebalance.Observed,
-           racks: dict[int, str | None], logger: Any) -> rebalance.RebalanceState:
+           racks: dict[int, str | None], logger: Any, cs_name: str
+           ) -> rebalance.RebalanceState:
     current = _effective(observed)
     plan = planner.plan_rebalance(current, _brokers(targets, racks), observed.sizes)
     moves = planner.count_moves(current, plan)
     minimum = planner.minimum_moves(current, targets, racks)
-    logger.info("%s onto brokers %s: %d partitions to change, %d replica moves (minimum %d)", goal, targets, len(plan), moves, minimum)
+    logger.info("%s onto brokers %s: %d partitions to change, %d replica moves (minimum %d);"
+                " the plan is in ConfigMap %s", goal, targets, len(plan), moves, minimum,
+                names.rebalance_plan(cs_name))
     return rebalance.start(goal, targets, plan, observed, now(), moves, minimum)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import kopf
 from rillet.client import AdminClient, KafkaClientError
 from rillet.config import ConfigError
+from rillet.protocol import errors
 from rillet.topic_config import validate_topic_configs
 
 from .. import planner, topics
@@ -56,7 +57,9 @@ async def _reconcile(body: Any, spec: Any, name: str, namespace: str, patch: kop
     try:
         async with (await access.target_of(cluster)).admin(ADMIN_TIMEOUT_S) as admin:
             observed = await _observe(admin, ts.topic_name)
-            step = topics.plan(ts, observed)
+            brokers = len((await admin.describe_cluster()).brokers) if observed is None \
+                else None
+            step = topics.plan(ts, observed, brokers)
             if step.refusal:
                 reason, message = step.refusal
                 _record(patch, observed)
@@ -90,10 +93,21 @@ async def _reconcile(body: Any, spec: Any, name: str, namespace: str, patch: kop
     except TopicRefused as exc:
         _record(patch, observed)
         return Outcome(False, exc.reason, str(exc), error=True)
+    except errors.InvalidReplicationFactor as exc:
+        # The broker refused it (brokers went between the check and the request).
+        logger.debug("topic %s: %s", ts.topic_name, exc)
+        brokers_now = await _broker_count(cluster)
+        reason, message = topics.replication_refusal(ts.topic_name, ts.replicas, brokers_now) \
+            or ("InvalidReplicationFactor", f"topic {ts.topic_name}: {exc}")
+        return Outcome(False, reason, message, error=True)
     except Exception as exc:  # unreachable cluster, broker error: retried by the timer
-        logger.info("topic %s: %s", ts.topic_name, exc)
-        return Outcome(False, "ClusterNotReady" if _is_connection(exc) else "TopicError",
-                       f"{type(exc).__name__}: {exc}", reconciling=True)
+        # Every pass while it lasts: DEBUG; the condition's change is logged once.
+        logger.debug("topic %s: %s", ts.topic_name, exc)
+        if _is_connection(exc):
+            return Outcome(False, "ClusterNotReady", f"{type(exc).__name__}: {exc}",
+                           reconciling=True)
+        return Outcome(False, "TopicError", f"{type(exc).__name__}: {exc}", reconciling=True,
+                       error=True)
     _record(patch, observed)
     if observed is None:
         return Outcome(False, "TopicNotFound", "topic not visible yet", reconciling=True)
@@ -118,10 +132,9 @@ async def _change_replication_factor(admin: AdminClient, observed: topics.Observ
         return None
     described = await admin.describe_cluster()
     brokers = [planner.Broker(b, rack) for b, (_, _, rack) in sorted(described.brokers.items())]
-    if factor > len(brokers):
-        raise TopicRefused("InvalidReplicationFactor",
-                           f"topic {topic}: replication factor {factor} needs {factor} brokers;"
-                           f" the cluster has {len(brokers)}")
+    refusal = topics.replication_refusal(topic, factor, len(brokers))
+    if refusal:
+        raise TopicRefused(*refusal)
     everything = await admin.assignment()
     moves = planner.resize_replicas(everything, topic, factor, brokers)
     codes = await admin.alter_partition_reassignments({k: list(v) for k, v in moves.items()})
@@ -133,6 +146,14 @@ async def _change_replication_factor(admin: AdminClient, observed: topics.Observ
                       f"{factor}")
     return (f"changing topic {topic}'s replication factor to {factor}: {len(moves)} of "
             f"{observed.partition_count} partitions moving")
+
+
+async def _broker_count(cluster: dict) -> int | None:
+    try:
+        async with (await access.target_of(cluster)).admin(ADMIN_TIMEOUT_S) as admin:
+            return len((await admin.describe_cluster()).brokers)
+    except Exception:   # the refusal is told either way; the count is a detail
+        return None
 
 
 class TopicRefused(Exception):

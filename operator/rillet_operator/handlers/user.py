@@ -188,7 +188,7 @@ async def _reconcile(body: Any, spec: Any, status: dict, name: str, namespace: s
         return Outcome(False, "ClusterInvalid", f"Cluster {us.cluster}: {exc}",
                        reconciling=True)
     except Exception as exc:  # unreachable cluster, broker error: retried by the timer
-        logger.info("user %s: cluster not reachable: %s", name, exc)
+        logger.debug("user %s: cluster not reachable: %s", name, exc)   # the condition says it once
         return Outcome(False, "ClusterNotReady", f"{type(exc).__name__}: {exc}",
                        reconciling=True)
     patch.status["acls"] = len(wanted)

@@ -58,3 +58,27 @@ def test_user_crd_and_cluster_security_fields():
     assert listener["authentication"]["properties"]["type"]["enum"] == \
         ["none", "scram-sha-512", "tls"]
     assert cluster["authorization"]["properties"]["type"]["enum"] == ["simple"]
+
+
+def _columns(file: str) -> dict[str, dict]:
+    (version,) = _crd(file)["spec"]["versions"]
+    return {c["name"]: c for c in version["additionalPrinterColumns"]}
+
+
+def test_columns_show_observed_state_and_the_reason_without_wide():
+    """Issue 32: PARTITIONS printed the spec (3 after a refused decrease of a 6-partition
+    topic) and REASON needed -o wide."""
+    topic = _columns("rillet.io_topics.yaml")
+    assert topic["Partitions"]["jsonPath"] == ".status.partitions"
+    assert topic["Replicas"]["jsonPath"] == ".status.replicas"
+    cluster = _columns("rillet.io_clusters.yaml")
+    assert cluster["Brokers"]["jsonPath"] == ".status.replicas"
+    assert cluster["Ready-Brokers"]["jsonPath"] == ".status.readyBrokers"
+    for file in ("rillet.io_clusters.yaml", "rillet.io_topics.yaml", "rillet.io_users.yaml"):
+        reason = _columns(file)["Reason"]
+        assert reason.get("priority", 0) == 0, file
+        assert reason["jsonPath"] == '.status.conditions[?(@.type=="Ready")].reason'
+    # Every column reads spec, status or creation time: nothing else exists to print.
+    for file in ("rillet.io_clusters.yaml", "rillet.io_topics.yaml"):
+        for c in _columns(file).values():
+            assert c["jsonPath"].startswith((".spec.", ".status.", ".metadata.creation")), c

@@ -213,3 +213,36 @@ def test_a_stale_status_does_not_resubmit_a_move_in_flight():
                           now="t2")
     assert set(more.submit).isdisjoint(actions.submit)
     assert set(actions.submit) <= {rb.parse_key(k) for k in again.submitted}
+
+
+def test_status_holds_a_summary_and_the_config_map_the_whole_state():
+    """Issue 32: status.rebalance was ~3,500 characters (the whole plan, copies, lists)."""
+    plan = {(f"t{i}", p): (0, 1, 3) for i in range(20) for p in range(10)}
+    obs = FakeCluster({k: (0, 1, 2) for k in plan}, {k: 100 for k in plan}, {0, 1, 2, 3}
+                      ).observe()
+    state = rb.start("scale-up", [0, 1, 2, 3], plan, obs, "T0", 200, 200)
+    state, actions = rb.step(state, obs, batch_size=10, now="T1")
+    summary = rb.summary(state, "c-rebalance")
+    assert summary["phase"] == "Moving" and summary["total"] == 200
+    assert summary["partitionsMoving"] == 10 and summary["partitionsDone"] == 0
+    assert sorted(summary["currentBatch"]) == sorted(rb.key_str(k)
+                                                     for k in actions.submit)
+    assert summary["planConfigMap"] == "c-rebalance" and "plan" not in summary
+    assert len(json.dumps(summary)) < 1000 < len(json.dumps(state.to_status()))
+    cm = rb.plan_config_map(state, "c-rebalance", "ns", {"a": "b"})
+    assert rb.load(cm, summary).to_status() == state.to_status()
+
+
+def test_a_state_kept_in_status_by_an_older_operator_still_loads():
+    obs = FakeCluster({("t", 0): (0, 1)}, {("t", 0): 10}, {0, 1, 2}).observe()
+    state = rb.start("rebalance", [0, 1, 2], {("t", 0): (0, 2)}, obs, "T0")
+    assert rb.load(None, state.to_status()).to_status() == state.to_status()
+
+
+def test_a_summary_without_its_config_map_never_resubmits():
+    obs = FakeCluster({("t", 0): (0, 1)}, {("t", 0): 10}, {0, 1, 2}).observe()
+    state = rb.start("rebalance", [0, 1, 2], {("t", 0): (0, 2)}, obs, "T0")
+    state, _ = rb.step(state, obs, batch_size=5, now="T1")
+    lost = rb.load(None, rb.summary(state))
+    assert lost.phase == "Failed" and "ConfigMap" in lost.reason
+    assert rb.step(lost, obs, batch_size=5, now="T2")[1].submit == {}

@@ -113,3 +113,15 @@ def test_status_values_replace_what_was_there_under_merge_patches():
     assert replacing(old, new) == {"plan": {"a/0": [3], "b/0": None}, "phase": "Done",
                                    "current": None}
     assert replacing(None, new) == new
+
+
+def test_a_new_topic_wider_than_the_cluster_is_refused_like_an_existing_one():
+    """Issue 32: a new Topic got TopicError with the broker's raw error 38."""
+    wide = _topic(replicas=10)
+    step = topics.plan(wide, None, brokers=4)
+    assert not step.create and step.refusal == (
+        "InvalidReplicationFactor",
+        "topic orders: replication factor 10 needs 10 brokers; the cluster has 4")
+    assert topics.replication_refusal("orders", 10, 4) == step.refusal
+    assert topics.plan(_topic(replicas=3), None, brokers=3).create
+    assert topics.plan(wide, None).create            # broker count unknown: the broker decides
