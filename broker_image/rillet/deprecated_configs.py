@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Mapping
 
-from .config import ConfigDef, ConfigError, parse_value
+from .config import ConfigDef, parse_value
 
 log = logging.getLogger(__name__)
 
@@ -42,18 +42,20 @@ BROKER_DYNAMIC_NO_EFFECT: Mapping[str, tuple[str, str]] = {
 
 
 def check_no_effect(known: Mapping[str, tuple[str, str]], what: str, key: str,
-                    value: str | None) -> bool:
-    """True when `key` is one of `known` (value checked, acceptance logged); False when it is
-    not such a name. Raises ConfigError for a malformed value, as Kafka 3.x did."""
+                    value: str | None, announce: bool = True) -> bool:
+    """True when `key` is one of `known` (value checked; with `announce`, its acceptance
+    logged); False when it is not such a name. Raises ConfigError for a malformed value, as
+    Kafka 3.x did."""
     entry = known.get(key)
     if entry is None:
         return False
     kind, why = entry
     if value is not None:
         parse_value(ConfigDef(key, kind, None), value)
+    if value is not None and announce:
         log.warning("%s config %s=%s accepted (a Kafka 3.x name) but has no effect: %s",
                     what, key, value, why)
     return True
 
 
-__all__ = ["TOPIC_NO_EFFECT", "BROKER_DYNAMIC_NO_EFFECT", "check_no_effect", "ConfigError"]
+__all__ = ["TOPIC_NO_EFFECT", "BROKER_DYNAMIC_NO_EFFECT", "check_no_effect"]

@@ -74,16 +74,19 @@ _DEFS = [
 TOPIC_DEFS: dict[str, TopicConfigDef] = {d.definition.name: d for d in _DEFS}
 
 
-def validate_topic_configs(configs: dict[str, str | None]) -> dict[str, str]:
-    """Checked overrides as strings; raises ConfigError naming the bad key."""
+def validate_topic_configs(configs: dict[str, str | None],
+                           announce: bool = True) -> dict[str, str]:
+    """Checked overrides as strings; raises ConfigError naming the bad key. `announce`: log
+    a Kafka 3.x name's acceptance (the broker does; a caller checking a spec on every pass,
+    the operator, does not)."""
     out = {}
     for key, value in configs.items():
         d = TOPIC_DEFS.get(key)
         if value is None and (d is not None or key in TOPIC_NO_EFFECT):
             raise ConfigError(f"topic config {key!r} needs a value")
         if d is None:
-            # A Kafka 3.x name: kept as given (DescribeConfigs leaves it out), no effect.
-            if check_no_effect(TOPIC_NO_EFFECT, "topic", key, value):
+            # A Kafka 3.x name: kept as given (and described as set), no effect.
+            if check_no_effect(TOPIC_NO_EFFECT, "topic", key, value, announce):
                 out[key] = value
                 continue
             raise ConfigError(f"unknown topic config {key!r}")

@@ -47,3 +47,25 @@ def test_a_malformed_deprecated_dynamic_value_is_invalid_config() -> None:
         validate_dynamic({"sasl.kerberos.min.time.before.relogin": "soon"})
     with pytest.raises(errors.InvalidRequest):
         validate_dynamic({"sasl.kerberos.nonsense": "1"})
+
+
+def test_a_kept_kafka_3_name_is_described_as_set_so_a_reconciler_sees_no_change(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The operator compares a Topic's spec with DescribeConfigs' DYNAMIC_TOPIC entries: a
+    kept name left out of them looked like a change on every pass (an alter, an Event and a
+    WARNING every interval)."""
+    from rillet.apis.describe_configs import topic_config_entries
+    from rillet.config import BrokerConfig
+    from rillet.topic_config import DYNAMIC_TOPIC
+
+    overrides = {"message.format.version": "2.8-IV1", "retention.ms": "1000"}
+    entries = {e["name"]: e for e in topic_config_entries(BrokerConfig.load(), overrides, None)}
+    kept = entries["message.format.version"]
+    assert (kept["value"], kept["config_source"]) == ("2.8-IV1", DYNAMIC_TOPIC)
+    assert "message.downconversion.enable" not in entries   # only what was set
+    asked = topic_config_entries(BrokerConfig.load(), overrides, ["retention.ms"])
+    assert [e["name"] for e in asked] == ["retention.ms"]
+    # Checking a spec again (the operator's every pass) logs nothing.
+    with caplog.at_level(logging.WARNING):
+        validate_topic_configs(overrides, announce=False)
+    assert "accepted" not in caplog.text

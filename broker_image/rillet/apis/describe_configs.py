@@ -14,6 +14,7 @@ from itertools import dropwhile
 from typing import Any
 
 from ..config import BROKER_DEFS, BrokerConfig, ConfigDef
+from ..deprecated_configs import TOPIC_NO_EFFECT
 from ..dynamic_config import (DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, DYNAMIC_KEYS,
                               DynamicBrokerConfig, static_of)
 from ..metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
@@ -86,6 +87,15 @@ def topic_config_entries(broker: BrokerConfig, overrides: dict[str, str],
                 synonyms.append({"name": name, "value": overrides[name], "source": DYNAMIC_TOPIC})
             synonyms += broker_synonyms(broker, tdef.synonym)
         out.append(_entry(tdef.definition, value, source, False, synonyms))
+    # Kafka 3.x names stored without effect are described as set, as 3.x described them:
+    # a tool (or the operator) that set one reads it back and sees nothing left to change.
+    for name in sorted(set(overrides) & TOPIC_NO_EFFECT.keys()):
+        if keys is None or name in keys:
+            value = overrides[name]
+            synonyms = ([{"name": name, "value": value, "source": DYNAMIC_TOPIC}]
+                        if with_synonyms else [])
+            out.append(_entry(ConfigDef(name, TOPIC_NO_EFFECT[name][0], None), value,
+                              DYNAMIC_TOPIC, False, synonyms))
     return out
 
 

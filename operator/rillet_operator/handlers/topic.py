@@ -43,7 +43,7 @@ async def _reconcile(body: Any, spec: Any, name: str, namespace: str, patch: kop
                      logger: Any) -> Outcome:
     try:
         ts = parse_topic(name, namespace, dict(spec))
-        validate_topic_configs(ts.config_dict)
+        validate_topic_configs(ts.config_dict, announce=False)
     except SpecError as exc:
         return Outcome(False, exc.reason, str(exc), error=True)
     except ConfigError as exc:
