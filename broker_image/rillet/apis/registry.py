@@ -79,11 +79,18 @@ class RequestContext:
         node reaches this one within milliseconds (bench/metadata_propagation.py); a client
         sent here by a newer view (a commit right after the topic was created elsewhere)
         would otherwise meet UNKNOWN_TOPIC_OR_PARTITION, which librdkafka does not retry on
-        commit or offset queries. Only requests naming unknown topics wait."""
+        commit or offset queries. Only requests naming unknown topics the principal may
+        DESCRIBE wait: for any other name the answer is the same either way, and a wait
+        would tell an unauthorized client which topics exist. A topic that does not exist
+        at all costs its request this wait (the connection's next request waits behind it)."""
         raft = getattr(self.broker, "raft", None)
-        wanted = {n for n in names if n}
         # The active controller has applied everything committed: its view cannot lag.
-        if raft is None or raft.is_active or wanted <= self.broker.image.topics.keys():
+        if raft is None or raft.is_active:
+            return
+        known = self.broker.image.topics.keys()
+        wanted = {n for n in names if n and n not in known
+                  and self.authorized("DESCRIBE", "TOPIC", n, quiet=True)}
+        if not wanted:
             return
         await raft.wait_for(lambda: wanted <= self.broker.image.topics.keys(),
                             LAGGING_VIEW_WAIT_S)
