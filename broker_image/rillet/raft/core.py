@@ -438,6 +438,10 @@ class RaftCore:
         snapshot = self.log.snapshot()
         if snapshot is not None and (req.fetch_offset, req.last_fetched_epoch) == snapshot:
             return None
+        if req.fetch_offset > 0 and req.last_fetched_epoch < 0:
+            # Entries without an epoch: nothing to compare them with (a quorum Fetch always
+            # names one), so from our start or snapshot again.
+            return BELOW_START
         return divergence(req.fetch_offset, req.last_fetched_epoch,
                           self.log.end_offset_for_epoch(req.last_fetched_epoch))
 

@@ -74,3 +74,22 @@ def test_the_quorum_log_truncates_by_the_same_rule() -> None:
     assert offset == 3
     follower.truncate_to(offset)
     assert follower.end_offset == 3
+
+
+def test_the_quorum_leader_compares_entries_named_without_an_epoch_with_nothing() -> None:
+    """A quorum Fetch always names its last epoch; one with entries (offset > 0) but epoch -1
+    cannot be matched against the leader's log, so it starts again from the log start."""
+    import random
+
+    from rillet.raft import messages as m
+    from rillet.raft.core import RaftCore
+
+    log = MemoryLog()
+    core = RaftCore(1, frozenset({1}), log, m.QuorumStateData(), 0, random.Random(1))
+    core.step(m.Tick(), 0)
+    assert core.is_leader
+    core.propose(["a", "b", "c"], 1)
+    answer, _ = core.handle_request(2, m.FetchRequest(core.epoch, 2, 2, -1), 2)
+    assert (answer.diverging_epoch, answer.diverging_end_offset) == (0, 0)
+    matching, _ = core.handle_request(2, m.FetchRequest(core.epoch, 2, 1, core.epoch), 3)
+    assert matching.diverging_end_offset < 0
