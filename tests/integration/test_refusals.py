@@ -10,6 +10,7 @@ from .clients import create_topic
 
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 TOPIC_DELETION_DISABLED = 73
+UNKNOWN_TOPIC_OR_PARTITION = 3
 UNSUPPORTED_ENDPOINT_TYPE = 119
 
 
@@ -25,6 +26,18 @@ def test_topic_deletion_disabled_keeps_the_topic(broker_factory) -> None:
                                  "allow_auto_topic_creation": False,
                                  "include_topic_authorized_operations": False})
         assert meta.topics[0].error_code == 0, "the topic must still exist"
+
+
+def test_an_auto_create_the_controller_refuses_is_not_promised(broker_factory) -> None:
+    """Auto-creation refused for good (three replicas on one broker) answers
+    UNKNOWN_TOPIC_OR_PARTITION, not the retriable LEADER_NOT_AVAILABLE of a topic on its way:
+    a client would otherwise wait for a topic that never comes."""
+    b: BrokerProcess = broker_factory({"default.replication.factor": "3"})
+    topic = f"never-{uuid.uuid4().hex[:6]}"
+    with Wire(b.bootstrap) as w:
+        meta = w.request(3, 7, {"topics": [{"name": topic}], "allow_auto_topic_creation": True})
+        assert meta.topics[0].error_code == UNKNOWN_TOPIC_OR_PARTITION
+    assert "auto-creating topic " + topic + " refused" in b.log()
 
 
 def test_transactions_and_controller_endpoints_are_refused(broker: BrokerProcess) -> None:

@@ -55,13 +55,23 @@ def _valid_name(name: str) -> bool:
     return True
 
 
-async def _auto_create(ctx: RequestContext, names: list[str]) -> None:
+async def _auto_create(ctx: RequestContext, names: list[str]) -> set[str]:
+    """Create `names`; the ones that exist now or may be on their way: created here, by
+    someone else first, or with an outcome not known yet (no controller reachable, a
+    timeout: retriable errors). A creation the controller refused is not coming."""
     broker = ctx.broker
     results = await broker.controller.create_topics([TopicSpec(n) for n in names])
+    coming = set()
     for result in results:
         if result.error is None:
             log.info("auto-created topic %s (%d partitions)", result.name,
                      result.num_partitions)
+        if result.error is None or result.error.retriable \
+                or isinstance(result.error, errors.TopicAlreadyExists):
+            coming.add(result.name)
+        else:
+            log.info("auto-creating topic %s refused: %s", result.name, result.error)
+    return coming
 
 
 @api(key=3, versions=(0, 12))
@@ -95,9 +105,8 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
                           or ctx.authorized("CREATE", "TOPIC", n))]
         being_created: set[str] = set()
         if creatable and auto_create:
-            await _auto_create(ctx, creatable)
+            being_created = await _auto_create(ctx, creatable)
             image = broker.image
-            being_created = set(creatable)
         for t in requested:
             name = t.name
             topic_id = getattr(t, "topic_id", None)
