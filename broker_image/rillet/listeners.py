@@ -16,6 +16,7 @@ from typing import Any, Mapping, Protocol
 
 from .config_error import ConfigError
 
+
 class BrokerSettings(Protocol):
     """What a listener reads of a broker's config (config.BrokerConfig is one)."""
 

@@ -1,7 +1,8 @@
 """The import layering of the broker and the operator, read from the modules' own source.
 
-Every import counts: top-level, function-local and under TYPE_CHECKING (a cycle hidden there
-is still a cycle). Two ratchets, each an exact list, so that breaking a cycle or dropping an
+Every import statement counts: top-level, function-local and under TYPE_CHECKING (a cycle
+hidden there is still a cycle). A module's implicit import of its own parent package (Python
+runs `pkg/__init__.py` before `pkg.mod`) is not an edge; `from pkg import x` is. Two ratchets, each an exact list, so that breaking a cycle or dropping an
 import updates it and nothing new slips in:
 - the broker's only import cycle left is its core (Broker, the request registry, forwarding,
   the lifecycle, metrics and replication reaching back to Broker), which issue 23's

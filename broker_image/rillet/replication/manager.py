@@ -262,7 +262,6 @@ class ReplicaManager:
             raise cls(f"{topic}-{partition} has {len(part.isr)} in-sync replica(s), "
                       f"min.insync.replicas is {min_isr}")
 
-
     def on_leader_append(self, tp: TopicPartition) -> None:
         state = self.leaders.get(tp)
         if state is not None:

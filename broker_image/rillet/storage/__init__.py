@@ -1,6 +1,3 @@
-"""Storage: index.py -> segment.py -> log.py (PartitionLog; opened by log_loader.py) ->
-manager.py (LogManager), as in Kafka."""
-from rillet.storage.log import AppendInfo, PartitionLog
-from rillet.storage.log_config import LogConfig
-
-__all__ = ["AppendInfo", "LogConfig", "PartitionLog"]
+"""Storage: index.py -> segment.py -> local_log.py (the segments) -> log.py (PartitionLog;
+opened by log_loader.py) -> manager.py (LogManager), as in Kafka. Import the modules
+themselves: this package re-exports nothing, so no module of it waits on another through it."""

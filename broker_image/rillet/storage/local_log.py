@@ -21,12 +21,10 @@ from pathlib import Path
 
 from rillet.protocol.errors import KafkaStorageError
 from rillet.records import INT32_MAX, BatchHeader, decode_records
-import rillet.storage.offset_files as offset_files
+from rillet.storage import offset_files
 from rillet.storage.leader_epoch import LeaderEpochCache
 from rillet.storage.log_config import LogConfig
-from rillet.storage.log_loader import new_segment
-from rillet.storage.offset_files import write_recovery_point
-from rillet.storage.segment import LogSegment
+from rillet.storage.segment import LogSegment, new_segment
 
 log = logging.getLogger(__name__)
 
@@ -291,7 +289,7 @@ class LocalLog:
             self._bases.pop()
             self._segments.pop().delete()
         self._segments[-1].truncate_to(offset)
-        self.after_truncation()
+        self._after_truncation()
 
     def truncate_fully(self, start: int) -> None:
         """Drop every segment; the log continues, empty, at `start`."""
@@ -299,16 +297,16 @@ class LocalLog:
             segment.delete()
         self._segments, self._bases = [], []
         self._append_segment(new_segment(self.directory, self.config, start, self.now_ms()))
-        write_recovery_point(self.directory, start, sync=False)
+        offset_files.write_recovery_point(self.directory, start, sync=False)
         self._written_recovery_point = start
-        self.after_truncation()
+        self._after_truncation()
 
-    def after_truncation(self) -> None:
+    def _after_truncation(self) -> None:
         leo = self.end_offset
         self.flushed_offset = min(self.flushed_offset, leo)
         if self._written_recovery_point > leo:
             # New appends will reuse these offsets unflushed: the file must not vouch for them.
-            write_recovery_point(self.directory, leo, sync=False)
+            offset_files.write_recovery_point(self.directory, leo, sync=False)
             self._written_recovery_point = leo
         self._dir_dirty = True
 

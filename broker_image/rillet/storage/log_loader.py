@@ -25,7 +25,8 @@ from rillet.storage.log_config import NEVER, LogConfig
 from rillet.storage.offset_files import (HIGH_WATERMARK_NAME, LOG_START_NAME,
                                          RECOVERY_POINT_NAME, read_offset_file)
 from rillet.storage.producer_state import ProducerStateManager
-from rillet.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from rillet.storage.segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
+                                    new_segment)
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +43,6 @@ class LoadedLog:
     high_watermark: int
     checkpointed_high_watermark: int | None
     dir_dirty: bool                  # a file was created the directory's fsync must cover
-
-
-def new_segment(directory: Path, config: LogConfig, base: int, now_ms: int) -> LogSegment:
-    return LogSegment(directory, base, index_interval_bytes=config.index_interval_bytes,
-                      max_index_bytes=config.segment_index_bytes, now_ms=now_ms)
 
 
 def replay_producers(producer_state: ProducerStateManager, segment: LogSegment,

@@ -32,6 +32,7 @@ from rillet.records import (
     BatchHeader,
 )
 from rillet.storage.index import OffsetIndex, TimeIndex
+from rillet.storage.log_config import LogConfig
 
 from crc32c import crc32c
 
@@ -355,3 +356,9 @@ class LogSegment:
                 path.unlink()
             except FileNotFoundError:
                 pass
+
+
+def new_segment(directory: Path, config: LogConfig, base: int, now_ms: int) -> LogSegment:
+    """A segment object at `base` with the topic's index settings (its files open lazily)."""
+    return LogSegment(directory, base, index_interval_bytes=config.index_interval_bytes,
+                      max_index_bytes=config.segment_index_bytes, now_ms=now_ms)
