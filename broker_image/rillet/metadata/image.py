@@ -115,12 +115,14 @@ class MetadataImage:
         return None if info is None else info.partitions.get(partition)
 
 
-class _Delta:
-    """The changes one batch of records makes to an image, copied on write.
+class ImageBuilder:
+    """The changes one step of records makes to an image, copied on write.
 
-    Topics and config entries the batch does not touch keep their objects in the new
+    Topics and config entries the step does not touch keep their objects in the new
     image, so a change costs what it touches, not the size of the cluster, and readers
-    can tell an untouched topic by identity (``old.topics[n] is new.topics[n]``).
+    can tell an untouched topic by identity (``old.topics[n] is new.topics[n]``). It also
+    notes which keys the records touched, so metadata/delta.py can say what changed
+    without comparing whole images.
     """
 
     def __init__(self, image: MetadataImage) -> None:
@@ -135,6 +137,11 @@ class _Delta:
         self.next_producer_id = image.next_producer_id
         self.scram: dict[tuple[str, str], ScramCredential] | None = None
         self.acls: set[AclBinding] | None = None
+        # What the records touched (a touched key may end up unchanged):
+        self.touched_parts: dict[str, set[int]] = {}   # topic name -> partitions
+        self.touched_brokers: set[int] = set()
+        self.touched_scram: set[tuple[str, str]] = set()
+        self.touched_acls: set[AclBinding] = set()
 
     def name_of(self, topic_id: str) -> str:
         tid = uuid.UUID(topic_id)
@@ -162,6 +169,7 @@ class _Delta:
         if kind == r.REGISTER_BROKER:
             if self.brokers is None:
                 self.brokers = dict(self.image.brokers)
+            self.touched_brokers.add(rec["node_id"])
             self.brokers[rec["node_id"]] = BrokerInfo(
                 rec["node_id"], rec["host"], rec["port"], rec.get("rack"),
                 rec.get("epoch", 0), rec.get("fenced", False), rec.get("incarnation"),
@@ -171,8 +179,10 @@ class _Delta:
         elif kind == r.TOPIC:
             self.added[uuid.UUID(rec["topic_id"])] = rec["name"]
             self.changed_parts[rec["name"]] = {}
+            self.touched_parts[rec["name"]] = set()
         elif kind == r.PARTITION:
             name = self.name_of(rec["topic_id"])
+            self.touched_parts.setdefault(name, set()).add(rec["partition"])
             self._parts(name)[rec["partition"]] = PartitionInfo(
                 uuid.UUID(rec["topic_id"]), rec["partition"], tuple(rec["replicas"]),
                 tuple(rec["isr"]), rec["leader"], rec["leader_epoch"],
@@ -181,6 +191,7 @@ class _Delta:
         elif kind == r.PARTITION_CHANGE:
             name = self.name_of(rec["topic_id"])
             parts = self._parts(name)
+            self.touched_parts.setdefault(name, set()).add(rec["partition"])
             old = parts[rec["partition"]]
             changes = {k: tuple(v) if isinstance(v, list) else v for k, v in rec.items()
                        if k in ("replicas", "isr", "leader", "leader_epoch", "adding",
@@ -193,6 +204,7 @@ class _Delta:
             if self.added.pop(tid, None) is None:
                 self.removed[tid] = name
             self.changed_parts.pop(name, None)
+            self.touched_parts.pop(name, None)
             self.changed_configs[(TOPIC_RESOURCE, name)] = {}
         elif kind == r.CONFIG:
             entry = self._config((rec["resource_type"], rec["name"]))
@@ -203,17 +215,20 @@ class _Delta:
         elif kind in (r.FENCE_BROKER, r.UNFENCE_BROKER):
             if self.brokers is None:
                 self.brokers = dict(self.image.brokers)
+            self.touched_brokers.add(rec["node_id"])
             known = self.brokers.get(rec["node_id"])
             if known is not None:
                 self.brokers[rec["node_id"]] = replace(known, fenced=kind == r.FENCE_BROKER)
         elif kind == r.UNREGISTER_BROKER:
             if self.brokers is None:
                 self.brokers = dict(self.image.brokers)
+            self.touched_brokers.add(rec["node_id"])
             self.brokers.pop(rec["node_id"], None)
         elif kind in (r.SCRAM_CREDENTIAL, r.REMOVE_SCRAM_CREDENTIAL):
             if self.scram is None:
                 self.scram = dict(self.image.scram)
             key = (rec["user"], rec["mechanism"])
+            self.touched_scram.add(key)
             if kind == r.REMOVE_SCRAM_CREDENTIAL:
                 self.scram.pop(key, None)
             else:
@@ -224,6 +239,7 @@ class _Delta:
             if self.acls is None:
                 self.acls = set(self.image.acls)
             binding = AclBinding(*(rec[f] for f in r.ACL_FIELDS))
+            self.touched_acls.add(binding)
             if kind == r.ACL:
                 self.acls.add(binding)
             else:
@@ -271,24 +287,31 @@ class _Delta:
 
 
 def replay(image: MetadataImage, records: Iterable[dict[str, Any]], offset: int) -> MetadataImage:
-    delta = _Delta(image)
-    delta.batch_end = offset + 1
+    builder = ImageBuilder(image)
+    builder.batch_end = offset + 1
     for rec in records:
-        delta.apply(rec)
-    return delta.freeze(offset)
+        builder.apply(rec)
+    return builder.freeze(offset)
 
 
 def replay_batches(image: MetadataImage,
                    batches: Iterable[tuple[int, Iterable[dict[str, Any]]]]) -> MetadataImage:
     """The image after every (last offset, records) batch, built once (start-up replay).
 
-    Records mean the same whatever batch they came in, so one delta takes them all and
+    Records mean the same whatever batch they came in, so one builder takes them all and
     start-up costs the length of the log, not that times the size of the cluster.
     """
-    delta = _Delta(image)
+    return build_batches(image, batches)[1]
+
+
+def build_batches(image: MetadataImage,
+                  batches: Iterable[tuple[int, Iterable[dict[str, Any]]]]
+                  ) -> tuple[ImageBuilder, MetadataImage]:
+    """The builder that applied every (last offset, records) batch, and the image after."""
+    builder = ImageBuilder(image)
     offset = image.offset
     for offset, records in batches:
-        delta.batch_end = offset + 1
+        builder.batch_end = offset + 1
         for rec in records:
-            delta.apply(rec)
-    return delta.freeze(offset)
+            builder.apply(rec)
+    return builder, builder.freeze(offset)
