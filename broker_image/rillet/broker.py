@@ -23,6 +23,7 @@ from .controller.auto_balance import run_leader_rebalance
 from .controller.controller import Controller
 from .dynamic_config import dynamic_layers, effective_config
 from .coordinator.manager import GroupCoordinator
+from .metadata.delta import LocalChanges, MetadataDelta
 from .metadata.image import TOPIC_RESOURCE, MetadataImage, TopicInfo
 from .metadata.log import MetadataLog
 from .metadata.snapshot import SnapshotStore
@@ -101,9 +102,10 @@ class Broker:
         snapshotter.raft = self.raft
         self.controller.attach(self.raft)
         self.logs.load_logs(self.log_config_for)
-        self.controller.on_change(self._on_metadata_change)
-        self.controller.on_change(self.replication.on_metadata_change)
-        self.controller.on_change(self.metrics.on_metadata_change)
+        # In this order: logs and configs first, then the roles and counters that use them.
+        self.controller.on_change(self._on_metadata_update)
+        self.controller.on_change(self.replication.on_metadata_update)
+        self.controller.on_change(self.metrics.on_metadata_update)
         await self.raft.start()
 
     async def join_cluster(self) -> None:
@@ -236,31 +238,26 @@ class Broker:
             plog.update_config(self.log_config_for(topic, p))
         log.info("dynamic broker configs applied")
 
-    def _on_metadata_change(self, old: MetadataImage, new: MetadataImage) -> None:
-        if old.configs is not new.configs:
+    def _on_metadata_update(self, delta: MetadataDelta, new: MetadataImage) -> None:
+        """React to one committed step from its delta: only what it changed is visited."""
+        if delta.configs:
             self._apply_dynamic_config(new)
-        for name, topic in old.topics.items():
-            current = new.topics.get(name)
-            if current is None or current.topic_id != topic.topic_id:
-                self.logs.delete_topic(name)
-                for p in topic.partitions:
-                    self.replication.wake((name, p))
-        # Images share untouched topics and configs (see metadata.image), so identity
-        # finds what this change touched without comparing the whole cluster.
-        touched = [t for name, t in new.topics.items() if old.topics.get(name) is not t]
-        self._reconcile_logs(touched)
-        self._delete_moved_away(old, touched)
-        self.coordinator.on_metadata_change(old, new)
-        for name, topic in new.topics.items():
-            key = (TOPIC_RESOURCE, name)
-            if old.configs.get(key) is new.configs.get(key):
+        for name, topic in delta.deleted_topics.items():
+            self.logs.delete_topic(name)
+            for p in topic.partitions:
+                self.replication.wake((name, p))
+        self._create_local_logs(delta.local)
+        self._delete_moved_away(delta.local)
+        self.coordinator.on_metadata_update(delta, new)
+        for rtype, name in delta.configs:
+            topic = new.topics.get(name) if rtype == TOPIC_RESOURCE else None
+            if topic is None:
                 continue
-            if old.topic_config(name) != new.topic_config(name):
-                cfg = self.log_config_for(name)
-                for p in topic.partitions:
-                    plog = self.logs.get(name, p)
-                    if plog is not None:
-                        plog.update_config(cfg)
+            cfg = self.log_config_for(name)
+            for p in topic.partitions:
+                plog = self.logs.get(name, p)
+                if plog is not None:
+                    plog.update_config(cfg)
 
     def _delete_stray_logs(self, image: MetadataImage) -> None:
         """Logs of topics deleted while this node was down (Kafka's stray logs)."""
@@ -270,22 +267,24 @@ class Broker:
                 log.info("deleting stray log %s-%d", topic, p)
                 self.logs.delete_partition(topic, p)
 
-    def _delete_moved_away(self, old: MetadataImage, touched: Iterable[TopicInfo]) -> None:
+    def _delete_moved_away(self, local: LocalChanges) -> None:
         """Logs of partitions a reassignment took off this node (Kafka's StopReplica with
         delete): the replica set no longer names us, so nobody will read them again."""
-        for topic in touched:
-            before = old.topics.get(topic.name)
-            if before is None or before.topic_id != topic.topic_id:
-                continue
-            for p, part in topic.partitions.items():
-                was = before.partitions.get(p)
-                if was is not None and self.node_id in was.replicas and \
-                        self.node_id not in part.replicas and self.logs.get(topic.name, p):
-                    log.info("%s-%d: replica moved off this node; deleting its log",
-                             topic.name, p)
-                    self.replication.stop_replica((topic.name, p))
-                    self.logs.delete_partition(topic.name, p)
-                    self.replication.wake((topic.name, p))
+        for topic, p in local.moved_away:
+            if self.logs.get(topic, p):
+                log.info("%s-%d: replica moved off this node; deleting its log", topic, p)
+                self.replication.stop_replica((topic, p))
+                self.logs.delete_partition(topic, p)
+                self.replication.wake((topic, p))
+
+    def _create_local_logs(self, local: LocalChanges) -> None:
+        """A log for every partition this step made (or kept) a replica here, if missing."""
+        configs: dict[str, LogConfig] = {}
+        for topic, p in [*local.leaders, *local.followers]:
+            if self.logs.get(topic, p) is None:
+                if topic not in configs:
+                    configs[topic] = self.log_config_for(topic)
+                self.logs.create(topic, p, configs[topic])
 
     def _reconcile_logs(self, topics: Iterable[TopicInfo]) -> None:
         """Make sure a log exists for every partition of `topics` this node hosts."""

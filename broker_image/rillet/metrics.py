@@ -40,6 +40,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from .coordinator.records import group_partition
+from .metadata.delta import MetadataDelta
 from .metadata.image import MetadataImage
 from .readiness import BROKER_STATES, NOT_STARTED, broker_state
 
@@ -165,23 +166,19 @@ class BrokerMetrics:
 
     # -- committed metadata changes ---------------------------------------------------------
 
-    def on_metadata_change(self, old: MetadataImage, new: MetadataImage) -> None:
+    def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
         """Count ISR shrinks/expands of partitions this broker leads (before and after)."""
         if self.broker.lifecycle is None:
             return  # replaying history while catching up: not changes made now
         node = self.broker.node_id
-        for name, topic in new.topics.items():
-            before = old.topics.get(name)
-            # Images share untouched topics (metadata.image), so identity skips them.
-            if before is topic or before is None or before.topic_id != topic.topic_id:
+        # The delta holds only changed partitions of live topics; `old` None: a new one.
+        for change in delta.partitions.values():
+            prev, part = change.old, change.new
+            if prev is None or part.leader != node or prev.leader != node:
                 continue
-            for p, part in topic.partitions.items():
-                prev = before.partitions.get(p)
-                if prev is None or prev is part or part.leader != node or prev.leader != node:
-                    continue
-                shrunk, expanded = isr_change(prev.isr, part.isr)
-                self.isr_shrinks += shrunk
-                self.isr_expands += expanded
+            shrunk, expanded = isr_change(prev.isr, part.isr)
+            self.isr_shrinks += shrunk
+            self.isr_expands += expanded
 
     def exposition(self) -> bytes:
         """The Prometheus text of everything; call on the event loop."""

@@ -10,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rillet.apis.registry import ApiSpec
 from rillet.coordinator.records import group_partition
+from rillet.metadata.delta import between
 from rillet.metadata.image import MetadataImage, PartitionInfo, TopicInfo
 from rillet.metrics import (BrokerMetrics, api_label, consumer_lags, isr_change,
                             partition_counts)
@@ -73,15 +74,15 @@ def test_isr_changes_counted_for_partitions_led_here_only():
     metrics = BrokerMetrics(broker)
     full = _image({0: ((1, 2, 3), (1, 2, 3), 1), 1: ((2, 1, 3), (2, 1, 3), 2)})
     shrunk = _image({0: ((1, 2, 3), (1, 2), 1), 1: ((2, 1, 3), (2, 3), 2)})
-    metrics.on_metadata_change(full, shrunk)
-    metrics.on_metadata_change(shrunk, full)
+    metrics.on_metadata_update(between(full, shrunk, 1), shrunk)
+    metrics.on_metadata_update(between(shrunk, full, 1), full)
     assert (metrics.isr_shrinks, metrics.isr_expands) == (1, 1)
-    metrics.on_metadata_change(full, full)          # nothing touched
+    metrics.on_metadata_update(between(full, full, 1), full)  # nothing touched
     moved = _image({0: ((1, 2, 3), (2, 3), 2), 1: ((2, 1, 3), (2, 1, 3), 2)})
-    metrics.on_metadata_change(full, moved)          # leadership left: not our shrink
+    metrics.on_metadata_update(between(full, moved, 1), moved)  # leadership left: not our shrink
     assert (metrics.isr_shrinks, metrics.isr_expands) == (1, 1)
     broker.lifecycle = None                          # replaying history before joining
-    metrics.on_metadata_change(full, shrunk)
+    metrics.on_metadata_update(between(full, shrunk, 1), shrunk)
     assert metrics.isr_shrinks == 1
 
 

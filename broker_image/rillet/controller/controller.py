@@ -16,7 +16,8 @@ from typing import Any, AsyncIterator, Callable, Mapping
 
 from ..config import ConfigError
 from ..metadata import records as mrec
-from ..metadata.image import TOPIC_RESOURCE, MetadataImage, replay, replay_batches
+from ..metadata.delta import MetadataDelta, apply_batches, between
+from ..metadata.image import TOPIC_RESOURCE, MetadataImage, replay
 from ..protocol import errors
 from ..topic_config import validate_topic_configs
 from ..security.acl import AclBinding, AclFilter
@@ -27,6 +28,8 @@ from .topics import (TopicResult, TopicSpec, check_new_partitions, decide_new_pa
                      decide_topic)
 
 log = logging.getLogger(__name__)
+# Called with each committed step's delta and the image after it.
+MetadataListener = Callable[[MetadataDelta, MetadataImage], None]
 
 PRODUCER_ID_BLOCK = 1000
 # How long a decision waits for this node to become the active controller (a fresh
@@ -58,7 +61,7 @@ class Controller:
         self._config = config
         self._lock = asyncio.Lock()
         self.image = MetadataImage(cluster_id=cluster_id)
-        self._listeners: list[Callable[[MetadataImage, MetadataImage], None]] = []
+        self._listeners: list[MetadataListener] = []
         self._pid_next = 0
         self._pid_end = 0
         self._pid_epoch = -1   # the Raft epoch the producer-id block above was taken in
@@ -72,7 +75,8 @@ class Controller:
     def attach(self, raft: Any) -> None:
         self.raft = raft
 
-    def on_change(self, listener: Callable[[MetadataImage, MetadataImage], None]) -> None:
+    def on_change(self, listener: MetadataListener) -> None:
+        """`listener(delta, new image)` after every committed step, in registration order."""
         self._listeners.append(listener)
 
     def load_image(self, image: MetadataImage) -> None:
@@ -80,16 +84,22 @@ class Controller:
         self.image = image
 
     def install_image(self, image: MetadataImage) -> None:
-        """Replace the image with a snapshot fetched from the leader (a follower far behind)."""
-        old, self.image = self.image, image
-        for listener in self._listeners:
-            listener(old, self.image)
+        """Replace the image with a snapshot fetched from the leader (a follower far behind).
+
+        A whole image replaces ours, so its delta is the one full comparison (rare)."""
+        delta = between(self.image, image, self._node_id)
+        self.image = image
+        self._publish(delta)
 
     def apply_committed(self, batches: list[tuple[int, list[dict[str, Any]]]]) -> None:
         """Replay committed (last offset, records) batches, in log order (every node)."""
-        old, self.image = self.image, replay_batches(self.image, batches)
+        delta, self.image = apply_batches(self.image, batches, self._node_id)
+        self._publish(delta)
+
+    def _publish(self, delta: MetadataDelta) -> None:
+        # The delta is computed once here, for every publisher.
         for listener in self._listeners:
-            listener(old, self.image)
+            listener(delta, self.image)
 
     @property
     def is_active(self) -> bool:

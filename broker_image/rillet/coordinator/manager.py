@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from ..controller.topics import TopicSpec
+from ..metadata.delta import MetadataDelta
 from ..metadata.image import MetadataImage
 from ..protocol import errors
 from ..tasks import cancel_and_wait
@@ -96,6 +97,7 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self.loaded: set[int] = set()
         self._load_tasks: dict[int, asyncio.Task[None]] = {}
+        self._retry: set[int] = set()   # led partitions whose last load did not load them
         self._create_lock = asyncio.Lock()
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -106,7 +108,9 @@ class GroupCoordinator:
     # -- lifecycle ---------------------------------------------------------------
 
     async def start(self) -> None:
-        self._load_led_partitions(self.broker.image)
+        image = self.broker.image
+        topic = image.topics.get(OFFSETS_TOPIC)
+        self._load_led_partitions(image, topic.partitions if topic is not None else ())
         # Serve once what we lead at start is loaded; later moves load in the background.
         await asyncio.gather(*self._load_tasks.values(), return_exceptions=True)
         self._tasks = [asyncio.create_task(self._tick_loop()),
@@ -125,10 +129,18 @@ class GroupCoordinator:
                     m.sync_callback(SyncResult(errors.NotCoordinator.code))
                     m.sync_callback = None
 
-    def on_metadata_change(self, old: MetadataImage, new: MetadataImage) -> None:
-        self._load_led_partitions(new)
-        self._forget_unled_partitions(new)
-        deleted = set(old.topics) - set(new.topics)
+    def on_metadata_update(self, delta: MetadataDelta, new: MetadataImage) -> None:
+        """Load the offsets partitions this step made ours, forget the ones it took away,
+        drop the offsets of deleted topics: from the delta, never a walk over the image."""
+        changed = {p for (topic, p) in delta.partitions if topic == OFFSETS_TOPIC}
+        # A load that ended without loading (leadership moved meanwhile, no log, an error)
+        # is tried again on the next step, as a pass over every partition would.
+        retry, self._retry = self._retry, set()
+        self._load_led_partitions(new, changed | retry)
+        if OFFSETS_TOPIC in delta.deleted_topics:
+            changed |= self.loaded   # the topic went: every loaded partition is checked
+        self._forget_unled_partitions(new, changed & self.loaded)
+        deleted = {name for name in delta.deleted_topics if name not in new.topics}
         if deleted:
             self._drop_offsets_of_deleted_topics(deleted)
 
@@ -283,19 +295,20 @@ class GroupCoordinator:
                 group = self._new_group(decoded.group_id)
             snapshot.restore(group, self.now())
 
-    def _load_led_partitions(self, image: MetadataImage) -> None:
-        topic = image.topics.get(OFFSETS_TOPIC)
-        if topic is None:
-            return
-        for p, part in topic.partitions.items():
-            if part.leader == self.broker.node_id and p not in self.loaded \
-                    and p not in self._load_tasks:
+    def _load_led_partitions(self, image: MetadataImage, partitions: Iterable[int]) -> None:
+        """Start loading those of `partitions` this node leads and has not loaded."""
+        for p in partitions:
+            part = image.partition(OFFSETS_TOPIC, p)
+            if part is not None and part.leader == self.broker.node_id \
+                    and p not in self.loaded and p not in self._load_tasks:
                 task = asyncio.get_running_loop().create_task(self._load_partition(p))
                 self._load_tasks[p] = task
                 task.add_done_callback(lambda t, p=p: self._loaded(p, t))
 
     def _loaded(self, p: int, task: "asyncio.Task[None]") -> None:
         self._load_tasks.pop(p, None)
+        if p not in self.loaded:
+            self._retry.add(p)
         if not task.cancelled() and task.exception() is not None:
             log.error("loading %s-%d failed", OFFSETS_TOPIC, p, exc_info=task.exception())
 
@@ -325,9 +338,9 @@ class GroupCoordinator:
             log.info("loaded %d records of %s-%d in %.0f ms (%d groups)", count, OFFSETS_TOPIC,
                      p, (time.monotonic() - started) * 1000, len(self.groups))
 
-    def _forget_unled_partitions(self, image: MetadataImage) -> None:
+    def _forget_unled_partitions(self, image: MetadataImage, partitions: Iterable[int]) -> None:
         """A partition whose leadership moved away: its groups belong to the new leader."""
-        for p in list(self.loaded):
+        for p in sorted(partitions):
             part = image.partition(OFFSETS_TOPIC, p)
             if part is None or part.leader != self.broker.node_id:
                 self.loaded.discard(p)

@@ -20,6 +20,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Iterable
 
+from ..metadata.delta import MetadataDelta, from_empty
 from ..metadata.image import MetadataImage, PartitionInfo
 from ..protocol import errors
 from ..records import BatchHeader
@@ -101,7 +102,8 @@ class ReplicaManager:
     def adopt(self, image: MetadataImage) -> None:
         """Take up the roles `image` gives this broker (no ISR checks: see start)."""
         self._started = True
-        self.on_metadata_change(None, image)
+        # The one full pass: every role in `image`, as a change from the empty image.
+        self.on_metadata_update(from_empty(image, self.node_id), image)
 
     async def stop(self) -> None:
         self._stopped = True
@@ -113,35 +115,30 @@ class ReplicaManager:
 
     # -- roles from metadata -----------------------------------------------------------------
 
-    def on_metadata_change(self, old: MetadataImage | None, new: MetadataImage) -> None:
+    def on_metadata_update(self, delta: MetadataDelta, new: MetadataImage) -> None:
+        """Take up the roles one committed step changed (its delta's local changes)."""
         # broker.config already reflects `new` (the broker's listener runs first).
-        self.throttles.update(new, self.broker.config)
+        self.throttles.update(delta, self.broker.config)
         if not self._started or self._stopped:
             return
-        seen: set[TopicPartition] = set()
+        local = delta.local
+        # Dropped first: a topic deleted and created again under its name in one step
+        # starts from a fresh role, not from the old topic's leader state.
+        for tp in local.deleted | local.moved_away:
+            self._drop(tp)
         led: list[tuple[TopicPartition, int]] = []   # (partition, leader epoch) taken up now
-        for name, topic in new.topics.items():
-            if old is not None and old.topics.get(name) is topic:
-                seen.update((name, p) for p in topic.partitions)
-                continue
-            for p, part in topic.partitions.items():
-                tp = (name, p)
-                seen.add(tp)
-                if self.node_id in part.replicas:
-                    if self._apply(tp, part, new):
-                        led.append((tp, part.leader_epoch))
-                else:
-                    self._drop(tp)
+        for tp, part in [*local.leaders.items(), *local.followers.items()]:
+            if self._apply(tp, part, new):
+                led.append((tp, part.leader_epoch))
         if led:
             # One line per metadata step: the first group use alone makes this broker
             # leader of up to 50 __consumer_offsets partitions at once.
             log.info("leader of %s", leadership_summary(led))
-        for tp in [tp for tp in list(self.leaders) + list(self._following) if tp not in seen]:
-            self._drop(tp)
         # A broker that comes back: partitions we follow from it resume.
-        for fetcher in self.fetchers.values():
-            broker = new.brokers.get(fetcher.source_id)
-            if broker is not None:
+        for node_id in delta.brokers:
+            fetcher = self.fetchers.get(node_id)
+            broker = new.brokers.get(node_id)
+            if fetcher is not None and broker is not None:
                 fetcher.set_address(broker.host, broker.port)
 
     def _apply(self, tp: TopicPartition, part: PartitionInfo, image: MetadataImage) -> bool:

@@ -22,7 +22,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Mapping
 
-from ..metadata.image import TOPIC_RESOURCE, MetadataImage
+from ..metadata.delta import MetadataDelta
+from ..metadata.image import TOPIC_RESOURCE
 from .quota import RateQuota
 
 TopicPartition = tuple[str, int]
@@ -66,13 +67,14 @@ class SideThrottle:
             self.quota = RateQuota(config[self.rate_key], samples, window_s)
         self.quota.bound = config[self.rate_key]
 
-    def set_topics(self, topic_configs: Mapping[str, Mapping[str, str]]) -> None:
-        throttled = {}
+    def update_topics(self, topic_configs: Mapping[str, Mapping[str, str]]) -> None:
+        """The overrides of topics whose configs changed (empty: none left, or deleted)."""
         for topic, overrides in topic_configs.items():
             parts = throttled_partitions(overrides.get(self.replicas_key), self.node_id)
             if parts:
-                throttled[topic] = parts
-        self._throttled = throttled
+                self._throttled[topic] = parts
+            else:
+                self._throttled.pop(topic, None)
 
     def is_throttled(self, tp: TopicPartition) -> bool:
         parts = self._throttled.get(tp[0])
@@ -94,18 +96,17 @@ class ReplicationThrottles:
     def __init__(self, node_id: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.leader = SideThrottle(LEADER_REPLICAS, LEADER_RATE, node_id, clock)
         self.follower = SideThrottle(FOLLOWER_REPLICAS, FOLLOWER_RATE, node_id, clock)
-        self._configs: Any = None
         self._config: Any = None
 
-    def update(self, image: MetadataImage, config: Any) -> None:
-        """After a metadata change: the rates (broker config) and lists (topic configs)."""
+    def update(self, delta: MetadataDelta, config: Any) -> None:
+        """After a metadata step: the rates (broker config) and the lists of the topics
+        whose configs the step changed (the delta names them; no walk over every config)."""
         if config is not self._config:
             self._config = config
             self.leader.configure(config)
             self.follower.configure(config)
-        if image.configs is not self._configs:   # replaced whole when any config changes
-            self._configs = image.configs
-            topics = {name: cfg for (rtype, name), cfg in image.configs.items()
-                      if rtype == TOPIC_RESOURCE}
-            self.leader.set_topics(topics)
-            self.follower.set_topics(topics)
+        topics = {name: cfg for (rtype, name), cfg in delta.configs.items()
+                  if rtype == TOPIC_RESOURCE}
+        if topics:
+            self.leader.update_topics(topics)
+            self.follower.update_topics(topics)

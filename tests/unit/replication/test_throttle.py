@@ -4,6 +4,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from rillet.config import BrokerConfig
+from rillet.metadata.delta import between
 from rillet.metadata.image import TOPIC_RESOURCE, MetadataImage
 from rillet.replication.throttle import ALL, ReplicationThrottles, throttled_partitions
 
@@ -29,10 +30,22 @@ def _image(topic_configs: dict[str, dict[str, str]]) -> MetadataImage:
         {(TOPIC_RESOURCE, t): MappingProxyType(c) for t, c in topic_configs.items()}))
 
 
+class _Throttles(ReplicationThrottles):
+    """Fed images as the broker feeds it: each as the delta from the one before."""
+
+    def __init__(self, node_id: int, clock: Clock) -> None:
+        super().__init__(node_id, clock)
+        self.image = MetadataImage(cluster_id="c")
+
+    def update(self, image: MetadataImage, config: BrokerConfig) -> None:  # type: ignore
+        super().update(between(self.image, image, 1), config)
+        self.image = image
+
+
 def _throttles(clock: Clock, **rates: str) -> tuple[ReplicationThrottles, BrokerConfig]:
     config = BrokerConfig.load(overrides={"node.id": "1", "replication.quota.window.num": "2",
                                           **rates})
-    return ReplicationThrottles(1, clock), config
+    return _Throttles(1, clock), config
 
 
 def test_leader_holds_back_only_throttled_out_of_sync_replicas_over_quota() -> None:
