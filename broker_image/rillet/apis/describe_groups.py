@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..coordinator.group import GroupState
+from ..coordinator.group_types import GroupState
 from ..protocol import errors
 from .registry import OPERATIONS_UNSET, RequestContext, api
 

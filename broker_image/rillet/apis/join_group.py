@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..coordinator.group import JoinRequest
+from ..coordinator.group_types import JoinRequest
 from ..protocol import errors
 from .registry import RequestContext, api
 

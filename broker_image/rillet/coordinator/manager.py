@@ -33,8 +33,10 @@ from ..metadata.image import MetadataImage
 from ..protocol import errors
 from ..tasks import cancel_and_wait
 from ..records import Record, decode_records, encode_batch, parse_batches
-from .group import (Group, GroupConfig, GroupSnapshot, GroupState, JoinRequest, JoinResult,
-                    OffsetAndMetadata, SyncResult)
+from .group import Group
+from .group_snapshot import GroupSnapshot
+from .group_types import (GroupConfig, GroupState, JoinRequest, JoinResult, OffsetAndMetadata,
+                          SyncResult)
 from .records import (GroupKey, OffsetKey, decode_group_value, decode_key,
                       decode_offset_value, group_key, group_partition, group_value,
                       offset_key, offset_value)

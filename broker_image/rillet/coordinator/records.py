@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .fields import FieldReader, FieldWriter
-from .group import GroupSnapshot, LoadedMember, OffsetAndMetadata
+from .group_snapshot import GroupSnapshot, LoadedMember
+from .group_types import OffsetAndMetadata
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2

@@ -5,8 +5,9 @@ from typing import Any
 
 import pytest
 
-from rillet.coordinator.group import (Group, GroupConfig, GroupState, JoinRequest, JoinResult,
-                                      SyncResult)
+from rillet.coordinator.group import Group
+from rillet.coordinator.group_types import (GroupConfig, GroupState, JoinRequest, JoinResult,
+                                            SyncResult)
 from rillet.protocol import errors
 
 SESSION = 10_000

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from rillet.coordinator.consumer_protocol import parse_subscription_topics
-from rillet.coordinator.group import GroupSnapshot, LoadedMember, OffsetAndMetadata
+from rillet.coordinator.group_snapshot import GroupSnapshot, LoadedMember
+from rillet.coordinator.group_types import OffsetAndMetadata
 from rillet.coordinator.records import (GroupKey, OffsetKey, decode_group_value, decode_key,
                                         decode_offset_value, group_key, group_partition,
                                         group_value, offset_key, offset_value)
