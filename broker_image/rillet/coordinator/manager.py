@@ -1,18 +1,14 @@
-"""The group coordinator: owns every group whose __consumer_offsets partition this node leads.
+"""The group coordinator: answers the group APIs for every group whose __consumer_offsets
+partition this node leads.
 
-A group lives in partition group_partition(group_id, N) of __consumer_offsets;
-the leader of that partition is its coordinator. Committed offsets and group
-metadata are appended there as records (coordinator/records.py) and the
-in-memory state is rebuilt by replaying that partition on start-up, so
-compaction + replication of that topic is all the persistence needed.
-
-Decide, then apply: an offset commit is validated against the group, turned
-into records, appended, and only then replayed into the group's offsets, by
-the same `_replay` that loads a partition on start-up. Group membership is
-runtime state owned by the Group state machine; its snapshot (generation,
-protocol, leader, members with assignments) is appended on every generation
-change and restored on load, so members of a Stable group keep heartbeating
-across a broker restart.
+It finds coordinators, checks that a group is served here, and turns JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup, offset commits/fetches/deletes and the group admin
+APIs into calls on the group state machines (group.py), whose records the group
+metadata manager (group_metadata.py) appends to __consumer_offsets and replays. Group
+membership is runtime state owned by each Group; its snapshot (generation, protocol,
+leader, members with assignments) is appended on every generation change and restored
+on load, so members of a Stable group keep heartbeating across a broker restart. It
+also runs the timers: group deadlines and offset expiration.
 
 Thread-safety: everything runs on the event loop thread. Log appends are
 synchronous (PartitionLog never awaits), so no request can interleave between
@@ -22,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
@@ -32,18 +27,14 @@ from ..metadata.delta import MetadataDelta
 from ..metadata.image import MetadataImage
 from ..protocol import errors
 from ..tasks import cancel_and_wait
-from ..records import Record, decode_records, encode_batch, parse_batches
 from .group import Group
-from .group_snapshot import GroupSnapshot
+from .group_metadata import OFFSETS_TOPIC, GroupMetadataManager
 from .group_types import (GroupConfig, GroupState, JoinRequest, JoinResult, OffsetAndMetadata,
                           SyncResult)
-from .records import (GroupKey, OffsetKey, decode_group_value, decode_key,
-                      decode_offset_value, group_key, group_partition, group_value,
-                      offset_key, offset_value)
+from .records import group_key, group_partition, offset_key, offset_value
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 TICK_INTERVAL_S = 0.1
 
 TopicPartition = tuple[str, int]
@@ -63,17 +54,6 @@ class GroupOverview:
     group_id: str
     protocol_type: str
     state: str
-
-
-def _offsets_records(plog: Any) -> list[tuple[int, bytes, bytes | None]]:
-    """(offset, key, value) of every keyed record of an offsets partition (worker thread)."""
-    out = []
-    for header, batch in plog.batches():
-        if header.is_control:
-            continue
-        _, records = decode_records(batch)
-        out.extend((rec.offset, rec.key, rec.value) for rec in records if rec.key is not None)
-    return out
 
 
 def _resolver(fut: "asyncio.Future[Any]") -> Callable[[Any], None]:
@@ -96,10 +76,7 @@ class GroupCoordinator:
             min_session_timeout_ms=cfg["group.min.session.timeout.ms"],
             max_session_timeout_ms=cfg["group.max.session.timeout.ms"],
             max_size=cfg["group.max.size"])
-        self.groups: dict[str, Group] = {}
-        self.loaded: set[int] = set()
-        self._load_tasks: dict[int, asyncio.Task[None]] = {}
-        self._retry: set[int] = set()   # led partitions whose last load did not load them
+        self.store = GroupMetadataManager(broker, self.config, self.now)
         self._create_lock = asyncio.Lock()
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -107,14 +84,37 @@ class GroupCoordinator:
     def now(self) -> int:
         return int(self._clock() * 1000)
 
+    @property
+    def groups(self) -> dict[str, Group]:
+        """Every group of a partition loaded (or loading) here, by id (the store's)."""
+        return self.store.groups
+
+    @property
+    def loaded(self) -> set[int]:
+        """The offsets partitions whose groups are loaded here."""
+        return self.store.loaded
+
+    def on_metadata_update(self, delta: MetadataDelta, new: MetadataImage) -> None:
+        self.store.on_metadata_update(delta, new)
+
+    def num_partitions(self, image: MetadataImage | None = None) -> int:
+        return self.store.num_partitions(image)
+
+    def partition_for(self, group_id: str) -> int:
+        return self.store.partition_for(group_id)
+
+    def check_coordinator(self, group_id: str) -> int:
+        """The offsets partition of a group this node may serve, else the error clients expect."""
+        return self.store.check_coordinator(group_id)
+
+    def expire_offsets(self, now: int) -> int:
+        return self.store.expire_offsets(now)
+
     # -- lifecycle ---------------------------------------------------------------
 
     async def start(self) -> None:
-        image = self.broker.image
-        topic = image.topics.get(OFFSETS_TOPIC)
-        self._load_led_partitions(image, topic.partitions if topic is not None else ())
         # Serve once what we lead at start is loaded; later moves load in the background.
-        await asyncio.gather(*self._load_tasks.values(), return_exceptions=True)
+        await self.store.load_led_partitions()
         self._tasks = [asyncio.create_task(self._tick_loop()),
                        asyncio.create_task(self._expiry_loop())]
 
@@ -131,31 +131,7 @@ class GroupCoordinator:
                     m.sync_callback(SyncResult(errors.NotCoordinator.code))
                     m.sync_callback = None
 
-    def on_metadata_update(self, delta: MetadataDelta, new: MetadataImage) -> None:
-        """Load the offsets partitions this step made ours, forget the ones it took away,
-        drop the offsets of deleted topics: from the delta, never a walk over the image."""
-        changed = {p for (topic, p) in delta.partitions if topic == OFFSETS_TOPIC}
-        # A load that ended without loading (leadership moved meanwhile, no log, an error)
-        # is tried again on the next step, as a pass over every partition would.
-        retry, self._retry = self._retry, set()
-        self._load_led_partitions(new, changed | retry)
-        if OFFSETS_TOPIC in delta.deleted_topics:
-            changed |= self.loaded   # the topic went: every loaded partition is checked
-        self._forget_unled_partitions(new, changed & self.loaded)
-        deleted = {name for name in delta.deleted_topics if name not in new.topics}
-        if deleted:
-            self._drop_offsets_of_deleted_topics(deleted)
-
     # -- coordinator lookup -------------------------------------------------------
-
-    def num_partitions(self, image: MetadataImage | None = None) -> int:
-        topic = (image or self.broker.image).topics.get(OFFSETS_TOPIC)
-        if topic is not None:
-            return len(topic.partitions)
-        return self.broker.config["offsets.topic.num.partitions"]
-
-    def partition_for(self, group_id: str) -> int:
-        return group_partition(group_id, self.num_partitions())
 
     async def ensure_offsets_topic(self) -> None:
         """Create __consumer_offsets when it is first needed (compacted, internal)."""
@@ -201,156 +177,6 @@ class GroupCoordinator:
                 f"listener")
         return b.node_id, *address
 
-    def check_coordinator(self, group_id: str) -> int:
-        """The offsets partition of a group this node may serve, else the error clients expect."""
-        if not group_id:
-            raise errors.InvalidGroupId("group id is empty")
-        image = self.broker.image
-        if OFFSETS_TOPIC not in image.topics:
-            # A client sent here by another node's newer view (it named this node coordinator
-            # once the topic was created) meets this node before it applied the topic: this
-            # node does not own the group, as far as it knows. NOT_COORDINATOR sends the
-            # client back to FindCoordinator, where COORDINATOR_NOT_AVAILABLE made it fail.
-            raise errors.NotCoordinator(f"{OFFSETS_TOPIC} is not in node "
-                                        f"{self.broker.node_id}'s metadata yet")
-        p = group_partition(group_id, self.num_partitions(image))
-        part = image.partition(OFFSETS_TOPIC, p)
-        if part is None or part.leader != self.broker.node_id:
-            raise errors.NotCoordinator(f"node {self.broker.node_id} is not the coordinator "
-                                        f"of group {group_id!r}")
-        if p not in self.loaded:
-            raise errors.CoordinatorLoadInProgress(f"offsets partition {p} is loading")
-        return p
-
-    # -- persistence -------------------------------------------------------------
-
-    def _append(self, partition: int, entries: list[tuple[bytes, bytes | None]]) -> Any:
-        """Append records to an offsets partition (synchronous); returns the log to flush.
-
-        Storage errors become the coordinator errors clients expect (as Kafka maps them).
-        """
-        try:
-            now = self.now()
-            data = bytearray(encode_batch([Record(i, now, k, v)
-                                           for i, (k, v) in enumerate(entries)]))
-            _, plog = self.broker.replication.append_as_leader(OFFSETS_TOPIC, partition, data,
-                                                   parse_batches(data, verify_crc=False))
-        except (errors.NotLeaderOrFollower, errors.FencedLeaderEpoch) as exc:
-            raise errors.NotCoordinator(str(exc)) from exc
-        except (errors.UnknownTopicOrPartition, errors.LeaderNotAvailable,
-                errors.NotEnoughReplicas) as exc:
-            raise errors.CoordinatorNotAvailable(str(exc)) from exc
-        except (errors.MessageTooLarge, errors.RecordListTooLarge) as exc:
-            raise errors.InvalidCommitOffsetSize(str(exc)) from exc
-        return plog
-
-    def _write(self, partition: int, entries: list[tuple[bytes, bytes | None]]) -> Any:
-        """Append records, then apply them to memory: state never runs ahead of the log.
-
-        Returns the log; the caller awaits its flush (commits) or lets it happen later.
-        """
-        plog = self._append(partition, entries)
-        for key, value in entries:
-            self._replay(key, value)
-        return plog
-
-    def _persist_group(self, group: Group) -> None:
-        p = self.partition_for(group.group_id)
-        plog = self._append(p, [(group_key(group.group_id),
-                                 group_value(GroupSnapshot.of(group)))])
-        self._flush_later(plog)
-
-    def _flush_later(self, plog: Any) -> None:
-        if not plog.flush_pending():
-            return
-        task = asyncio.get_running_loop().create_task(plog.maybe_flush())
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
-
-    def _new_group(self, group_id: str) -> Group:
-        group = Group(group_id, self.config, self.now(), self._persist_group)
-        self.groups[group_id] = group
-        return group
-
-    def _replay(self, key: bytes, value: bytes | None) -> None:
-        """Apply one __consumer_offsets record (load and live commits alike)."""
-        decoded = decode_key(key)
-        if isinstance(decoded, OffsetKey):
-            group = self.groups.get(decoded.group_id)
-            tp = (decoded.topic, decoded.partition)
-            if value is None:
-                if group is not None:
-                    group.offsets.pop(tp, None)
-                return
-            offset = decode_offset_value(value)
-            if group is None:
-                group = self._new_group(decoded.group_id)
-            group.offsets[tp] = offset
-        elif isinstance(decoded, GroupKey):
-            group = self.groups.get(decoded.group_id)
-            if value is None:
-                if group is not None:
-                    group.mark_dead(self.now())
-                    del self.groups[decoded.group_id]
-                return
-            snapshot = decode_group_value(value)
-            if group is None:
-                group = self._new_group(decoded.group_id)
-            snapshot.restore(group, self.now())
-
-    def _load_led_partitions(self, image: MetadataImage, partitions: Iterable[int]) -> None:
-        """Start loading those of `partitions` this node leads and has not loaded."""
-        for p in partitions:
-            part = image.partition(OFFSETS_TOPIC, p)
-            if part is not None and part.leader == self.broker.node_id \
-                    and p not in self.loaded and p not in self._load_tasks:
-                task = asyncio.get_running_loop().create_task(self._load_partition(p))
-                self._load_tasks[p] = task
-                task.add_done_callback(lambda t, p=p: self._loaded(p, t))
-
-    def _loaded(self, p: int, task: "asyncio.Task[None]") -> None:
-        self._load_tasks.pop(p, None)
-        if p not in self.loaded:
-            self._retry.add(p)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("loading %s-%d failed", OFFSETS_TOPIC, p, exc_info=task.exception())
-
-    async def _load_partition(self, p: int) -> None:
-        """Read the partition in a worker thread (it may be large), then apply it here.
-
-        Until it is applied the partition's groups answer COORDINATOR_LOAD_IN_PROGRESS."""
-        plog = self.broker.logs.get(OFFSETS_TOPIC, p)
-        if plog is None:
-            return
-        started = time.monotonic()
-        records = await asyncio.to_thread(_offsets_records, plog)
-        part = self.broker.image.partition(OFFSETS_TOPIC, p)
-        if part is None or part.leader != self.broker.node_id:
-            return   # leadership moved on while we read
-        count = 0
-        for offset, key, value in records:
-            try:
-                self._replay(key, value)
-                count += 1
-            except (ValueError, UnicodeDecodeError, struct.error) as exc:
-                # One bad record must not keep every group of the partition away.
-                log.warning("%s-%d offset %d: skipping undecodable record: %r",
-                            OFFSETS_TOPIC, p, offset, exc)
-        self.loaded.add(p)
-        if count:
-            log.info("loaded %d records of %s-%d in %.0f ms (%d groups)", count, OFFSETS_TOPIC,
-                     p, (time.monotonic() - started) * 1000, len(self.groups))
-
-    def _forget_unled_partitions(self, image: MetadataImage, partitions: Iterable[int]) -> None:
-        """A partition whose leadership moved away: its groups belong to the new leader."""
-        for p in sorted(partitions):
-            part = image.partition(OFFSETS_TOPIC, p)
-            if part is None or part.leader != self.broker.node_id:
-                self.loaded.discard(p)
-                n = self.num_partitions(image) if part is not None else None
-                for gid in [g for g in self.groups
-                            if n is None or group_partition(g, n) == p]:
-                    self.groups.pop(gid).mark_dead(self.now())
-
     # -- timers --------------------------------------------------------------------
 
     async def _tick_loop(self) -> None:
@@ -372,52 +198,6 @@ class GroupCoordinator:
             except Exception:
                 log.exception("offset expiration failed")
 
-    def expire_offsets(self, now: int) -> int:
-        """offsets.retention.minutes: drop offsets of empty groups (and standalone commits)."""
-        retention = self.broker.config["offsets.retention.minutes"] * 60000
-        removed = 0
-        for gid, group in list(self.groups.items()):
-            expired = [tp for tp, o in group.offsets.items()
-                       if self._is_expired(group, o, now, retention)]
-            if not expired and not (group.is_empty() and not group.offsets):
-                continue
-            try:
-                p = self.check_coordinator(gid)
-            except errors.KafkaError:
-                continue
-            entries: list[tuple[bytes, bytes | None]] = [
-                (offset_key(gid, t, part), None) for t, part in expired]
-            if group.is_empty() and len(group.offsets) == len(expired):
-                entries.append((group_key(gid), None))
-            try:
-                self._flush_later(self._write(p, entries))
-            except errors.KafkaError as exc:  # this group waits for the next pass
-                log.warning("expiring offsets of group %s failed: %s", gid, exc)
-                continue
-            removed += len(expired)
-        return removed
-
-    @staticmethod
-    def _is_expired(group: Group, o: OffsetAndMetadata, now: int, retention: int) -> bool:
-        if o.expire_timestamp is not None:
-            return now >= o.expire_timestamp
-        if group.protocol_type is None:
-            return now >= o.commit_timestamp + retention
-        if group.state == GroupState.EMPTY:
-            return now >= group.state_timestamp + retention
-        return False
-
-    def _drop_offsets_of_deleted_topics(self, topics: set[str]) -> None:
-        for gid, group in list(self.groups.items()):
-            gone = [tp for tp in group.offsets if tp[0] in topics]
-            if not gone:
-                continue
-            try:
-                p = self.check_coordinator(gid)
-            except errors.KafkaError:
-                continue
-            self._flush_later(self._write(p, [(offset_key(gid, t, n), None) for t, n in gone]))
-
     # -- group membership --------------------------------------------------------------
 
     async def join_group(self, group_id: str, req: JoinRequest) -> JoinResult:
@@ -431,7 +211,7 @@ class GroupCoordinator:
         if group is None:
             if req.member_id:
                 raise errors.UnknownMemberId(f"group {group_id!r} does not exist")
-            group = self._new_group(group_id)
+            group = self.store.new_group(group_id)
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         group.join(req, self.now(), _resolver(fut))
         return await fut
@@ -478,7 +258,7 @@ class GroupCoordinator:
             if generation_id >= 0:
                 raise errors.IllegalGeneration(
                     f"group {group_id!r} does not exist; generation {generation_id} is invalid")
-            group = self._new_group(group_id)
+            group = self.store.new_group(group_id)
         group.validate_commit(member_id, instance_id, generation_id, now)
         max_meta = self.broker.config.get("offset.metadata.max.bytes", 4096) or 4096
         image = self.broker.image
@@ -496,7 +276,7 @@ class GroupCoordinator:
                 records.append((offset_key(group_id, e.topic, e.partition), value))
                 codes[(e.topic, e.partition)] = 0
         if records:
-            plog = self._write(p, records)
+            plog = self.store.write(p, records)
             end = plog.log_end_offset
             if plog.flush_pending():  # flush.messages: fsynced before the commit is acked
                 await plog.maybe_flush()
@@ -544,7 +324,7 @@ class GroupCoordinator:
                 if (topic, part) in group.offsets:
                     records.append((offset_key(group_id, topic, part), None))
         if records:
-            self._flush_later(self._write(p, records))
+            self.store.flush_later(self.store.write(p, records))
         return codes
 
     # -- admin -------------------------------------------------------------------------
@@ -575,4 +355,4 @@ class GroupCoordinator:
         entries: list[tuple[bytes, bytes | None]] = [
             (offset_key(group_id, t, n), None) for t, n in group.offsets]
         entries.append((group_key(group_id), None))
-        self._flush_later(self._write(p, entries))
+        self.store.flush_later(self.store.write(p, entries))
