@@ -8,9 +8,9 @@ kafka-consumer-groups --describe does.
 from __future__ import annotations
 
 import asyncio
-import struct
 from dataclasses import dataclass
 
+from ..protocol.consumer_protocol import parse_assignment
 from .admin_base import DELETE_GROUPS, DESCRIBE_GROUPS, FIND_COORDINATOR, LIST_GROUPS, OFFSET_FETCH
 from .admin_topics import TopicAdmin
 from .connection import BrokerConnection, raise_for
@@ -44,27 +44,6 @@ class PartitionLag:
     member_id: str | None = None   # consumer holding the partition now, if any
     client_id: str | None = None
     host: str | None = None
-
-
-def parse_assignment(data: bytes) -> tuple[tuple[str, int], ...]:
-    """Partitions of a consumer-protocol Assignment (ConsumerProtocolAssignment, any version)."""
-    if len(data) < 6:
-        return ()
-    pos = 2
-    (topics,) = struct.unpack_from(">i", data, pos)
-    pos += 4
-    out = []
-    for _ in range(max(topics, 0)):
-        (n,) = struct.unpack_from(">h", data, pos)
-        topic = data[pos + 2:pos + 2 + n].decode("utf-8")
-        pos += 2 + n
-        (count,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        for _ in range(max(count, 0)):
-            (p,) = struct.unpack_from(">i", data, pos)
-            pos += 4
-            out.append((topic, p))
-    return tuple(out)
 
 
 class GroupAdmin(TopicAdmin):

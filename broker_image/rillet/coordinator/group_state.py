@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..protocol import errors
-from .consumer_protocol import parse_subscription_topics
+from ..protocol.consumer_protocol import parse_subscription_topics
 from .group_types import (NONE, GroupConfig, GroupState, JoinResult, Member,
                           OffsetAndMetadata, SyncResult)
 

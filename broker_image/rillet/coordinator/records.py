@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .fields import FieldReader, FieldWriter
+from ..protocol.fields import FieldReader, FieldWriter
 from .group_snapshot import GroupSnapshot, LoadedMember
 from .group_types import OffsetAndMetadata
 

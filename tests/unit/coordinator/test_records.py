@@ -1,7 +1,7 @@
 """__consumer_offsets record layouts and the group -> partition mapping."""
 from __future__ import annotations
 
-from rillet.coordinator.consumer_protocol import parse_subscription_topics
+from rillet.protocol.consumer_protocol import parse_subscription_topics
 from rillet.coordinator.group_snapshot import GroupSnapshot, LoadedMember
 from rillet.coordinator.group_types import OffsetAndMetadata
 from rillet.coordinator.records import (GroupKey, OffsetKey, decode_group_value, decode_key,
