@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping
 from ..security.acl import AclBinding, AclIndex
 from ..security.sasl import ScramCredential
 from . import records as r
+from .persistent_map import PersistentMap
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -262,29 +263,22 @@ class ImageBuilder:
     def freeze(self, offset: int) -> MetadataImage:
         image = self.image
         topics, names, configs = image.topics, image.topic_names, image.configs
+        # The image's big maps are PersistentMaps: the new one shares every chunk this
+        # step does not touch, so a change costs what it touches, at any cluster size.
         if self.removed or self.changed_parts:
-            new_topics = _copy(topics)
-            for name in self.removed.values():
-                del new_topics[name]
             ids = {name: tid for tid, name in self.added.items()}
-            for name, parts in self.changed_parts.items():
-                topic_id = ids[name] if name in ids else topics[name].topic_id
-                new_topics[name] = TopicInfo(name, topic_id, MappingProxyType(parts))
-            topics = MappingProxyType(new_topics)
+            topics = PersistentMap.of(topics).evolve(
+                {name: TopicInfo(name, ids[name] if name in ids else topics[name].topic_id,
+                                 MappingProxyType(parts))
+                 for name, parts in self.changed_parts.items()},
+                self.removed.values())
         if self.removed or self.added:
-            new_names = _copy(names)
-            for tid in self.removed:
-                del new_names[tid]
-            new_names.update(self.added)
-            names = MappingProxyType(new_names)
+            names = PersistentMap.of(names).evolve(self.added, self.removed)
         if self.changed_configs:
-            new_configs = _copy(configs)
-            for key, entry in self.changed_configs.items():
-                if entry:
-                    new_configs[key] = MappingProxyType(entry)
-                else:
-                    new_configs.pop(key, None)
-            configs = MappingProxyType(new_configs)
+            configs = PersistentMap.of(configs).evolve(
+                {key: MappingProxyType(entry)
+                 for key, entry in self.changed_configs.items() if entry},
+                [key for key, entry in self.changed_configs.items() if not entry])
         return MetadataImage(
             cluster_id=image.cluster_id,
             offset=offset,
