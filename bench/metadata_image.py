@@ -10,7 +10,9 @@ each applied with metadata.delta.apply_batches and published to the pure publish
 (metrics' ISR counters, the replication throttles), and the part of it that is the
 delta and its publication (the same steps applied alone, subtracted). Beside it,
 "image walk": what each publisher paid per step before the delta, visiting every topic
-of the new image (an identity check each). Every step column stays flat as the image
+of the new image (an identity check each), timed on today's images (PersistentMap
+lookups are Python calls: about 3x the walk over the dicts images held before; at
+10,000 topics that walk took ~1.1 ms). Every step column stays flat as the image
 grows (its big maps are PersistentMaps: a change copies what it touches); the walk
 grows with the topic count. Bounded: --changes steps per cell, in memory, no I/O.
 
