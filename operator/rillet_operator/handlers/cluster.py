@@ -12,7 +12,7 @@ from typing import Any
 
 import kopf
 from rillet.client import KafkaClientError
-from rillet.storage_format import new_cluster_id
+from rillet.defs.cluster_id import new_cluster_id
 
 from .. import cluster_status
 from ..builders import broker_config as bc

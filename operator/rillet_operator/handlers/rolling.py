@@ -6,7 +6,7 @@
   controller last (roll.py decides).
 - A manual roll: `kubectl annotate rlc/NAME rillet.io/roll="$(date +%s)" --overwrite`
   restarts every broker once per new value.
-- Dynamic broker configs in spec.config (rillet.dynamic_config.DYNAMIC_KEYS) are not part of
+- Dynamic broker configs in spec.config (rillet.defs.dynamic_keys.DYNAMIC_KEYS) are not part of
   the pod template's config hash: `apply_dynamic_configs` sets them as cluster-wide dynamic
   defaults (IncrementalAlterConfigs on the broker resource ""), with no restart.
 """
@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 import kopf
-from rillet.dynamic_config import DYNAMIC_KEYS
+from rillet.defs.dynamic_keys import DYNAMIC_KEYS
 
 from .. import roll
 from ..builders import names
