@@ -118,3 +118,13 @@ def test_a_failing_apply_stops_the_pass_with_apply_failed(monkeypatch, events) -
     assert fake.calls[-1] == ("apply", "Service", "c-brokers")
     assert ready(patch)["reason"] == "ApplyFailed"
     assert "brokers" not in patch.status
+
+
+def test_removing_the_listeners_of_running_brokers_is_refused(monkeypatch, events) -> None:
+    fake = FakeKube()
+    fake.objects[("ConfigMap", "c-config")] = {"data": {"server.properties": (
+        "cluster.id=AAAAAAAAAAAAAAAAAAAAAA\ninter.broker.listener.name=REPLICATION\n")}}
+    patch = run(fake, monkeypatch, {"replicas": 3})
+    assert patch.status["clusterId"] == "AAAAAAAAAAAAAAAAAAAAAA"   # kept from the ConfigMap
+    assert [c[0] for c in fake.calls] == ["get", "patch", "get"]
+    assert ready(patch)["reason"] == "ListenersChangeUnsupported"
