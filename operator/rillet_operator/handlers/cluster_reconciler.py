@@ -71,7 +71,7 @@ class ClusterReconciler:
         self._spec: ClusterSpec | None = None
         self._ctx: ClusterContext | None = None
         self._running: ClusterContext | None = None
-        self.decision = ScaleDecision(0)
+        self._decision: ScaleDecision | None = None
         self.brokers: list[dict] = []
         self.rolling: Outcome | None = None
         self.unreachable: Step | None = None
@@ -110,6 +110,11 @@ class ClusterReconciler:
         """The pass over the brokers that run now (scaling decides how many)."""
         assert self._running is not None, "scale runs first"
         return self._running
+
+    @property
+    def decision(self) -> ScaleDecision:
+        assert self._decision is not None, "scale runs first"
+        return self._decision
 
     # -- the steps, in order
 
@@ -171,8 +176,8 @@ class ClusterReconciler:
 
     async def scale(self) -> None:
         """How many broker pods to run now: scaling decides (never fewer than hold data)."""
-        self.decision = await scale_step(self.ctx)
-        self._running = self.ctx.with_replicas(self.decision.statefulset_replicas)
+        self._decision = await scale_step(self.ctx)
+        self._running = self.ctx.with_replicas(self._decision.statefulset_replicas)
 
     async def owned_objects(self) -> None:
         for obj in builders.owned_objects(self.running.spec, self.cluster_id,
