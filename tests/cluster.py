@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rillet.local_cluster import (NodeSpec, bootstrap_servers, cluster_settings,
                                   plan_nodes_on)
-from rillet.storage_format import new_cluster_id
+from rillet.defs.cluster_id import new_cluster_id
 from tests.harness import BrokerProcess, answering, free_ports
 from tests.tcp_proxy import LinkMode, LinkProxy, Tap
 

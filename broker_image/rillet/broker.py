@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from .config import BrokerConfig, Voter
+from .defs.broker_config import BrokerConfig, Voter
 from .forwarding import ControllerForwarder
 from .replication.manager import ReplicaManager
 from .lifecycle import BrokerLifecycle

@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from .config import BrokerConfig, ConfigError, parse_overrides
-from .listeners import TLS_PROTOCOLS, Listener, ListenerSettings
+from .defs.broker_config import BrokerConfig, parse_overrides
+from .defs.config_error import ConfigError
+from .defs.listeners import TLS_PROTOCOLS, Listener, ListenerSettings
 from .startup import StartupError
 
 log = logging.getLogger("rillet")
@@ -42,7 +43,8 @@ async def _on_listener(step: Callable[[], Awaitable[None]], listener: Listener) 
 async def serve(config: BrokerConfig) -> None:
     from .apis import load_all
     from .broker import Broker
-    from .security.tls import ReloadingContext, TlsSettings
+    from .defs.tls import TlsSettings
+    from .security.tls import ReloadingContext
     from .server import KafkaServer
 
     load_all()

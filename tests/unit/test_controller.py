@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rillet.config import BrokerConfig, Voter
+from rillet.defs.broker_config import BrokerConfig, Voter
 from rillet.controller.controller import Controller
 from rillet.controller.topics import TopicSpec
 from rillet.metadata.log import MetadataLog

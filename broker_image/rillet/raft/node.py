@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, TypeVar
 
 from ..client.connection import BrokerConnection, KafkaClientError
-from ..config import Voter
+from ..defs.broker_config import Voter
 from ..metadata.log import MetadataLog
 from ..protocol import errors
 from . import messages as m

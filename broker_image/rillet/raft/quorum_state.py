@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..config import ConfigError
+from ..defs.config_error import ConfigError
 from ..storage.durable_file import write_durably
 from .messages import QuorumStateData
 
