@@ -24,7 +24,7 @@ from .controller.controller import Controller
 from .dynamic_config import dynamic_layers, effective_config
 from .coordinator.manager import GroupCoordinator
 from .metadata.image import TOPIC_RESOURCE, MetadataImage, TopicInfo
-from .metadata.log import MetadataLog
+from .metadata.log import METADATA_TOPIC, MetadataLog
 from .metadata.snapshot import SnapshotStore
 from .metadata.snapshotter import Snapshotter
 from .protocol import errors
@@ -94,7 +94,7 @@ class Broker:
             self.config["metadata.log.max.record.bytes.between.snapshots"])
         snapshotter.restore()
         self.raft = RaftNode(self.node_id, self._voters(), self.cluster_id, metadata_log,
-                             QuorumStateFile(metadata_root), self._raft_timing(),
+                             METADATA_TOPIC, QuorumStateFile(metadata_root), self._raft_timing(),
                              on_commit=snapshotter.on_commit,
                              load_snapshot=snapshotter.fetch_from,
                              ssl_context=self.outbound_tls.controller)

@@ -13,6 +13,7 @@ from typing import Any, Awaitable, Callable
 from .defs.broker_config import BrokerConfig, parse_overrides
 from .defs.config_error import ConfigError
 from .defs.listeners import TLS_PROTOCOLS, Listener, ListenerSettings
+from .raft.quorum_state import QuorumStateError
 from .startup import StartupError
 
 log = logging.getLogger("rillet")
@@ -160,7 +161,7 @@ def _serve_command(args: argparse.Namespace) -> int:
     _log_what_has_no_effect(config)
     try:
         asyncio.run(serve(config))
-    except ConfigError as exc:
+    except (ConfigError, QuorumStateError) as exc:   # an unreadable quorum-state file too
         print(f"rillet: config error: {exc}", file=sys.stderr)
         return 2
     except StartupError as exc:

@@ -183,3 +183,30 @@ def test_the_client_and_protocol_reach_no_broker_runtime() -> None:
                                               for p in (*CLIENT_PACKAGES, SHARED)):
                 reached.setdefault(name, set()).add(target)
     assert reached == {}, f"the client and protocol import broker modules: {reached}"
+
+
+# What raft imports of rillet outside itself, exactly: the wire error codes, the client's
+# connection (its RPC transport) and the fsync helper for the quorum-state file. Its log, the
+# topic its RPCs name and the voters' addresses are given to it, so it knows nothing of
+# metadata, the controller or the broker's config.
+RAFT_IMPORTS = {"rillet.client.connection", "rillet.protocol", "rillet.protocol.errors",
+                "rillet.storage.durable_file"}
+# ... and all that reaches in turn: the client's and the protocol's own imports included.
+RAFT_MAY_REACH = ("rillet.raft", *CLIENT_PACKAGES, SHARED, "rillet.storage.durable_file")
+
+
+def test_raft_knows_nothing_of_metadata_or_the_broker() -> None:
+    graph = import_graph(modules(BROKER, "rillet"))
+    raft = {name for name in graph if in_package(name, "rillet.raft")}
+    direct = {target for name in raft for target in graph[name]} - raft
+    assert direct == RAFT_IMPORTS, (
+        f"rillet.raft imports {sorted(direct)} outside itself; allowed exactly "
+        f"{sorted(RAFT_IMPORTS)} (pass anything else in as a parameter)")
+    reached, todo = set(), sorted(raft)
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo.extend(graph[name])
+    beyond = {n for n in reached if not any(in_package(n, p) for p in RAFT_MAY_REACH)}
+    assert not beyond, f"rillet.raft reaches {sorted(beyond)} through what it imports"
