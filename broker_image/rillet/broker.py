@@ -16,7 +16,7 @@ from .forwarding import ControllerForwarder
 from .replication.manager import ReplicaManager
 from .lifecycle import BrokerLifecycle
 from .metrics import BrokerMetrics
-from .raft.core import RaftTiming
+from .raft.roles import RaftTiming
 from .raft.node import RaftNode
 from .raft.quorum_state import QuorumStateFile
 from .controller.auto_balance import run_leader_rebalance

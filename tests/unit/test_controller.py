@@ -12,7 +12,7 @@ from rillet.controller.controller import Controller
 from rillet.controller.topics import TopicSpec
 from rillet.metadata.log import METADATA_TOPIC, MetadataLog
 from rillet.protocol import errors
-from rillet.raft.core import RaftTiming
+from rillet.raft.roles import RaftTiming
 from rillet.raft.node import RaftNode
 from rillet.raft.quorum_state import QuorumStateFile
 

@@ -30,10 +30,11 @@ from ..client.connection import BrokerConnection, KafkaClientError
 from ..protocol import errors
 from . import messages as m
 from . import rpc
-from .core import NotLeader, RaftCore, RaftTiming, ReplicaProgress
+from .core import RaftCore
 from .log import CommittedBatch, ReplicatedLog
 from .parking import FetchParking
 from .quorum_state import QuorumStateFile
+from .roles import NotLeader, RaftTiming, ReplicaProgress
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
