@@ -50,6 +50,7 @@ def now_ms() -> int:
 
 class VoterAddress(Protocol):
     """Where a voter's controller listener is; the config's Voter is one."""
+
     @property
     def node_id(self) -> int: ...
 
