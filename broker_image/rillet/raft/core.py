@@ -32,6 +32,9 @@ from .roles import LeaderState, NotLeader
 
 
 class RaftCore(Election, LogReplication):
+    """The entry points the shell calls: each input goes to its concern, then every
+    follower fetches if it may, and the effects queued meanwhile are handed back."""
+
     # -- inputs --------------------------------------------------------------------
 
     def step(self, message: Any, now_ms: int, sender: int | None = None) -> list[m.Effect]:

@@ -15,6 +15,8 @@ from .transitions import RoleTransitions
 
 
 class Election(RoleTransitions):
+    """RaftCore's election half: no state of its own (RoleTransitions holds it)."""
+
     # -- time ----------------------------------------------------------------------
 
     def _on_tick(self, now_ms: int) -> None:

@@ -19,6 +19,8 @@ _TO_LOG_START = (0, 0)
 
 
 class LogReplication(RoleTransitions):
+    """RaftCore's log half: no state of its own (RoleTransitions holds it)."""
+
     # -- fetch: the leader's side --------------------------------------------------
 
     def _on_fetch(self, req: m.FetchRequest, now_ms: int) -> m.FetchResponse:
