@@ -49,7 +49,8 @@ def now_ms() -> int:
 
 
 class VoterAddress(Protocol):
-    """Where a voter's controller listener is; the config's Voter is one."""
+    """Where a voter's controller listener is; rillet.defs' Voter (the parsed
+    controller.quorum.voters) is one."""
 
     @property
     def node_id(self) -> int: ...
