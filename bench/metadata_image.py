@@ -26,7 +26,7 @@ import uuid
 from types import SimpleNamespace
 from typing import Any, Callable
 
-from rillet.config import BrokerConfig
+from rillet.defs.broker_config import BrokerConfig
 from rillet.metadata import records as r
 from rillet.metadata.delta import MetadataDelta, apply_batches
 from rillet.metadata.image import MetadataImage, build_batches, replay

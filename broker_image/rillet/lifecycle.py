@@ -18,7 +18,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from .client.connection import KafkaClientError, raise_for
-from .config import BrokerConfig
+from .defs.broker_config import BrokerConfig
 from .controller.controller import BrokerState
 from .protocol import errors
 from .readiness import LifecycleView

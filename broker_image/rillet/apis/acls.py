@@ -12,7 +12,8 @@ from itertools import groupby
 from typing import Any
 
 from ..protocol import errors
-from ..security.acl import CODES, AclBinding, InvalidAcl, binding_from_wire, filter_from_wire
+from ..defs.acl import CODES, AclBinding
+from ..security.acl import InvalidAcl, binding_from_wire, filter_from_wire
 from .registry import RequestContext, api
 
 CLUSTER = ("CLUSTER", "kafka-cluster")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 from ..protocol import errors
 from ..protocol.build import build
 from ..protocol.codec import RequestHeader, response_schema
-from ..security.acl import CODES
+from ..defs.acl import CODES
 from ..security.session import Session
 
 if TYPE_CHECKING:

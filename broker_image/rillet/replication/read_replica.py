@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
-from ..config import RACK_AWARE_SELECTOR
+from ..defs.broker_defs import RACK_AWARE_SELECTOR
 from ..metadata.image import MetadataImage, PartitionInfo
 from ..protocol import errors
 
