@@ -20,6 +20,7 @@ from .raft.core import RaftTiming
 from .raft.node import RaftNode
 from .raft.quorum_state import QuorumStateFile
 from .controller.auto_balance import run_leader_rebalance
+from .controller.channel import ControllerChannel
 from .controller.controller import Controller
 from .dynamic_config import dynamic_layers, effective_config
 from .coordinator.manager import GroupCoordinator
@@ -27,6 +28,7 @@ from .metadata.image import TOPIC_RESOURCE, MetadataImage, TopicInfo
 from .metadata.log import MetadataLog
 from .metadata.snapshot import SnapshotStore
 from .metadata.snapshotter import Snapshotter
+from .metadata.view import MetadataView
 from .protocol import errors
 from .security.authorizer import Authorizer
 from .security.sasl import ScramCredential
@@ -57,7 +59,10 @@ class Broker:
         self.lifecycle: BrokerLifecycle | None = None
         self.outbound_tls = OutboundTls.from_config(config)
         self.authorizer = Authorizer.from_config(self, config)
-        self.forwarder = ControllerForwarder(self)
+        # The path to the active controller and the relay on it: once the quorum runs.
+        self.channel: ControllerChannel | None = None
+        self.forwarder: ControllerForwarder | None = None
+        self.metadata: MetadataView | None = None
         self.replication = ReplicaManager(self)
         self.snapshotter: Snapshotter | None = None
         self._dir_locks: DirLocks | None = None
@@ -100,7 +105,15 @@ class Broker:
                              ssl_context=self.outbound_tls.controller)
         snapshotter.raft = self.raft
         self.controller.attach(self.raft)
+        self.metadata = MetadataView(lambda: self.image)
+        self.channel = ControllerChannel(
+            self.node_id, self.cluster_id, self.raft, self.controller, self.metadata,
+            self.outbound_tls.controller,
+            self.config["controller.quorum.request.timeout.ms"] / 1000)
+        self.forwarder = ControllerForwarder(self.node_id, self.channel,
+                                             envelope=self.authorizer is not None)
         self.logs.load_logs(self.log_config_for)
+        self.controller.on_change(self.metadata.on_change)
         self.controller.on_change(self._on_metadata_change)
         self.controller.on_change(self.replication.on_metadata_change)
         self.controller.on_change(self.metrics.on_metadata_change)
@@ -114,7 +127,10 @@ class Broker:
         self._delete_stray_logs(self.image)
         self._reconcile_logs(self.image.topics.values())
         self.replication.start()
-        self.lifecycle = BrokerLifecycle(self, self.config)
+        assert self.channel is not None
+        raft = self.raft
+        self.lifecycle = BrokerLifecycle(self.node_id, self.config, self.channel,
+                                         lambda: raft.applied_offset)
         await self.lifecycle.start()
         await self.lifecycle.wait_unfenced()
         # Serve once our own image says so too, or our first Metadata answers would
@@ -186,7 +202,8 @@ class Broker:
                 await asyncio.wait_for(task, 10)
             except (asyncio.TimeoutError, asyncio.CancelledError):
                 task.cancel()
-        await self.forwarder.close()
+        if self.channel is not None:
+            await self.channel.close()
         if self.snapshotter is not None:
             await self.snapshotter.stop()
         if self.raft is not None:

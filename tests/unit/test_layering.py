@@ -21,9 +21,8 @@ BROKER = ROOT / "broker_image"
 OPERATOR = ROOT / "operator"
 
 BROKER_CORE_CYCLE = {
-    "rillet.apis.registry", "rillet.broker", "rillet.forwarding", "rillet.lifecycle",
-    "rillet.metrics", "rillet.replication.fetcher", "rillet.replication.manager",
-    "rillet.replication.read_replica",
+    "rillet.apis.registry", "rillet.broker", "rillet.metrics", "rillet.replication.fetcher",
+    "rillet.replication.manager", "rillet.replication.read_replica",
 }
 # What the operator may import of rillet: its client and the error codes are meant for it.
 OPERATOR_ALLOWED = {"rillet.client", "rillet.client.security", "rillet.protocol",

@@ -42,7 +42,7 @@ async def create_topics(ctx: RequestContext, req: Any) -> Any:
     permitted = [t for t in req.topics
                  if may_create_any or ctx.authorized("CREATE", "TOPIC", t.name)]
     allowed = {id(t) for t in permitted}
-    results = iter(await ctx.broker.controller.create_topics(
+    results = iter(await ctx.broker.channel.create_topics(
         [_spec(t) for t in permitted], validate_only=req.validate_only) if permitted else [])
     out = []
     for spec in req.topics:

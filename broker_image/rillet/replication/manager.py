@@ -343,7 +343,7 @@ class ReplicaManager:
                  list(state.isr))
         while True:
             try:
-                await self.broker.controller.alter_partition(
+                await self.broker.channel.alter_partition(
                     tp[0], tp[1], self.node_id, state.leader_epoch, state.partition_epoch,
                     list(proposed))
                 return
