@@ -58,16 +58,19 @@ class Broker:
         self.raft: RaftNode | None = None
         self.lifecycle: BrokerLifecycle | None = None
         self.outbound_tls = OutboundTls.from_config(config)
-        self.authorizer = Authorizer.from_config(self, config)
+        self.metadata = MetadataView(lambda: self.image)
+        # Reads the parts below at scrape time only, so it may come first.
+        self.metrics = BrokerMetrics(self)
+        self.authorizer = Authorizer.from_config(self.metadata, config, self.metrics)
         # The path to the active controller and the relay on it: once the quorum runs.
         self.channel: ControllerChannel | None = None
         self.forwarder: ControllerForwarder | None = None
-        self.metadata: MetadataView | None = None
-        self.replication = ReplicaManager(self)
+        self.replication = ReplicaManager(self.node_id, lambda: self.config, self.metadata,
+                                          self.logs, self.outbound_tls.brokers)
         self.snapshotter: Snapshotter | None = None
+        self.snapshots: SnapshotStore | None = None
         self._dir_locks: DirLocks | None = None
         self.coordinator = GroupCoordinator(self)
-        self.metrics = BrokerMetrics(self)
         self.cleaner = LogCleaner(self.logs, config,
                                   lambda name: dict(self.image.topic_config(name)))
         self._stop = asyncio.Event()
@@ -105,13 +108,13 @@ class Broker:
                              ssl_context=self.outbound_tls.controller)
         snapshotter.raft = self.raft
         self.controller.attach(self.raft)
-        self.metadata = MetadataView(lambda: self.image)
         self.channel = ControllerChannel(
             self.node_id, self.cluster_id, self.raft, self.controller, self.metadata,
             self.outbound_tls.controller,
             self.config["controller.quorum.request.timeout.ms"] / 1000)
         self.forwarder = ControllerForwarder(self.node_id, self.channel,
                                              envelope=self.authorizer is not None)
+        self.replication.attach(self.channel)
         self.logs.load_logs(self.log_config_for)
         self.controller.on_change(self.metadata.on_change)
         self.controller.on_change(self._on_metadata_change)

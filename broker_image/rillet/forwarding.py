@@ -6,6 +6,8 @@ correlation id, to the active controller's controller listener, and hands the
 answer back: the controller decides exactly as if the client had asked it.
 When no controller can be reached the request is handled here, where the
 controller answers NOT_CONTROLLER and the client retries.
+Frames travel on the controller channel (controller/channel.py): its leader lookup, its
+connections.
 
 With an authorizer on, the controller must judge the request as the client's principal, not
 as this broker: the frame then travels inside an Envelope (key 58) carrying the principal

@@ -9,11 +9,18 @@ until an image changes. Event loop only.
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from typing import Callable, Protocol
 
 from .image import MetadataImage
 
 ImagePredicate = Callable[[MetadataImage], bool]
+
+
+class ImageSource(Protocol):
+    """Anything that reads this node's current image (a MetadataView, or a test's stand-in)."""
+
+    @property
+    def image(self) -> MetadataImage: ...
 
 
 class MetadataView:
