@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from rillet.security.acl import AclBinding, AclIndex, allowed
+from rillet.defs.acl import AclBinding
+from rillet.security.acl import AclIndex, allowed
 
 
 def bindings(topics: list[str]) -> frozenset[AclBinding]:

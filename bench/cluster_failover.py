@@ -11,7 +11,6 @@ caught up before the next round. Timeouts are Kafka's defaults unless --set.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import statistics
 import sys
 import tempfile
@@ -24,30 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka.admin import AdminClient as KafkaAdmin  # noqa: E402
 from confluent_kafka.admin import NewTopic  # noqa: E402
 
-from rillet.client.admin import AdminClient  # noqa: E402
-from tests.cluster import LocalCluster  # noqa: E402
+from tests.cluster import LocalCluster, describe_quorum, live_brokers  # noqa: E402
 
 POLL_S = 0.02
-
-
-def _quorum(bootstrap: str) -> Any:
-    async def ask() -> Any:
-        async with AdminClient(bootstrap, timeout=2) as admin:
-            return await admin.describe_quorum()
-    try:
-        return asyncio.run(ask())
-    except Exception:
-        return None
-
-
-def _brokers(bootstrap: str) -> int:
-    async def ask() -> int:
-        async with AdminClient(bootstrap, timeout=2) as admin:
-            return len((await admin.describe_cluster()).brokers)
-    try:
-        return asyncio.run(ask())
-    except Exception:
-        return 0
+ASK_TIMEOUT_S = 2   # a node that does not answer this fast counts as not there yet
 
 
 def _create(bootstrap: str, name: str) -> bool:
@@ -79,22 +58,23 @@ def main(argv: list[str] | None = None) -> int:
             LocalCluster(Path(tmp), nodes=3, proxied=False, extra_config=extra) as cluster:
         started = time.monotonic()
         cluster.start()
-        ready = time.monotonic() - started + _until(lambda: _brokers(cluster.bootstrap) == 3)
+        ready = time.monotonic() - started + _until(
+            lambda: live_brokers(cluster.bootstrap, ASK_TIMEOUT_S) == 3)
         elections, writable = [], []
         for run in range(args.runs):
-            quorum = _quorum(cluster.bootstrap)
+            quorum = describe_quorum(cluster.bootstrap, ASK_TIMEOUT_S)
             assert quorum is not None
             leader, epoch = quorum.leader_id, quorum.epoch
             survivors = ",".join(s.client_address for s in cluster.specs if s.node_id != leader)
             cluster.kill_node(leader)
             t0 = time.monotonic()
-            _until(lambda: (q := _quorum(survivors)) is not None and q.epoch > epoch
-                   and q.leader_id != leader)
+            _until(lambda: (q := describe_quorum(survivors, ASK_TIMEOUT_S)) is not None
+                   and q.epoch > epoch and q.leader_id != leader)
             elections.append(time.monotonic() - t0)
             _until(lambda: _create(survivors, f"round-{run}"))
             writable.append(time.monotonic() - t0)
             cluster.start_node(leader)
-            _until(lambda: _brokers(cluster.bootstrap) == 3)
+            _until(lambda: live_brokers(cluster.bootstrap, ASK_TIMEOUT_S) == 3)
             print(f"round {run + 1}: election {elections[-1]:.2f} s, "
                   f"writable {writable[-1]:.2f} s", file=sys.stderr)
     print(f"\nlocal 3-node rillet cluster, {args.runs} kill -9 rounds of the active controller"

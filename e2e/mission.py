@@ -264,8 +264,29 @@ class Mission:
         return sum(1 for l in log.splitlines() if l.startswith("progress: batch "))
 
     def wait_batches(self, driver: str, at_least: int, timeout: float = 300) -> int:
-        return self.wait(f"{at_least} micro-batches by {driver}", lambda: (
-            lambda n: n if n >= at_least else None)(self.batches(driver)), timeout, interval=3)
+        try:
+            return self.wait(f"{at_least} micro-batches by {driver}", lambda: (
+                lambda n: n if n >= at_least else None)(self.batches(driver)), timeout,
+                interval=3)
+        except MissionError as e:
+            # A stalled job is diagnosed from its own logs: keep them in the failure.
+            raise MissionError(f"{e}\n{self.spark_log_tails(driver)}") from e
+
+    def spark_log_tails(self, driver: str, lines: int = 60) -> str:
+        """The last lines of the driver's, its executors' and the brokers' logs (for a failure
+        message)."""
+        pods = [driver] + [p["metadata"]["name"] for p in self.kube.list(
+            "Pod", self.ns, labelSelector="spark-role=executor")]
+        brokers = [p["metadata"]["name"] for p in self.kube.list(
+            "Pod", self.ns, labelSelector=f"rillet.io/cluster={self.cluster}")]
+        out = []
+        for name in pods + brokers:
+            try:
+                tail = self.kube.logs(name, self.ns).splitlines()[-lines:]
+            except ApiError as e:
+                tail = [f"(log unreadable: {e})"]
+            out.append(f"--- {name} (last {lines} lines) ---\n" + "\n".join(tail))
+        return "\n".join(out)
 
     def kill_driver(self, driver: str) -> None:
         """Deletes the driver pod as a failure would; its executors go with it (owned)."""

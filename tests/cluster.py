@@ -33,14 +33,16 @@ Limits:
 """
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from rillet.client.admin import AdminClient
 from rillet.local_cluster import (NodeSpec, bootstrap_servers, cluster_settings,
                                   plan_nodes_on)
-from rillet.storage_format import new_cluster_id
+from rillet.defs.cluster_id import new_cluster_id
 from tests.harness import BrokerProcess, answering, free_ports
 from tests.tcp_proxy import LinkMode, LinkProxy, Tap
 
@@ -243,3 +245,40 @@ def _link_proxies(specs: Sequence[NodeSpec], made: dict[tuple[int, int], LinkPro
                 made[(a.node_id, b.node_id)] = LinkProxy(
                     b.host, b.controller_port, name=f"{a.node_id}->{b.node_id}", tap=tap)
     return made
+
+
+# -- asking the cluster, as a client would (tests and bench/ share these) ------------------
+
+
+def live_brokers(address: str, timeout: float = 5.0) -> int:
+    """How many brokers DescribeCluster through `address` names; 0 while nothing answers."""
+    async def ask() -> int:
+        async with AdminClient(address, timeout=timeout) as admin:
+            return len((await admin.describe_cluster()).brokers)
+    try:
+        return asyncio.run(ask())
+    except Exception:  # not answering yet
+        return 0
+
+
+def describe_quorum(address: str, timeout: float = 10.0) -> Any:
+    """DescribeQuorum's answer through `address`; None while nothing answers."""
+    async def ask() -> Any:
+        async with AdminClient(address, timeout=timeout) as admin:
+            return await admin.describe_quorum()
+    try:
+        return asyncio.run(ask())
+    except Exception:  # not answering, or no leader to relay to yet
+        return None
+
+
+def metadata_error(address: str, topic: str, auto_create: bool = False,
+                   timeout: float = 10.0) -> int:
+    """The error code of Metadata v7 about `topic` from the node at `address`; with
+    `auto_create`, the question a producer asks (allow_auto_topic_creation)."""
+    async def ask() -> int:
+        async with AdminClient(address, timeout=timeout) as admin:
+            resp = await admin.request(3, 7, {"topics": [{"name": topic}],
+                                              "allow_auto_topic_creation": auto_create})
+            return int(resp.topics[0].error_code)
+    return asyncio.run(ask())

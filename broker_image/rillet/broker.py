@@ -11,12 +11,12 @@ import logging
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from .config import BrokerConfig, Voter
+from .defs.broker_config import BrokerConfig, Voter
 from .forwarding import ControllerForwarder
 from .replication.manager import ReplicaManager
 from .lifecycle import BrokerLifecycle
 from .metrics import BrokerMetrics
-from .raft.core import RaftTiming
+from .raft.roles import RaftTiming
 from .raft.node import RaftNode
 from .raft.quorum_state import QuorumStateFile
 from .controller.auto_balance import run_leader_rebalance
@@ -25,7 +25,7 @@ from .controller.controller import Controller
 from .dynamic_config import dynamic_layers, effective_config
 from .coordinator.manager import GroupCoordinator
 from .metadata.image import TOPIC_RESOURCE, MetadataImage, TopicInfo
-from .metadata.log import MetadataLog
+from .metadata.log import METADATA_TOPIC, MetadataLog
 from .metadata.snapshot import SnapshotStore
 from .metadata.snapshotter import Snapshotter
 from .metadata.view import MetadataView
@@ -102,7 +102,7 @@ class Broker:
             self.config["metadata.log.max.record.bytes.between.snapshots"])
         snapshotter.restore()
         self.raft = RaftNode(self.node_id, self._voters(), self.cluster_id, metadata_log,
-                             QuorumStateFile(metadata_root), self._raft_timing(),
+                             METADATA_TOPIC, QuorumStateFile(metadata_root), self._raft_timing(),
                              on_commit=snapshotter.on_commit,
                              load_snapshot=snapshotter.fetch_from,
                              ssl_context=self.outbound_tls.controller)

@@ -10,8 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from .config import BrokerConfig, ConfigError, parse_overrides
-from .listeners import TLS_PROTOCOLS, Listener, ListenerSettings
+from .defs.broker_config import BrokerConfig, parse_overrides
+from .defs.config_error import ConfigError
+from .defs.listeners import TLS_PROTOCOLS, Listener, ListenerSettings
+from .raft.quorum_state import QuorumStateError
 from .startup import StartupError
 
 log = logging.getLogger("rillet")
@@ -42,7 +44,8 @@ async def _on_listener(step: Callable[[], Awaitable[None]], listener: Listener) 
 async def serve(config: BrokerConfig) -> None:
     from .apis import load_all
     from .broker import Broker
-    from .security.tls import ReloadingContext, TlsSettings
+    from .defs.tls import TlsSettings
+    from .security.tls import ReloadingContext
     from .server import KafkaServer
 
     load_all()
@@ -158,7 +161,7 @@ def _serve_command(args: argparse.Namespace) -> int:
     _log_what_has_no_effect(config)
     try:
         asyncio.run(serve(config))
-    except ConfigError as exc:
+    except (ConfigError, QuorumStateError) as exc:   # an unreadable quorum-state file too
         print(f"rillet: config error: {exc}", file=sys.stderr)
         return 2
     except StartupError as exc:

@@ -5,7 +5,7 @@ They are CONFIG records of resource type BROKER (4) in the metadata log: resourc
 restarts and reach every node like any other metadata. Precedence, as Kafka's:
 per-broker dynamic > cluster default > static (server.properties / --set) > default.
 
-Only keys whose new value is actually used at once are dynamic here (DYNAMIC_KEYS);
+Only keys whose new value is actually used at once are dynamic here (defs/dynamic_keys.py);
 any other key is refused (INVALID_REQUEST naming it), so nothing is stored that would
 silently do nothing until a restart.
 """
@@ -14,8 +14,11 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping
 
-from .config import BROKER_DEFS, BrokerConfig, ConfigError, parse_value
-from .deprecated_configs import BROKER_DYNAMIC_NO_EFFECT, check_no_effect
+from .defs.broker_config import BrokerConfig
+from .defs.broker_defs import BROKER_DEFS, parse_value
+from .defs.config_error import ConfigError
+from .defs.deprecated_configs import BROKER_DYNAMIC_NO_EFFECT, check_no_effect
+from .defs.dynamic_keys import DYNAMIC_KEYS
 from .metadata.image import BROKER_RESOURCE, MetadataImage
 from .protocol import errors
 
@@ -24,22 +27,6 @@ log = logging.getLogger(__name__)
 # Kafka's ConfigSource ids for the dynamic layers.
 DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER = 2, 3
 CLUSTER_DEFAULT = ""
-
-DYNAMIC_KEYS = frozenset({
-    # replication throttles (replication/throttle.py reads them on every change)
-    "leader.replication.throttled.rate",
-    "follower.replication.throttled.rate",
-    # defaults of topics without an override: every log's config is rebuilt on a change
-    "log.retention.ms", "log.retention.minutes", "log.retention.hours",
-    "log.retention.bytes", "log.segment.bytes", "log.roll.ms", "log.roll.hours",
-    "log.flush.interval.messages", "log.flush.interval.ms", "log.index.interval.bytes",
-    "log.index.size.max.bytes", "log.cleanup.policy", "log.message.timestamp.type",
-    "message.max.bytes", "min.insync.replicas",
-    # the log cleaner reads them on each pass
-    "log.cleaner.delete.retention.ms", "log.cleaner.min.compaction.lag.ms",
-    "log.cleaner.max.compaction.lag.ms", "log.cleaner.min.cleanable.ratio",
-    "log.cleaner.backoff.ms", "log.cleaner.threads",
-})
 
 
 def check_resource_name(name: str) -> None:

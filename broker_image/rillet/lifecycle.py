@@ -18,8 +18,8 @@ import uuid
 from typing import Callable
 
 from .client.connection import KafkaClientError
-from .config import BrokerConfig
 from .controller.channel import ControllerChannel, Registration
+from .defs.broker_config import BrokerConfig
 from .controller.controller import BrokerState
 from .protocol import errors
 from .readiness import LifecycleView

@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TextIO
 
-from .config import config_text, parse_overrides
-from .storage_format import new_cluster_id
+from .defs.broker_config import parse_overrides
+from .defs.broker_defs import config_text
+from .defs.cluster_id import new_cluster_id
 
 PORT_STRIDE = 10
 MAX_VOTERS = 3

@@ -2,15 +2,15 @@
 start and checked on every other."""
 from __future__ import annotations
 
-import base64
 import errno
 import fcntl
 import os
-import uuid
 from pathlib import Path
 from typing import Iterable
 
-from .config import ConfigError, read_properties
+from .defs.broker_config import read_properties
+from .defs.cluster_id import new_cluster_id
+from .defs.config_error import ConfigError
 from .startup import StartupError
 from .storage.durable_file import write_durably
 
@@ -73,11 +73,6 @@ class DirLocks:
 def _lock_holder(fd: int) -> str:
     pid = os.pread(fd, 32, 0).decode(errors="replace").strip()
     return f"pid {pid}" if pid.isdigit() else "it"
-
-
-def new_cluster_id() -> str:
-    """Kafka-style cluster id: a random UUID, base64url without padding (22 chars)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 def ensure_formatted(log_dirs: list[Path], node_id: int, cluster_id: str | None,

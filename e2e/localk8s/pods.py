@@ -487,6 +487,15 @@ class PodWorker(threading.Thread):
                                    timeout=max(deadline - time.monotonic(), 1))
                 except subprocess.TimeoutExpired:
                     pass
+        # The app containers first, the sandbox after, as the kubelet does: podman 4.3's `pod
+        # stop` stops the infra container (and so the pod's network) alongside them, so a
+        # process still shutting down sent its FINs into nothing and its clients' connections
+        # stayed half-open until their request timeouts (Spark's admin client stalled for
+        # minutes through a rolling restart).
+        running = [c.cname for c in self.containers if c.cname and "running" in c.state]
+        left = max(int(deadline - time.monotonic()), 0)
+        if running:
+            host.podman(lay, "stop", "-t", str(left), *running, check=False, timeout=left + 60)
         left = max(int(deadline - time.monotonic()), 0)
         host.podman(lay, "pod", "stop", "-t", str(left), self.sandbox, check=False, timeout=left + 60)
         host.podman(lay, "pod", "rm", "-f", "-t", "0", self.sandbox, check=False, timeout=120)

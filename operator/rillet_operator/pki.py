@@ -24,7 +24,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from rillet.security.tls import SSL_NAMES_BY_OID, principal_from_subject
+from rillet.defs.tls import SSL_NAMES_BY_OID, principal_from_subject
 
 from .builders import names
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from rillet.config import config_text
+from rillet.defs.broker_defs import config_text
 
 DEFAULT_IMAGE = "rillet/broker:dev"
 

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from rillet.client.admin import AdminClient as RilletAdmin
-from tests.cluster import LocalCluster
+from tests.cluster import LocalCluster, describe_quorum, live_brokers, metadata_error
 from tests.integration.java_tools import (  # noqa: F401  (fixtures are used by name)
     KafkaTools,
     kafka_jars,
@@ -53,7 +53,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
                                    "allow.everyone.if.no.acl.found": "true"})
     try:
         c.start()
-        wait_until(lambda: all(_brokers(a) == 3 for a in _addresses(c)), WAIT_S,
+        wait_until(lambda: all(live_brokers(a) == 3 for a in _addresses(c)), WAIT_S,
                    "every node to see three live brokers")
         yield c
     finally:
@@ -66,16 +66,6 @@ def _addresses(cluster: LocalCluster) -> list[str]:
 
 def _name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def _brokers(address: str) -> int:
-    async def ask() -> int:
-        async with RilletAdmin(address, timeout=5) as admin:
-            return len((await admin.describe_cluster()).brokers)
-    try:
-        return asyncio.run(ask())
-    except Exception:  # not answering yet
-        return 0
 
 
 # -- confluent-kafka (librdkafka) ------------------------------------------------------------
@@ -259,7 +249,7 @@ def test_topic_created_through_one_node_is_usable_at_once_through_the_others(
     topic = _name(f"at-once-{client}")
     create(a[via], topic)
     # The node the client asked answered after its own image had the topic.
-    assert _metadata_error(a[via], topic) == 0
+    assert metadata_error(a[via], topic) == 0
     assert produce(others[0], topic) == [], cluster.logs()
     consumed, problems, committed, ends = group(others[1], topic, _name(client))
     assert problems == [], f"{problems}\n{cluster.logs()}"
@@ -276,15 +266,6 @@ def _offset_commit_error(address: str, topic: str) -> int:
                     {"partition_index": 0, "committed_offset": 0,
                      "committed_metadata": ""}]}]})
             return int(resp.topics[0].partitions[0].error_code)
-    return asyncio.run(ask())
-
-
-def _metadata_error(address: str, topic: str) -> int:
-    async def ask() -> int:
-        async with RilletAdmin(address, timeout=10) as admin:
-            resp = await admin.request(3, 7, {"topics": [{"name": topic}],
-                                              "allow_auto_topic_creation": False})
-            return int(resp.topics[0].error_code)
     return asyncio.run(ask())
 
 
@@ -306,15 +287,15 @@ def test_deny_acl_is_enforced_by_the_node_that_answered_and_soon_by_every_node(
     bound (the figure is bench/metadata_propagation.py's)."""
     from confluent_kafka import Producer
     a = _addresses(cluster)
-    leader = asyncio.run(_quorum_leader(a[0]))
+    leader = _quorum_leader(a[0])
     via = next(i for i, s in enumerate(cluster.specs) if s.node_id != leader)
     topic = _name("denied")
     _confluent_create(a[via], topic)
-    assert _metadata_error(a[via], topic) == 0
+    assert metadata_error(a[via], topic) == 0
     _create_deny_acl(a[via], topic)
-    assert _metadata_error(a[via], topic) == TOPIC_AUTHORIZATION_FAILED
+    assert metadata_error(a[via], topic) == TOPIC_AUTHORIZATION_FAILED
     for address in a:
-        wait_until(lambda: _metadata_error(address, topic) == TOPIC_AUTHORIZATION_FAILED,
+        wait_until(lambda: metadata_error(address, topic) == TOPIC_AUTHORIZATION_FAILED,
                    WAIT_S, f"{address} to enforce the DENY binding on {topic}")
     failures: list[str] = []
     producer = Producer({"bootstrap.servers": a[(via + 1) % 3], "message.timeout.ms": 10000,
@@ -338,7 +319,7 @@ def test_deny_acl_added_by_kafka_acls_is_enforced_for_kafka_python_and_java(
                          "--deny-principal", "User:ANONYMOUS", "--operation", "All",
                          "--topic", topic).ok()
     for address in a:
-        wait_until(lambda: _metadata_error(address, topic) == TOPIC_AUTHORIZATION_FAILED,
+        wait_until(lambda: metadata_error(address, topic) == TOPIC_AUTHORIZATION_FAILED,
                    WAIT_S, f"{address} to enforce the DENY binding on {topic}")
     producer = KafkaProducer(bootstrap_servers=a[0], max_block_ms=10000)
     try:
@@ -352,11 +333,10 @@ def test_deny_acl_added_by_kafka_acls_is_enforced_for_kafka_python_and_java(
     assert "TopicAuthorizationException" in refused.stderr + refused.stdout, refused.describe()
 
 
-async def _quorum_leader(address: str) -> int:
-    async with RilletAdmin(address, timeout=10) as admin:
-        leader = (await admin.describe_quorum()).leader_id
-        assert leader is not None
-        return leader
+def _quorum_leader(address: str) -> int:
+    answer = describe_quorum(address)
+    assert answer is not None and answer.leader_id is not None, answer
+    return answer.leader_id
 
 
 def test_kafka_3x_config_names_are_accepted_with_no_effect(cluster: LocalCluster) -> None:
@@ -380,31 +360,25 @@ def test_kafka_3x_config_names_are_accepted_with_no_effect(cluster: LocalCluster
     assert "sasl.kerberos.min.time.before.relogin=60000 accepted" in logs
 
 
-def _auto_create_answer(address: str, topic: str) -> int:
-    """Metadata v7 for `topic` with auto-creation allowed, as a producer asks: its code."""
-    async def ask() -> int:
-        async with RilletAdmin(address, timeout=20) as admin:
-            resp = await admin.request(3, 7, {"topics": [{"name": topic}],
-                                              "allow_auto_topic_creation": True})
-            return int(resp.topics[0].error_code)
-    return asyncio.run(ask())
-
-
 def test_a_node_cut_off_from_the_quorum_answers_a_new_topic_retriably(
         cluster: LocalCluster) -> None:
     """A topic created while one node cannot hear the quorum: that node, asked to auto-create
     it (its creation cannot reach the controller), answers LEADER_NOT_AVAILABLE, never
     UNKNOWN_TOPIC_OR_PARTITION; once the links heal it serves the topic."""
     a = _addresses(cluster)
-    leader = asyncio.run(_quorum_leader(a[0]))
+    leader = _quorum_leader(a[0])
     behind = next(s for s in cluster.specs if s.node_id != leader)
     topic = _name("while-cut-off")
+
+    def auto_create_answer() -> int:
+        """Metadata for the topic with auto-creation allowed, as a producer asks: its code."""
+        return metadata_error(behind.client_address, topic, auto_create=True, timeout=20)
     cluster.isolate(behind.node_id)
     try:
         _confluent_create(next(s.client_address for s in cluster.specs if s.node_id == leader),
                           topic)
-        assert _auto_create_answer(behind.client_address, topic) == LEADER_NOT_AVAILABLE
+        assert auto_create_answer() == LEADER_NOT_AVAILABLE
     finally:
         cluster.heal_all()
-    wait_until(lambda: _auto_create_answer(behind.client_address, topic) == 0, WAIT_S,
+    wait_until(lambda: auto_create_answer() == 0, WAIT_S,
                f"node {behind.node_id} to serve {topic} once healed")

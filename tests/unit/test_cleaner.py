@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rillet.config import BrokerConfig
+from rillet.defs.broker_config import BrokerConfig
 from rillet.protocol.errors import CorruptMessage
 from rillet.records import (ATTR_CONTROL, Compression, Record, decode_records, encode_batch,
                             parse_batches)

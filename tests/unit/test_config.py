@@ -3,8 +3,11 @@ from pathlib import Path
 
 import pytest
 
-from rillet.config import BROKER_DEFS, BrokerConfig, ConfigError
-from rillet.topic_config import effective, log_config, validate_topic_configs
+from rillet.defs.broker_config import BrokerConfig
+from rillet.defs.broker_defs import BROKER_DEFS
+from rillet.defs.config_error import ConfigError
+from rillet.defs.topic_defs import validate_topic_configs
+from rillet.topic_config import effective, log_config
 
 
 def test_defaults_are_kafkas():
@@ -86,12 +89,13 @@ def test_keys_without_effect_yet_depend_on_their_value(settings, ignored):
 
 def test_no_key_left_unflagged_is_unused():
     """Each key flagged as having an effect is read somewhere in the broker (or through a
-    topic config, or config.py's own helpers): a key nothing reads must say so."""
+    topic config, or the config definitions' own helpers): a key nothing reads must say so."""
     import rillet
-    from rillet.topic_config import TOPIC_DEFS
+    from rillet.defs.topic_defs import TOPIC_DEFS
     package = Path(rillet.__file__).parent
-    sources = "\n".join(p.read_text() for p in package.rglob("*.py") if p.name != "config.py")
-    config_py = (package / "config.py").read_text()
+    definitions = package / "defs" / "broker_defs.py"
+    sources = "\n".join(p.read_text() for p in package.rglob("*.py") if p != definitions)
+    config_py = definitions.read_text()
     read_via_property = config_py[config_py.index("BROKER_DEFS: dict"):]
     synonyms = {t.synonym for t in TOPIC_DEFS.values() if t.synonym}
     unused = [name for name, d in BROKER_DEFS.items()
@@ -181,7 +185,7 @@ def test_an_ssl_listener_with_a_keystore_loads():
 
 
 def test_per_listener_settings_override_the_shared_ones_for_that_listener_only():
-    from rillet.listeners import ListenerSettings
+    from rillet.defs.listeners import ListenerSettings
     config = BrokerConfig.load(None, {
         "listeners": "PLAIN://127.0.0.1:9092,SECURE://127.0.0.1:9093,REPL://127.0.0.1:9094",
         "listener.security.protocol.map": "PLAIN:SASL_PLAINTEXT,SECURE:SASL_SSL,REPL:SSL",
@@ -236,7 +240,7 @@ def test_listeners_without_a_broker_listener_are_refused():
 
 def test_topic_configs_are_checked_like_their_broker_synonyms():
     """One definition per setting: a value the broker refuses, the topic refuses too."""
-    from rillet.topic_config import TOPIC_DEFS
+    from rillet.defs.topic_defs import TOPIC_DEFS
     for name, tdef in TOPIC_DEFS.items():
         if tdef.synonym is None:
             continue   # a topic-only config (the replication throttle lists)

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from rillet.config import BrokerConfig, Voter
+from rillet.defs.broker_config import BrokerConfig, Voter
 from rillet.controller.controller import Controller
 from rillet.controller.topics import TopicSpec
-from rillet.metadata.log import MetadataLog
+from rillet.metadata.log import METADATA_TOPIC, MetadataLog
 from rillet.protocol import errors
-from rillet.raft.core import RaftTiming
+from rillet.raft.roles import RaftTiming
 from rillet.raft.node import RaftNode
 from rillet.raft.quorum_state import QuorumStateFile
 
@@ -22,7 +22,7 @@ async def _controller(root: Path) -> Controller:
     config = BrokerConfig.load(None, {"num.partitions": "1", "default.replication.factor": "1"})
     ctrl = Controller("cluster", 1, config)
     raft = RaftNode(1, {1: Voter(1, "127.0.0.1", 0)}, "cluster", MetadataLog.open(root),
-                    QuorumStateFile(root), RaftTiming(),
+                    METADATA_TOPIC, QuorumStateFile(root), RaftTiming(),
                     lambda batches: ctrl.apply_committed([(last, records)
                                                           for last, records, _ in batches]))
     ctrl.attach(raft)

@@ -5,10 +5,10 @@ import logging
 
 import pytest
 
-from rillet.config import ConfigError
+from rillet.defs.config_error import ConfigError
 from rillet.dynamic_config import validate_dynamic
 from rillet.protocol import errors
-from rillet.topic_config import validate_topic_configs
+from rillet.defs.topic_defs import validate_topic_configs
 
 
 def test_message_format_version_is_kept_and_logged_as_without_effect(
@@ -55,7 +55,7 @@ def test_a_kept_kafka_3_name_is_described_as_set_so_a_reconciler_sees_no_change(
     kept name left out of them looked like a change on every pass (an alter, an Event and a
     WARNING every interval)."""
     from rillet.apis.describe_configs import topic_config_entries
-    from rillet.config import BrokerConfig
+    from rillet.defs.broker_config import BrokerConfig
     from rillet.topic_config import DYNAMIC_TOPIC
 
     overrides = {"message.format.version": "2.8-IV1", "retention.ms": "1000"}

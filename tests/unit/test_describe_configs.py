@@ -7,7 +7,7 @@ against a live rillet, and against Kafka itself with RILLET_JAVA_TARGET=kafka.
 from __future__ import annotations
 
 from rillet.apis.describe_configs import broker_synonyms, topic_config_entries
-from rillet.config import BrokerConfig
+from rillet.defs.broker_config import BrokerConfig
 
 # ConfigSource names as kafka-configs prints them.
 _SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG"}

@@ -4,12 +4,13 @@ from __future__ import annotations
 import pytest
 
 from rillet.apis.describe_configs import broker_synonyms
-from rillet.config import BrokerConfig
+from rillet.defs.broker_config import BrokerConfig
 from rillet.controller.broker_configs import decide_broker_configs
 from rillet.dynamic_config import (DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, effective_config)
 from rillet.metadata.image import BROKER_RESOURCE, MetadataImage, replay
 from rillet.protocol import errors
-from rillet.topic_config import effective, validate_topic_configs
+from rillet.defs.topic_defs import validate_topic_configs
+from rillet.topic_config import effective
 
 
 def _apply(image: MetadataImage, name: str, changes: dict, replace_all: bool = False

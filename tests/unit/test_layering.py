@@ -3,16 +3,18 @@
 Every import statement counts: top-level, function-local and under TYPE_CHECKING (a cycle
 hidden there is still a cycle). A module's implicit import of its own parent package (Python
 runs `pkg/__init__.py` before `pkg.mod`) is not an edge; `from pkg import x` is.
-- The broker has no import cycle at all: `Broker` wires its parts, each constructed with
+- the broker has no import cycle at all: `Broker` wires its parts, each constructed with
   what it needs (narrow Protocols next to the consumer, or the owner objects), and none
-  imports broker.py back.
-- The operator imports the broker's client and error codes, plus the broker modules listed
-  below, which issue 23's shared config package replaces: an exact list, a ratchet, so
-  that dropping an import updates it and nothing new slips in.
+  imports broker.py back;
+- the operator imports of rillet only the shared definitions (rillet.defs), the client and
+  the error codes; the shared definitions and the client import nothing of the broker's
+  runtime (rillet.defs only itself and the standard library), so the operator's image needs
+  no more of the broker than those.
 """
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,13 +22,14 @@ ROOT = Path(__file__).resolve().parents[2]
 BROKER = ROOT / "broker_image"
 OPERATOR = ROOT / "operator"
 
-# What the operator may import of rillet: its client and the error codes are meant for it.
-OPERATOR_ALLOWED = {"rillet.client", "rillet.client.security", "rillet.protocol",
+SHARED = "rillet.defs"
+# What the operator may import of rillet, exactly: its client and the error codes are meant
+# for it, and the shared definitions (every module of rillet.defs is allowed, not required).
+OPERATOR_IMPORTS = {"rillet.client", "rillet.client.security", "rillet.protocol",
                     "rillet.protocol.errors"}
-OPERATOR_BROKER_IMPORTS = {
-    "rillet.config", "rillet.dynamic_config", "rillet.security.acl", "rillet.security.tls",
-    "rillet.storage_format", "rillet.topic_config",
-}
+# What the client and the protocol package may reach of the rest of rillet: the shared
+# definitions (ACL and SASL names), so the operator's image needs nothing else of the broker.
+CLIENT_PACKAGES = ("rillet.client", "rillet.protocol")
 
 
 def modules(root: Path, package: str) -> dict[str, Path]:
@@ -132,13 +135,72 @@ def test_the_broker_has_no_import_cycle() -> None:
         f"TYPE_CHECKING or function-local import that dodges one is one)")
 
 
-def test_the_operator_imports_no_more_of_the_broker() -> None:
+def in_package(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_the_operator_imports_only_the_shared_definitions_the_client_and_errors() -> None:
     broker = modules(BROKER, "rillet")
     used: set[str] = set()
     for name, path in modules(OPERATOR, "rillet_operator").items():
         used |= {m for m in (resolve(n, broker) for n in imported_names(name, path))
                  if m is not None}
-    assert used - OPERATOR_ALLOWED == OPERATOR_BROKER_IMPORTS, (
-        f"the operator imports broker modules {sorted(used - OPERATOR_ALLOWED)}; allowed: the "
-        f"client and the error codes, and (until the shared config package) "
-        f"{sorted(OPERATOR_BROKER_IMPORTS)}")
+    shared = {m for m in used if in_package(m, SHARED)}
+    assert shared, "the operator no longer uses rillet.defs: is the finder still right?"
+    assert used - shared == OPERATOR_IMPORTS, (
+        f"the operator imports {sorted(used - shared)} of rillet besides rillet.defs; allowed "
+        f"exactly: {sorted(OPERATOR_IMPORTS)}")
+
+
+def test_the_shared_definitions_import_only_themselves_and_the_standard_library() -> None:
+    known = modules(BROKER, "rillet")
+    outside: dict[str, set[str]] = {}
+    for name, path in known.items():
+        if not in_package(name, SHARED):
+            continue
+        for imported in imported_names(name, path):
+            top = imported.split(".")[0]
+            inside = in_package(resolve(imported, known) or "", SHARED) or imported == "rillet"
+            if not inside and (top == "rillet" or top not in sys.stdlib_module_names):
+                outside.setdefault(name, set()).add(imported)
+    assert outside == {}, f"rillet.defs must be pure (stdlib and itself only): {outside}"
+
+
+def test_the_client_and_protocol_reach_no_broker_runtime() -> None:
+    known = modules(BROKER, "rillet")
+    reached: dict[str, set[str]] = {}
+    for name, path in known.items():
+        if not any(in_package(name, p) for p in CLIENT_PACKAGES):
+            continue
+        for target in {resolve(n, known) for n in imported_names(name, path)} - {None}:
+            if target != "rillet" and not any(in_package(target, p)
+                                              for p in (*CLIENT_PACKAGES, SHARED)):
+                reached.setdefault(name, set()).add(target)
+    assert reached == {}, f"the client and protocol import broker modules: {reached}"
+
+
+# What raft imports of rillet outside itself, exactly: the wire error codes, the client's
+# connection (its RPC transport) and the fsync helper for the quorum-state file. Its log, the
+# topic its RPCs name and the voters' addresses are given to it, so it knows nothing of
+# metadata, the controller or the broker's config.
+RAFT_IMPORTS = {"rillet.client.connection", "rillet.protocol", "rillet.protocol.errors",
+                "rillet.storage.durable_file"}
+# ... and all that reaches in turn: the client's and the protocol's own imports included.
+RAFT_MAY_REACH = ("rillet.raft", *CLIENT_PACKAGES, SHARED, "rillet.storage.durable_file")
+
+
+def test_raft_knows_nothing_of_metadata_or_the_broker() -> None:
+    graph = import_graph(modules(BROKER, "rillet"))
+    raft = {name for name in graph if in_package(name, "rillet.raft")}
+    direct = {target for name in raft for target in graph[name]} - raft
+    assert direct == RAFT_IMPORTS, (
+        f"rillet.raft imports {sorted(direct)} outside itself; allowed exactly "
+        f"{sorted(RAFT_IMPORTS)} (pass anything else in as a parameter)")
+    reached, todo = set(), sorted(raft)
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo.extend(graph[name])
+    beyond = {n for n in reached if not any(in_package(n, p) for p in RAFT_MAY_REACH)}
+    assert not beyond, f"rillet.raft reaches {sorted(beyond)} through what it imports"

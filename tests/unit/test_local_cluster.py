@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from rillet.config import BrokerConfig
+from rillet.defs.broker_config import BrokerConfig
 from rillet.local_cluster import (RENDERED_KEYS, cluster_settings, config_text,
                                   load_or_create_cluster_id, plan_local_cluster, plan_nodes,
                                   plan_nodes_on, serve_command)

@@ -35,7 +35,8 @@ class _Broker:
 
 
 def test_a_fetch_reaching_a_stopping_node_is_answered_broker_not_available():
-    api_key, body = rpc.encode_request(m.FetchRequest(3, 2, 10, 3), "c", 500, 1 << 20)
+    api_key, body = rpc.encode_request(m.FetchRequest(3, 2, 10, 3), "c", "__cluster_metadata",
+                                       500, 1 << 20)
     version = rpc.VERSIONS[api_key]
     req = build(request_schema(api_key, version), body)
     ctx = RequestContext(_Broker(raft=_StoppingRaft()),  # type: ignore[arg-type]

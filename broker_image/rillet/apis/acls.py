@@ -13,7 +13,8 @@ from typing import Any
 
 from ..metadata.image import MetadataImage
 from ..protocol import errors
-from ..security.acl import CODES, AclBinding, InvalidAcl, binding_from_wire, filter_from_wire
+from ..defs.acl import CODES, AclBinding
+from ..security.acl import InvalidAcl, binding_from_wire, filter_from_wire
 from .registry import RequestContext, api
 
 CLUSTER = ("CLUSTER", "kafka-cluster")

@@ -13,14 +13,16 @@ from __future__ import annotations
 from itertools import dropwhile
 from typing import Any
 
-from ..config import BROKER_DEFS, BrokerConfig, ConfigDef
-from ..deprecated_configs import TOPIC_NO_EFFECT
-from ..dynamic_config import (DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, DYNAMIC_KEYS,
-                              DynamicBrokerConfig, static_of)
+from ..defs.broker_config import BrokerConfig
+from ..defs.broker_defs import BROKER_DEFS, ConfigDef
+from ..defs.deprecated_configs import TOPIC_NO_EFFECT
+from ..defs.dynamic_keys import DYNAMIC_KEYS
+from ..defs.topic_defs import TOPIC_DEFS
+from ..dynamic_config import DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, DynamicBrokerConfig, static_of
 from ..metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from ..protocol import errors
-from ..topic_config import (DEFAULT, DYNAMIC_TOPIC, STATIC_BROKER, TOPIC_DEFS, broker_source,
-                            effective, render)
+from ..topic_config import (DEFAULT, DYNAMIC_TOPIC, STATIC_BROKER, broker_source, effective,
+                            render)
 from .registry import CLUSTER, RequestContext, api
 
 # ConfigEntry.ConfigType as the protocol numbers them.

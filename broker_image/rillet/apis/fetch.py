@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..metadata.log import METADATA_TOPIC
 from ..protocol import errors
 from ..raft import rpc
 from ..raft.divergence import BelowStart, divergence
@@ -151,7 +152,7 @@ def _read_all(ctx: RequestContext, req: Any, denied: set[str]
 
 @api(key=1, versions=(4, 12))
 async def fetch(ctx: RequestContext, req: Any) -> Any:
-    if ctx.listener == "controller" and rpc.is_quorum_fetch(req):
+    if ctx.listener == "controller" and rpc.is_quorum_fetch(req, METADATA_TOPIC):
         return await quorum_rpc.answer(ctx, rpc.FETCH, req)
     isolation = getattr(req, "isolation_level", 0)
     if req.replica_id >= 0 and not ctx.authorized("CLUSTER_ACTION", "CLUSTER", CLUSTER):

@@ -36,7 +36,7 @@ async def fetch_snapshot(ctx: RequestContext, req: Any) -> Any:
         return ctx.response({"throttle_time": 0, "error_code": rpc.INCONSISTENT_CLUSTER_ID,
                              "topics": []})
     try:
-        p = rpc.the_partition(req, "name", "partition")
+        p = rpc.the_partition(req, METADATA_TOPIC, "name", "partition")
     except rpc.InvalidQuorumRequest:
         return ctx.response({"throttle_time": 0, "error_code": errors.InvalidRequest.code,
                              "topics": []})

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..config import BROKER_DEFS, BrokerConfig, parse_value
+from ..defs.broker_config import BrokerConfig
+from ..defs.broker_defs import BROKER_DEFS, parse_value
 from ..metadata.image import BROKER_RESOURCE
 from ..protocol import errors
-from ..topic_config import TOPIC_DEFS, effective, render
+from ..defs.topic_defs import TOPIC_DEFS
+from ..topic_config import effective, render
 from .alter_configs import alter_resource
 from .registry import RequestContext, api
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ..metadata.log import METADATA_TOPIC
 from ..protocol import errors
 from ..raft import rpc
 from .registry import RequestContext
@@ -19,14 +20,16 @@ log = logging.getLogger(__name__)
 async def answer(ctx: RequestContext, api_key: int, req: Any) -> Any:
     broker = ctx.broker
     try:
-        cluster_id, sender, message = rpc.decode_request(api_key, req)
+        cluster_id, sender, message = rpc.decode_request(api_key, req, METADATA_TOPIC)
     except rpc.InvalidQuorumRequest as exc:
         log.warning("refused a quorum request from %s: %s", ctx.peer, exc)
-        return ctx.response(rpc.encode_response(api_key, None, errors.InvalidRequest.code))
+        return ctx.response(rpc.encode_response(api_key, None, METADATA_TOPIC,
+                                                 errors.InvalidRequest.code))
     if cluster_id is not None and cluster_id != broker.cluster_id:
         log.warning("refused %s from node %d at %s: cluster id %s is not ours (%s)",
                     type(message).__name__, sender, ctx.peer, cluster_id, broker.cluster_id)
-        return ctx.response(rpc.encode_response(api_key, None, rpc.INCONSISTENT_CLUSTER_ID))
+        return ctx.response(rpc.encode_response(api_key, None, METADATA_TOPIC,
+                                                 rpc.INCONSISTENT_CLUSTER_ID))
     max_wait = int(req.max_wait.total_seconds() * 1000) if api_key == rpc.FETCH else 0
     try:
         response = await broker.raft.handle(sender, message, max_wait)
@@ -35,5 +38,6 @@ async def answer(ctx: RequestContext, api_key: int, req: Any) -> Any:
         # answer the sender retries elsewhere, as from a node that is down, not a failure
         # of ours to log as an error.
         log.debug("%s from node %d not answered: %s", type(message).__name__, sender, exc)
-        return ctx.response(rpc.encode_response(api_key, None, errors.BrokerNotAvailable.code))
-    return ctx.response(rpc.encode_response(api_key, response))
+        return ctx.response(rpc.encode_response(api_key, None, METADATA_TOPIC,
+                                                 errors.BrokerNotAvailable.code))
+    return ctx.response(rpc.encode_response(api_key, response, METADATA_TOPIC))

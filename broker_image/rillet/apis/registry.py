@@ -11,10 +11,11 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, Protocol
 
-from ..config import BrokerConfig
 from ..controller.channel import ControllerChannel
 from ..controller.controller import Controller
 from ..coordinator.manager import GroupCoordinator
+from ..defs.acl import CODES
+from ..defs.broker_config import BrokerConfig
 from ..forwarding import ControllerForwarder
 from ..metadata.image import MetadataImage
 from ..metadata.snapshot import SnapshotStore
@@ -24,7 +25,6 @@ from ..protocol.build import build
 from ..protocol.codec import RequestHeader, response_schema
 from ..raft.node import RaftNode
 from ..replication.manager import ReplicaManager
-from ..security.acl import CODES
 from ..security.authorizer import Authorizer
 from ..security.sasl import ScramCredential
 from ..security.session import Session

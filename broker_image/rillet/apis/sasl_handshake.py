@@ -16,8 +16,8 @@ import logging
 from typing import Any
 
 from ..protocol import errors
-from ..security.sasl import PLAIN, PlainExchange, ScramExchange, enabled_mechanisms, \
-    parse_jaas_users
+from ..defs.sasl import PLAIN, enabled_mechanisms, parse_jaas_users
+from ..security.sasl import PlainExchange, ScramExchange
 from .registry import RequestContext, api
 
 log = logging.getLogger(__name__)

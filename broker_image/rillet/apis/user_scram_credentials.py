@@ -11,7 +11,7 @@ from typing import Any
 
 from ..controller.security import ScramChange
 from ..protocol import errors
-from ..security.sasl import SCRAM_CODES
+from ..defs.sasl import SCRAM_CODES
 from .registry import RequestContext, api
 
 CLUSTER = ("CLUSTER", "kafka-cluster")

@@ -11,8 +11,8 @@ import os
 from typing import Any, Iterable
 
 from ..protocol import errors
-from ..security.acl import ANY, CODES, AclBinding
-from ..security.sasl import SCRAM_CODES
+from ..defs.acl import ANY, CODES, AclBinding
+from ..defs.sasl import SCRAM_CODES
 from .admin import AdminClient
 from .connection import raise_for
 

@@ -21,13 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..client.connection import KafkaClientError, open_stream, raise_for
-from ..config import Voter
 from ..metadata.view import MetadataView
 from ..protocol import errors
 from ..protocol.build import build
 from ..protocol.codec import (FramingError, decode_response, encode_request, request_schema,
                               response_size)
-from ..raft.node import RaftNode
+from ..raft.node import RaftNode, VoterAddress
 from . import remote
 from .controller import ACTIVE_WAIT_S, BrokerState, Controller
 from .topics import TopicResult, TopicSpec
@@ -71,7 +70,7 @@ class ControllerChannel:
         """This node leads the quorum: its own controller decides."""
         return self._raft.is_leader
 
-    def leader(self) -> Voter | None:
+    def leader(self) -> VoterAddress | None:
         """The active controller's controller listener, when it is known and not this node."""
         leader = self._raft.leader_id
         if leader is None or leader == self.node_id:

@@ -14,12 +14,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, Mapping
 
-from ..config import ConfigError
+from ..defs.config_error import ConfigError
 from ..metadata import records as mrec
 from ..metadata.image import TOPIC_RESOURCE, MetadataImage, replay, replay_batches
 from ..protocol import errors
-from ..topic_config import validate_topic_configs
-from ..security.acl import AclBinding, AclFilter
+from ..defs.topic_defs import validate_topic_configs
+from ..defs.acl import AclBinding
+from ..security.acl import AclFilter
 from . import election, leader_balance, reassignment, security
 from .broker_configs import decide_broker_configs
 from .brokers import decide_unregister

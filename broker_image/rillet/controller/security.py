@@ -9,9 +9,10 @@ from typing import Any, Iterable
 from ..metadata import records as mrec
 from ..metadata.image import MetadataImage
 from ..protocol import errors
-from ..security.acl import AclBinding, AclFilter
-from ..security.sasl import (MAX_ITERATIONS, MIN_ITERATIONS, SCRAM_MECHANISMS,
-                             scram_credential)
+from ..defs.acl import AclBinding
+from ..defs.sasl import SCRAM_MECHANISMS
+from ..security.acl import AclFilter
+from ..security.sasl import MAX_ITERATIONS, MIN_ITERATIONS, scram_credential
 
 
 @dataclass(frozen=True)

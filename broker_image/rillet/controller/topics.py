@@ -10,11 +10,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import ConfigError
+from ..defs.config_error import ConfigError
 from ..metadata import records as mrec
 from ..metadata.image import TOPIC_RESOURCE, MetadataImage
 from ..protocol import errors
-from ..topic_config import validate_topic_configs
+from ..defs.topic_defs import validate_topic_configs
 from .placement import BrokerSlot, PlacementError, assign
 
 # Like KRaft's limit on records per user operation: one request may not add more partitions,

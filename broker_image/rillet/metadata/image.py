@@ -13,7 +13,8 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
-from ..security.acl import AclBinding, AclIndex
+from ..defs.acl import AclBinding
+from ..security.acl import AclIndex
 from ..security.sasl import ScramCredential
 from . import records as r
 

@@ -8,7 +8,7 @@ mark so a simulated crash loses exactly the unflushed tail.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Iterable, Protocol
 
 
 class RaftLog(Protocol):
@@ -39,6 +39,26 @@ class RaftLog(Protocol):
 
     def snapshot(self) -> tuple[int, int] | None:
         """(end offset, epoch) of the latest snapshot, if any."""
+        ...
+
+
+# (last offset, decoded entries, size in bytes) of one committed batch, as on_commit gets it.
+CommittedBatch = tuple[int, list[Any], int]
+
+
+class ReplicatedLog(RaftLog, Protocol):
+    """The RaftLog the I/O shell (raft.node) drives: durable flushes, the committed mark and
+    reads of what is committed. The owner of the log (the metadata log for the quorum) gives
+    it to the node, so raft never learns what the entries mean."""
+
+    async def flush(self) -> int:
+        """fsync what was appended; returns the durable end offset."""
+        ...
+
+    def set_high_watermark(self, offset: int) -> None: ...
+
+    def committed_batches(self, start: int, end: int) -> Iterable[CommittedBatch]:
+        """Every batch in [start, end), oldest first."""
         ...
 
 

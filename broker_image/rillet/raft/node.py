@@ -7,6 +7,9 @@ Sends, log flushes and snapshot loads run as tasks that report back through
 `step`. Committed batches are handed, in order and once, to `on_commit`
 (the controller replays them into the metadata image).
 
+The node knows nothing of what it replicates: its owner gives it the log (a
+ReplicatedLog), the name of the topic its RPCs are about, and the voters' addresses.
+
 A follower's Fetch is long-polled here, not in the core: an answer with
 nothing new waits (up to the request's max wait) for the log, the high
 watermark or the epoch to move, so followers learn of commits at once. An
@@ -21,17 +24,17 @@ import random
 import ssl
 import time
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, Mapping, Protocol, TypeVar
 
 from ..client.connection import BrokerConnection, KafkaClientError
-from ..config import Voter
-from ..metadata.log import MetadataLog
 from ..protocol import errors
 from . import messages as m
 from . import rpc
-from .core import NotLeader, RaftCore, RaftTiming, ReplicaProgress
+from .core import RaftCore
+from .log import CommittedBatch, ReplicatedLog
 from .parking import FetchParking
 from .quorum_state import QuorumStateFile
+from .roles import NotLeader, RaftTiming, ReplicaProgress
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -43,6 +46,20 @@ RETRY_BACKOFF_S = 0.05
 
 def now_ms() -> int:
     return int(time.monotonic() * 1000)
+
+
+class VoterAddress(Protocol):
+    """Where a voter's controller listener is; rillet.defs' Voter (the parsed
+    controller.quorum.voters) is one."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def host(self) -> str: ...
+
+    @property
+    def port(self) -> int: ...
 
 
 @dataclass
@@ -65,18 +82,20 @@ class QuorumInfo:
 
 
 class RaftNode:
-    """Owns the core, the quorum-state file and the metadata log's replication."""
+    """Owns the core, the quorum-state file and the replication of the log it is given
+    (partition 0 of `topic`)."""
 
-    def __init__(self, node_id: int, voters: dict[int, Voter], cluster_id: str,
-                 metadata_log: MetadataLog, state_file: QuorumStateFile, timing: RaftTiming,
-                 on_commit: Callable[[list[tuple[int, list[dict[str, Any]], int]]], None],
+    def __init__(self, node_id: int, voters: Mapping[int, VoterAddress], cluster_id: str,
+                 replicated_log: ReplicatedLog, topic: str, state_file: QuorumStateFile,
+                 timing: RaftTiming, on_commit: Callable[[list[CommittedBatch]], None],
                  load_snapshot: Callable[[int, int, int], Awaitable[bool]] | None = None,
                  ssl_context: ssl.SSLContext | None = None) -> None:
         self.node_id = node_id
         self._ssl_context = ssl_context  # the controller listener's, when it is SSL
         self.voters = voters
         self.cluster_id = cluster_id
-        self.log = metadata_log
+        self.log = replicated_log
+        self.topic = topic
         self._state_file = state_file
         self._timing = timing
         self._on_commit = on_commit
@@ -89,8 +108,8 @@ class RaftNode:
         self._last_seen: tuple[Any, ...] = ()
         # A replica quiet for two fetch waits may have restarted: tell it the HW again.
         self._parking = FetchParking(forget_after_ms=2 * FETCH_MAX_WAIT_MS)
-        snapshot = metadata_log.snapshot()
-        self.applied_offset = max(metadata_log.start_offset, snapshot[0] if snapshot else 0)
+        snapshot = replicated_log.snapshot()
+        self.applied_offset = max(replicated_log.start_offset, snapshot[0] if snapshot else 0)
         self.core: RaftCore | None = None
         self._stopping = False
 
@@ -337,8 +356,8 @@ class RaftNode:
 
     async def _send(self, to: int, message: m.Request) -> None:
         kind = "fetch" if isinstance(message, m.FetchRequest) else "control"
-        api_key, body = rpc.encode_request(message, self.cluster_id, FETCH_MAX_WAIT_MS,
-                                           self._timing.max_fetch)
+        api_key, body = rpc.encode_request(message, self.cluster_id, self.topic,
+                                           FETCH_MAX_WAIT_MS, self._timing.max_fetch)
         try:
             raw = await self.connection(to, kind).request(api_key, rpc.VERSIONS[api_key], body)
             response = rpc.decode_response(message, raw)

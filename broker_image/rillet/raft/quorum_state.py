@@ -4,11 +4,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..config import ConfigError
 from ..storage.durable_file import write_durably
 from .messages import QuorumStateData
 
 QUORUM_STATE_FILE = "quorum-state"
+
+
+class QuorumStateError(ValueError):
+    """The quorum-state file cannot be read; its text names the file and why. Raft's own, so
+    that raft needs nothing of the broker's config: the CLI reports it as a config error."""
 
 
 class QuorumStateFile:
@@ -21,7 +25,7 @@ class QuorumStateFile:
         except FileNotFoundError:
             return QuorumStateData()
         except (OSError, ValueError) as exc:
-            raise ConfigError(f"cannot read {self.path}: {exc}") from None
+            raise QuorumStateError(f"cannot read {self.path}: {exc}") from None
         return QuorumStateData(int(data["epoch"]), data.get("voted_for"), data.get("leader_id"))
 
     def write(self, state: QuorumStateData) -> None:

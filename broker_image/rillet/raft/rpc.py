@@ -1,14 +1,15 @@
-"""Raft messages as Kafka's quorum RPCs on `__cluster_metadata-0`.
+"""Raft messages as Kafka's quorum RPCs on partition 0 of the quorum's topic.
 
 Vote (52) v0, BeginQuorumEpoch (53) v0, EndQuorumEpoch (54) v0 and Fetch (1)
 v12 with the replica id of the follower: the wire forms KRaft uses, so the
-messages are Kafka's and only their plain-value translation lives here.
+messages are Kafka's and only their plain-value translation lives here. The
+topic (`__cluster_metadata` for the metadata quorum) is the caller's to name:
+raft does not know what its log holds.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from ..metadata.log import METADATA_TOPIC
 from . import messages as m
 
 VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH = 52, 53, 54, 1
@@ -24,25 +25,25 @@ def _wire_id(value: int | None) -> int:
     return -1 if value is None else value
 
 
-def _topic(partition: dict[str, Any], key: str = "topic_name") -> list[dict[str, Any]]:
-    return [{key: METADATA_TOPIC, "partitions": [{"partition_index": 0, **partition}]}]
+def _topic(topic: str, partition: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"topic_name": topic, "partitions": [{"partition_index": 0, **partition}]}]
 
 
 # -- requests ---------------------------------------------------------------------------
 
 
-def encode_request(msg: m.Request, cluster_id: str, max_wait_ms: int, max_bytes: int
-                   ) -> tuple[int, dict[str, Any]]:
-    """(api key, body) of a request sent by this node."""
+def encode_request(msg: m.Request, cluster_id: str, topic: str, max_wait_ms: int,
+                   max_bytes: int) -> tuple[int, dict[str, Any]]:
+    """(api key, body) of a request sent by this node about partition 0 of `topic`."""
     if isinstance(msg, m.VoteRequest):
-        return VOTE, {"cluster_id": cluster_id, "topics": _topic({
+        return VOTE, {"cluster_id": cluster_id, "topics": _topic(topic, {
             "replica_epoch": msg.epoch, "replica_id": msg.candidate_id,
             "last_offset_epoch": msg.last_epoch, "last_offset": msg.last_offset})}
     if isinstance(msg, m.BeginQuorumEpochRequest):
-        return BEGIN_QUORUM_EPOCH, {"cluster_id": cluster_id, "topics": _topic({
+        return BEGIN_QUORUM_EPOCH, {"cluster_id": cluster_id, "topics": _topic(topic, {
             "leader_id": msg.leader_id, "leader_epoch": msg.epoch})}
     if isinstance(msg, m.EndQuorumEpochRequest):
-        return END_QUORUM_EPOCH, {"cluster_id": cluster_id, "topics": _topic({
+        return END_QUORUM_EPOCH, {"cluster_id": cluster_id, "topics": _topic(topic, {
             "leader_id": msg.leader_id, "leader_epoch": msg.epoch,
             "preferred_successors": list(msg.preferred_successors)})}
     if isinstance(msg, m.FetchRequest):
@@ -51,7 +52,7 @@ def encode_request(msg: m.Request, cluster_id: str, max_wait_ms: int, max_bytes:
             "min_bytes": 1, "max_bytes": max_bytes, "isolation_level": 0,
             "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [],
             "rack_id": "",
-            "topics": [{"topic": METADATA_TOPIC, "partitions": [{
+            "topics": [{"topic": topic, "partitions": [{
                 "partition": 0, "current_leader_epoch": msg.epoch,
                 "fetch_offset": msg.fetch_offset, "last_fetched_epoch": msg.last_fetched_epoch,
                 "log_start_offset": -1, "partition_max_bytes": max_bytes}]}]}
@@ -59,33 +60,34 @@ def encode_request(msg: m.Request, cluster_id: str, max_wait_ms: int, max_bytes:
 
 
 class InvalidQuorumRequest(ValueError):
-    """A quorum RPC that does not name __cluster_metadata-0 alone: INVALID_REQUEST."""
+    """A quorum RPC that does not name partition 0 of the quorum's topic alone:
+    INVALID_REQUEST."""
 
 
-def the_partition(body: Any, topic_name: str, index: str) -> Any:
+def the_partition(body: Any, topic: str, topic_name: str, index: str) -> Any:
     """The one partition a quorum RPC is about; ``topic_name`` and ``index`` are the
     attributes holding its topic's name and partition's index in this API's schema. Raises
-    InvalidQuorumRequest unless that is __cluster_metadata-0 alone."""
+    InvalidQuorumRequest unless that is partition 0 of `topic` alone."""
     topics = body.topics
     if len(topics) != 1 or len(topics[0].partitions) != 1:
         raise InvalidQuorumRequest(f"{len(topics)} topic(s) in a quorum RPC; it names "
-                                   f"{METADATA_TOPIC}-0 alone")
+                                   f"{topic}-0 alone")
     name, partition = getattr(topics[0], topic_name), topics[0].partitions[0]
-    if name != METADATA_TOPIC or getattr(partition, index) != 0:
+    if name != topic or getattr(partition, index) != 0:
         raise InvalidQuorumRequest(f"quorum RPC for {name!r} partition "
                                    f"{getattr(partition, index)}")
     return partition
 
 
-def decode_request(api_key: int, body: Any) -> tuple[str | None, int, m.Request]:
+def decode_request(api_key: int, body: Any, topic: str) -> tuple[str | None, int, m.Request]:
     """(cluster id, sender, message) of a request received by this node; raises
-    InvalidQuorumRequest when it is not about the metadata partition alone."""
+    InvalidQuorumRequest when it is not about partition 0 of `topic` alone."""
     cluster_id = getattr(body, "cluster_id", None)
     if api_key == FETCH:
-        p = the_partition(body, "topic", "partition")
+        p = the_partition(body, topic, "topic", "partition")
         return cluster_id, body.replica_id, m.FetchRequest(
             p.current_leader_epoch, body.replica_id, p.fetch_offset, p.last_fetched_epoch)
-    p = the_partition(body, "topic_name", "partition_index")
+    p = the_partition(body, topic, "topic_name", "partition_index")
     if api_key == VOTE:
         return cluster_id, p.replica_id, m.VoteRequest(
             p.replica_epoch, p.replica_id, p.last_offset_epoch, p.last_offset)
@@ -97,22 +99,24 @@ def decode_request(api_key: int, body: Any) -> tuple[str | None, int, m.Request]
     raise ValueError(f"api key {api_key} is not a quorum RPC")
 
 
-def is_quorum_fetch(body: Any) -> bool:
-    return any(t.topic == METADATA_TOPIC for t in body.topics)
+def is_quorum_fetch(body: Any, topic: str) -> bool:
+    return any(t.topic == topic for t in body.topics)
 
 
 # -- responses --------------------------------------------------------------------------
 
 
-def encode_response(api_key: int, resp: m.Response | None, error: int = 0) -> dict[str, Any]:
-    """Response body; `resp` None with `error` set answers a refused request."""
+def encode_response(api_key: int, resp: m.Response | None, topic: str,
+                    error: int = 0) -> dict[str, Any]:
+    """Response body about partition 0 of `topic`; `resp` None with `error` set answers a
+    refused request."""
     if resp is None:
         if api_key == FETCH:
             return {"throttle_time": 0, "error_code": error, "session_id": 0, "responses": []}
         return {"error_code": error, "topics": []}
     if isinstance(resp, m.FetchResponse):
         return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": [{
-            "topic": METADATA_TOPIC, "partitions": [{
+            "topic": topic, "partitions": [{
                 "partition_index": 0, "error_code": resp.error,
                 "high_watermark": resp.high_watermark, "last_stable_offset": -1,
                 "log_start_offset": resp.log_start_offset, "aborted_transactions": None,
@@ -128,7 +132,7 @@ def encode_response(api_key: int, resp: m.Response | None, error: int = 0) -> di
                                  "leader_epoch": resp.epoch}
     if isinstance(resp, m.VoteResponse):
         partition["vote_granted"] = resp.granted
-    return {"error_code": 0, "topics": _topic(partition)}
+    return {"error_code": 0, "topics": _topic(topic, partition)}
 
 
 def decode_response(request: m.Request, body: Any) -> m.Response | int:

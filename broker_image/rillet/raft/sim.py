@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import messages as m
-from .core import RaftCore, RaftTiming
+from .core import RaftCore
 from .log import MemoryLog
+from .roles import RaftTiming
 
 TIMING = RaftTiming(election_timeout_ms=300, fetch_timeout_ms=600, request_timeout_ms=200,
                     max_fetch=8)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..client.connection import BrokerConnection, KafkaClientError
-from ..config import BrokerConfig
+from ..defs.broker_config import BrokerConfig
 from ..protocol import errors
 from ..raft.divergence import truncation_offset
 from ..records import parse_batches

@@ -21,7 +21,7 @@ import ssl
 import time
 from typing import Any, Callable, Iterable, Protocol
 
-from ..config import BrokerConfig
+from ..defs.broker_config import BrokerConfig
 from ..metadata.image import MetadataImage, PartitionInfo
 from ..metadata.view import MetadataView
 from ..protocol import errors

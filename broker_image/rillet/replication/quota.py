@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from ..config import LONG_MAX
+from ..defs.broker_defs import LONG_MAX
 
 UNLIMITED = LONG_MAX
 

@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Mapping, Protocol
 
-from ..config import RACK_AWARE_SELECTOR
+from ..defs.broker_defs import RACK_AWARE_SELECTOR
 from ..metadata.image import MetadataImage, PartitionInfo
 from ..metadata.view import MetadataView
 from ..protocol import errors

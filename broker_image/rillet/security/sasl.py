@@ -12,25 +12,16 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 import scramp
 
-PLAIN = "PLAIN"
-SCRAM_SHA_256 = "SCRAM-SHA-256"
-SCRAM_SHA_512 = "SCRAM-SHA-512"
-SCRAM_MECHANISMS = {1: SCRAM_SHA_256, 2: SCRAM_SHA_512}   # Kafka's wire codes
-SCRAM_CODES = {name: code for code, name in SCRAM_MECHANISMS.items()}
+from ..defs.sasl import PLAIN, SCRAM_SHA_256, SCRAM_SHA_512
+
 _HASHES = {SCRAM_SHA_256: hashlib.sha256, SCRAM_SHA_512: hashlib.sha512}
 MIN_ITERATIONS = 4096     # Kafka's bounds for SCRAM credentials
 MAX_ITERATIONS = 16384
-_JAAS_OPTION = re.compile(r'([A-Za-z_][\w.-]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
-
-
-class SaslConfigError(ValueError):
-    pass
 
 
 class AuthenticationFailed(Exception):
@@ -55,34 +46,6 @@ def scram_credential(mechanism: str, salted_password: bytes, salt: bytes,
     return ScramCredential(salt, digest(client_key).digest(),
                            hmac.new(salted_password, b"Server Key", digest).digest(),
                            iterations)
-
-
-def parse_jaas_users(text: str) -> dict[str, str]:
-    """The `user_<name>="<password>"` options of a PlainLoginModule JAAS line."""
-    options = {k: v.replace('\\"', '"').replace("\\\\", "\\")
-               for k, v in _JAAS_OPTION.findall(text)}
-    return {k[len("user_"):]: v for k, v in options.items() if k.startswith("user_")}
-
-
-def enabled_mechanisms(settings: Any) -> list[str]:
-    return [m.upper() for m in settings["sasl.enabled.mechanisms"]]
-
-
-def check_mechanisms(settings: Any) -> None:
-    """A SASL listener's mechanisms exist in rillet, and PLAIN has its users."""
-    mechanisms = enabled_mechanisms(settings)
-    if not mechanisms:
-        raise SaslConfigError("sasl.enabled.mechanisms is empty")
-    for mechanism in mechanisms:
-        if mechanism not in (PLAIN, *SCRAM_CODES):
-            raise SaslConfigError(f"SASL mechanism {mechanism} is not available in rillet "
-                                  f"(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 are)")
-    if PLAIN in mechanisms:
-        jaas = settings.jaas(PLAIN)
-        if not jaas or not parse_jaas_users(jaas):
-            raise SaslConfigError(
-                f"PLAIN needs listener.name.{settings.name.lower()}.plain.sasl.jaas.config "
-                f"with user_<name>=\"<password>\" entries")
 
 
 class PlainExchange:

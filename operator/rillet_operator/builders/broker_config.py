@@ -1,5 +1,5 @@
 """The broker configuration of a Cluster: rendering and validation with rillet's own config
-definitions (rillet.config), so the operator refuses exactly what a broker would refuse.
+definitions (rillet.defs), so the operator refuses exactly what a broker would refuse.
 
 One ConfigMap serves every pod (one StatefulSet template), so it holds what all brokers share;
 what differs per broker (node.id = pod ordinal, process.roles and listeners of voters vs
@@ -11,7 +11,9 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from rillet.config import BROKER_DEFS, BrokerConfig, ConfigError, parse_value
+from rillet.defs.broker_config import BrokerConfig
+from rillet.defs.broker_defs import BROKER_DEFS, parse_value
+from rillet.defs.config_error import ConfigError
 
 from ..spec import ClusterSpec
 from . import names

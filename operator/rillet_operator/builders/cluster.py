@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
-from rillet.dynamic_config import DYNAMIC_KEYS
+from rillet.defs.dynamic_keys import DYNAMIC_KEYS
 
 from ..spec import ClusterSpec
 from . import broker_config as bc

@@ -6,7 +6,7 @@
   controller last (roll.py decides).
 - A manual roll: `kubectl annotate rlc/NAME rillet.io/roll="$(date +%s)" --overwrite`
   restarts every broker once per new value.
-- Dynamic broker configs in spec.config (rillet.dynamic_config.DYNAMIC_KEYS) are not part of
+- Dynamic broker configs in spec.config (rillet.defs.dynamic_keys.DYNAMIC_KEYS) are not part of
   the pod template's config hash: `apply_dynamic_configs` sets them as cluster-wide dynamic
   defaults (IncrementalAlterConfigs on the broker resource ""), with no restart.
 """
@@ -16,17 +16,16 @@ import asyncio
 import hashlib
 import json
 import time
-from typing import Any
 
 import kopf
-from rillet.dynamic_config import DYNAMIC_KEYS
+from rillet.defs.dynamic_keys import DYNAMIC_KEYS
 
 from .. import roll
 from ..builders import names
 from ..conditions import Outcome
 from ..spec import ClusterSpec
-from .access import Target
-from .common import kube, replacing
+from .common import replacing
+from .context import ClusterContext
 
 ROLL_TIMEOUT_S = 600.0
 ADMIN_TIMEOUT_S = 15.0
@@ -44,10 +43,9 @@ def _pod_view(pod: dict) -> roll.PodView:
                         ready, bool(meta.get("deletionTimestamp")), meta.get("uid", ""))
 
 
-async def roll_step(cs: ClusterSpec, body: Any, meta: Any, status: dict, patch: kopf.Patch,
-                    logger: Any, target: Target) -> Outcome | None:
+async def roll_step(ctx: ClusterContext) -> Outcome | None:
     """One step of a rolling restart; None when there is nothing to roll."""
-    k = kube()
+    cs, status, k = ctx.spec, ctx.status, ctx.kube
     sts = await asyncio.to_thread(k.get, "StatefulSet", names.statefulset(cs.name),
                                   cs.namespace)
     if not sts:
@@ -58,14 +56,14 @@ async def roll_step(cs: ClusterSpec, body: Any, meta: Any, status: dict, patch: 
     update_revision = sts_status.get("updateRevision") or ""
     pods = [_pod_view(p) for p in await asyncio.to_thread(
         k.list, "Pod", cs.namespace, names.selector_labels(cs.name))]
-    token = (meta.get("annotations") or {}).get(roll.ROLL_ANNOTATION)
+    token = ctx.annotation(roll.ROLL_ANNOTATION)
     state = status.get("roll") or {}
     pending = any(p.revision != update_revision for p in pods) or (
         token and token != state.get("token")) or state.get("manualPending") or \
         state.get("phase") in ("Rolling", "Stuck")
     if not pending:
         return None
-    async with target.admin(ADMIN_TIMEOUT_S) as admin:
+    async with ctx.target.admin(ADMIN_TIMEOUT_S) as admin:
         # The quorum leader: DescribeCluster names the broker asked, as KRaft brokers do.
         quorum = await admin.describe_quorum()
         urp = len(await admin.under_replicated())
@@ -75,17 +73,17 @@ async def roll_step(cs: ClusterSpec, body: Any, meta: Any, status: dict, patch: 
                     ROLL_TIMEOUT_S, lagging)
     if d.delete:
         await asyncio.to_thread(k.delete, "Pod", d.delete, cs.namespace)
-        kopf.info(body, reason="RollingRestart", message=f"restarting {d.delete} "
-                                                          f"(under-replicated partitions: {urp})")
-        logger.info("rolling restart: deleted %s (controller %s, URP %d)", d.delete,
+        kopf.info(ctx.body, reason="RollingRestart", message=f"restarting {d.delete} "
+                  f"(under-replicated partitions: {urp})")
+        ctx.logger.info("rolling restart: deleted %s (controller %s, URP %d)", d.delete,
                     controller, urp)
-    patch.status["roll"] = replacing(status.get("roll"), d.state)
+    ctx.patch.status["roll"] = replacing(status.get("roll"), d.state)
     if d.stuck:
         return Outcome(False, "RollStuck", d.waiting, error=True)
     if d.rolling:
         return Outcome(False, "RollingRestart", d.waiting, reconciling=True)
     if state.get("phase") in ("Rolling", "Stuck"):
-        kopf.info(body, reason="RollingRestartDone",
+        kopf.info(ctx.body, reason="RollingRestartDone",
                   message=f"restarted {', '.join(d.state.get('order') or [])}")
     return None
 
@@ -99,21 +97,20 @@ def dynamic_hash(cs: ClusterSpec) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-async def apply_dynamic_configs(cs: ClusterSpec, status: dict, patch: kopf.Patch, body: Any,
-                                logger: Any, target: Target) -> None:
+async def apply_dynamic_configs(ctx: ClusterContext) -> None:
     """Brings the cluster-wide dynamic defaults in line with spec.config's dynamic keys, once
     per change of them (status.dynamicConfigHash); the rebalance throttles are left alone."""
-    want_hash = dynamic_hash(cs)
-    if status.get("dynamicConfigHash") == want_hash:
+    want_hash = dynamic_hash(ctx.spec)
+    if ctx.status.get("dynamicConfigHash") == want_hash:
         return
-    want = dynamic_configs(cs)
-    async with target.admin(ADMIN_TIMEOUT_S) as admin:
+    want = dynamic_configs(ctx.spec)
+    async with ctx.target.admin(ADMIN_TIMEOUT_S) as admin:
         have = await admin.broker_config_overrides(None)
         set_configs = {k: v for k, v in want.items() if have.get(k) != v}
         delete = sorted(k for k in have if k not in want and k not in REBALANCE_OWNED)
         if set_configs or delete:
             await admin.alter_broker_configs(None, set_configs, delete)
-            kopf.info(body, reason="DynamicConfigApplied",
+            kopf.info(ctx.body, reason="DynamicConfigApplied",
                       message=f"set {sorted(set_configs)}, removed {delete} without restarts")
-            logger.info("dynamic configs: set %s, removed %s", set_configs, delete)
-    patch.status["dynamicConfigHash"] = want_hash
+            ctx.logger.info("dynamic configs: set %s, removed %s", set_configs, delete)
+    ctx.patch.status["dynamicConfigHash"] = want_hash

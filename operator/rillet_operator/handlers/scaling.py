@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
 
 import kopf
 from rillet.client import AdminClient, KafkaClientError
@@ -31,8 +30,8 @@ from ..builders import names
 from ..conditions import Outcome
 from ..kube import ApiError
 from ..spec import ClusterSpec
-from .access import Target
-from .common import kube, now, replacing
+from .common import now, replacing
+from .context import ClusterContext
 
 REBALANCE_ANNOTATION = "rillet.io/rebalance"
 ADMIN_TIMEOUT_S = 15.0
@@ -47,18 +46,18 @@ class ScaleDecision:
     outcome: Outcome | None = None   # None: no scaling or rebalance under way
 
 
-async def scale_step(cs: ClusterSpec, body: Any, meta: Any, status: dict, patch: kopf.Patch,
-                     logger: Any, target: Target) -> ScaleDecision:
-    sts = await asyncio.to_thread(kube().get, "StatefulSet", names.statefulset(cs.name),
+async def scale_step(ctx: ClusterContext) -> ScaleDecision:
+    cs, status, patch = ctx.spec, ctx.status, ctx.patch
+    sts = await asyncio.to_thread(ctx.kube.get, "StatefulSet", names.statefulset(cs.name),
                                   cs.namespace)
     if sts is None:
         return ScaleDecision(cs.replicas)
     current = int((sts.get("spec") or {}).get("replicas") or cs.replicas)
     scaling = dict(status.get("scaling") or {})
-    plan_cm = await asyncio.to_thread(kube().get, "ConfigMap", names.rebalance_plan(cs.name),
+    plan_cm = await asyncio.to_thread(ctx.kube.get, "ConfigMap", names.rebalance_plan(cs.name),
                                       cs.namespace)
     state = rebalance.load(plan_cm, status.get("rebalance"))
-    token = (meta.get("annotations") or {}).get(REBALANCE_ANNOTATION)
+    token = ctx.annotation(REBALANCE_ANNOTATION)
 
     if cs.replicas > current and names.voter_count(cs.replicas) != names.voter_count(current):
         return ScaleDecision(current, Outcome(
@@ -69,7 +68,7 @@ async def scale_step(cs: ClusterSpec, body: Any, meta: Any, status: dict, patch:
 
     if cs.replicas > current:
         scaling = {"from": current, "to": cs.replicas, "phase": "WaitingForBrokers"}
-        kopf.info(body, reason="ScaleUp", message=f"{current} -> {cs.replicas} brokers")
+        kopf.info(ctx.body, reason="ScaleUp", message=f"{current} -> {cs.replicas} brokers")
         patch.status["scaling"] = scaling
         return ScaleDecision(cs.replicas, Outcome(
             False, "ScalingUp", f"starting brokers {list(range(current, cs.replicas))}",
@@ -79,7 +78,7 @@ async def scale_step(cs: ClusterSpec, body: Any, meta: Any, status: dict, patch:
     if cs.replicas == current and not busy and not requested:
         return ScaleDecision(current)
     try:
-        async with target.admin(ADMIN_TIMEOUT_S) as admin:
+        async with ctx.target.admin(ADMIN_TIMEOUT_S) as admin:
             if cs.replicas < current:
                 refusal = await _scale_down_refusal(admin, cs, current)
                 if refusal:
@@ -87,17 +86,16 @@ async def scale_step(cs: ClusterSpec, body: Any, meta: Any, status: dict, patch:
                                                           error=True))
                 if scaling.get("to") != cs.replicas:
                     scaling = {"from": current, "to": cs.replicas, "phase": "Draining"}
-                    kopf.info(body, reason="ScaleDown", message=f"draining brokers "
+                    kopf.info(ctx.body, reason="ScaleDown", message=f"draining brokers "
                               f"{scale_safety.removed_brokers(current, cs.replicas)} before "
                               f"their pods go")
             if requested and state.phase not in ("Planned", "Moving"):
                 patch.status["rebalanceToken"] = token   # asked once: one rebalance
             else:
                 requested = False
-            return await _advance(admin, cs, body, status, scaling, state, requested, current,
-                                  patch, logger, plan_cm)
+            return await _advance(ctx, admin, scaling, state, requested, current, plan_cm)
     except (KafkaClientError, OSError, asyncio.TimeoutError) as exc:
-        logger.debug("scaling: cluster not reachable: %s", exc)   # the condition says it once
+        ctx.logger.debug("scaling: cluster not reachable: %s", exc)   # the condition says it once
         # The scale is still what runs (Ready keeps saying whether the brokers serve).
         return ScaleDecision(current, Outcome(False, _scale_reason(scaling, state), f"waiting "
                              f"for the cluster: {type(exc).__name__}: {exc}", reconciling=True))
@@ -129,11 +127,12 @@ async def _observe(admin: AdminClient) -> tuple[rebalance.Observed, dict[int, st
                               live_brokers=frozenset(racks)), racks
 
 
-async def _advance(admin: AdminClient, cs: ClusterSpec, body: Any, status: dict, scaling: dict,
+async def _advance(ctx: ClusterContext, admin: AdminClient, scaling: dict,
                    state: rebalance.RebalanceState, requested: bool, current: int,
-                   patch: kopf.Patch, logger: Any, plan_cm: dict | None) -> ScaleDecision:
+                   plan_cm: dict | None) -> ScaleDecision:
     """One step of whatever is under way: waiting for new brokers, a move, the removal of
     drained brokers, or a requested rebalance."""
+    cs, status, patch, logger = ctx.spec, ctx.status, ctx.patch, ctx.logger
     targets = list(range(min(cs.replicas, current)))
     if scaling.get("to", cs.replicas) > scaling.get("from", cs.replicas):
         targets = list(range(cs.replicas))
@@ -153,14 +152,14 @@ async def _advance(admin: AdminClient, cs: ClusterSpec, body: Any, status: dict,
             return ScaleDecision(current, Outcome(False, "ScalingUp", f"waiting for brokers "
                                                   f"{missing} to register", reconciling=True))
         scaling["phase"] = "Moving"
-        state = _start("scale-up", targets, observed, racks, logger, cs.name)
+        state = _start(ctx, "scale-up", targets, observed, racks)
         moving = True
     elif phase == "Draining" and not moving and not _holds_nothing(
             observed, set(range(cs.replicas, current))):
-        state = _start("scale-down", targets, observed, racks, logger, cs.name)
+        state = _start(ctx, "scale-down", targets, observed, racks)
         moving = True
     elif not moving and requested:
-        state = _start("rebalance", targets, observed, racks, logger, cs.name)
+        state = _start(ctx, "rebalance", targets, observed, racks)
         moving = True
     elif moving and sorted(state.target_brokers) != targets:
         plan = planner.plan_rebalance(_effective(observed), _brokers(targets, racks),
@@ -174,8 +173,8 @@ async def _advance(admin: AdminClient, cs: ClusterSpec, body: Any, status: dict,
     if moving:
         state, actions = rebalance.step(state, observed, batch_size=cs.rebalance.batch_size,
                                         now=now())
-        await _act(admin, cs, state, actions, body, logger)
-        await _save(cs, body, state, plan_cm)
+        await _act(ctx, admin, state, actions)
+        await _save(ctx, state, plan_cm)
         patch.status["rebalance"] = replacing(status.get("rebalance"), rebalance.summary(
             state, names.rebalance_plan(cs.name)))
         if state.phase in ("Planned", "Moving"):
@@ -186,7 +185,7 @@ async def _advance(admin: AdminClient, cs: ClusterSpec, body: Any, status: dict,
             patch.status["scaling"] = scaling
             return ScaleDecision(current, Outcome(False, "RebalanceFailed", state.reason,
                                                   error=True))
-        kopf.info(body, reason="RebalanceDone", message=rebalance.progress(state))
+        kopf.info(ctx.body, reason="RebalanceDone", message=rebalance.progress(state))
 
     if scaling.get("phase") in ("Draining", "Removing") and cs.replicas < current:
         removed = set(range(cs.replicas, current))
@@ -196,12 +195,12 @@ async def _advance(admin: AdminClient, cs: ClusterSpec, body: Any, status: dict,
                                  f"{sorted(removed)} still hold replicas", reconciling=True))
         scaling["phase"] = "Removing"
         patch.status["scaling"] = scaling
-        kopf.info(body, reason="ScaleDown", message=f"brokers {sorted(removed)} hold nothing: "
+        kopf.info(ctx.body, reason="ScaleDown", message=f"brokers {sorted(removed)} hold nothing: "
                                                     f"removing their pods")
         return ScaleDecision(cs.replicas, Outcome(False, "ScalingDown", "removing pods of "
                              f"brokers {sorted(removed)}", reconciling=True))
     if scaling.get("phase") == "Removing":
-        left = await _remove_brokers(admin, cs, scaling, racks, body, logger)
+        left = await _remove_brokers(ctx, admin, scaling)
         if left:
             patch.status["scaling"] = scaling
             return ScaleDecision(current, Outcome(False, "ScalingDown", left,
@@ -213,16 +212,17 @@ async def _advance(admin: AdminClient, cs: ClusterSpec, body: Any, status: dict,
     return ScaleDecision(current)
 
 
-async def _save(cs: ClusterSpec, owner: Any, state: rebalance.RebalanceState,
+async def _save(ctx: ClusterContext, state: rebalance.RebalanceState,
                 loaded: dict | None) -> None:
     """Writes the whole rebalance state to its ConfigMap (owned by the Cluster), after the
     pass's actions, as status was before: a pass that fails to act leaves the old state."""
+    cs = ctx.spec
     cm = rebalance.plan_config_map(state, names.rebalance_plan(cs.name), cs.namespace,
                                    names.labels(cs.name))
     if loaded is not None and (loaded.get("data") or {}) == cm["data"]:
         return
-    kopf.append_owner_reference(cm, owner=owner)
-    k = kube()
+    kopf.append_owner_reference(cm, owner=ctx.body)
+    k = ctx.kube
     if loaded is None:
         try:
             await asyncio.to_thread(k.create, cm)
@@ -260,21 +260,21 @@ def _holds_nothing(observed: rebalance.Observed, brokers: set[int]) -> bool:
         brokers & set(r) for r in observed.ongoing.values())
 
 
-def _start(goal: str, targets: list[int], observed: rebalance.Observed,
-           racks: dict[int, str | None], logger: Any, cs_name: str
-           ) -> rebalance.RebalanceState:
+def _start(ctx: ClusterContext, goal: str, targets: list[int], observed: rebalance.Observed,
+           racks: dict[int, str | None]) -> rebalance.RebalanceState:
     current = _effective(observed)
     plan = planner.plan_rebalance(current, _brokers(targets, racks), observed.sizes)
     moves = planner.count_moves(current, plan)
     minimum = planner.minimum_moves(current, targets, racks)
-    logger.info("%s onto brokers %s: %d partitions to change, %d replica moves (minimum %d);"
-                " the plan is in ConfigMap %s", goal, targets, len(plan), moves, minimum,
-                names.rebalance_plan(cs_name))
+    ctx.logger.info("%s onto brokers %s: %d partitions to change, %d replica moves (minimum "
+                    "%d); the plan is in ConfigMap %s", goal, targets, len(plan), moves, minimum,
+                    names.rebalance_plan(ctx.name))
     return rebalance.start(goal, targets, plan, observed, now(), moves, minimum)
 
 
-async def _act(admin: AdminClient, cs: ClusterSpec, state: rebalance.RebalanceState,
-               actions: rebalance.Actions, body: Any, logger: Any) -> None:
+async def _act(ctx: ClusterContext, admin: AdminClient, state: rebalance.RebalanceState,
+               actions: rebalance.Actions) -> None:
+    cs, logger = ctx.spec, ctx.logger
     topics = sorted({rebalance.parse_key(k)[0] for k in state.plan})
     if actions.throttle and cs.rebalance.throttle_bytes_per_second:
         rate = str(cs.rebalance.throttle_bytes_per_second)
@@ -296,12 +296,13 @@ async def _act(admin: AdminClient, cs: ClusterSpec, state: rebalance.RebalanceSt
             await admin.alter_topic_configs(topic, {}, THROTTLE_REPLICAS)
 
 
-async def _remove_brokers(admin: AdminClient, cs: ClusterSpec, scaling: dict,
-                          racks: dict[int, str | None], body: Any, logger: Any) -> str | None:
+async def _remove_brokers(ctx: ClusterContext, admin: AdminClient, scaling: dict
+                          ) -> str | None:
     """After the StatefulSet shrank: once a removed broker's pod is gone, unregister it and
     delete its claim when the storage spec says so. What is still left, or None."""
+    cs, body, logger = ctx.spec, ctx.body, ctx.logger
     removed = list(range(scaling["to"], scaling["from"]))
-    k = kube()
+    k = ctx.kube
     waiting = []
     for b in removed:
         pod = names.pod(cs.name, b)

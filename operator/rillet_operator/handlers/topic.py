@@ -10,9 +10,9 @@ from typing import Any
 
 import kopf
 from rillet.client import AdminClient, KafkaClientError
-from rillet.config import ConfigError
+from rillet.defs.config_error import ConfigError
+from rillet.defs.topic_defs import validate_topic_configs
 from rillet.protocol import errors
-from rillet.topic_config import validate_topic_configs
 
 from .. import planner, topics
 from ..conditions import Outcome

@@ -22,7 +22,7 @@ from typing import Any
 
 import kopf
 from rillet.client import security
-from rillet.security.acl import AclBinding
+from rillet.defs.acl import AclBinding
 
 from .. import pki
 from ..builders import names

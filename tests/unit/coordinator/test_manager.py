@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from rillet.config import BrokerConfig
+from rillet.defs.broker_config import BrokerConfig
 from rillet.coordinator.group import GroupState, JoinRequest
 from rillet.coordinator.manager import OFFSETS_TOPIC, CommitEntry, GroupCoordinator
 from rillet.metadata import records as mrec

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import subprocess
 
-from rillet.config import BrokerConfig
+from rillet.defs.broker_config import BrokerConfig
 
 from rillet_operator.builders import broker_config as bc
 from rillet_operator.builders import cluster as b

@@ -13,7 +13,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from rillet.security.tls import SUBJECT_ATTRIBUTES, peer_principal
+from rillet.defs.tls import SUBJECT_ATTRIBUTES
+from rillet.security.tls import peer_principal
 from rillet_operator import pki
 from rillet_operator.builders import names
 
@@ -318,7 +319,7 @@ def test_principal_of_multi_valued_rdn_matches_the_broker(cluster_ca, clients_ca
 
 def test_principal_of_names_every_known_attribute_as_the_broker_does(cluster_ca, clients_ca,
                                                                      broker, tmp_path):
-    """The one attribute table (rillet.security.tls.SUBJECT_ATTRIBUTES) holds for each OID the
+    """The one attribute table (rillet.defs.tls.SUBJECT_ATTRIBUTES) holds for each OID the
     name ssl reports: principal_of agrees with the broker on a subject using all of them."""
     client = cert_with_subject(clients_ca, [
         x509.NameAttribute(x509.ObjectIdentifier(oid), "DE" if short == "C" else f"v-{name}")

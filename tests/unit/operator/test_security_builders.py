@@ -8,8 +8,8 @@ import subprocess
 from datetime import datetime, timezone
 
 import pytest
-from rillet.config import BrokerConfig
-from rillet.listeners import security_protocol_map
+from rillet.defs.broker_config import BrokerConfig
+from rillet.defs.listeners import security_protocol_map
 
 from rillet_operator import cluster_status, pki
 from rillet_operator.builders import broker_config as bc

@@ -8,6 +8,8 @@ from rillet.protocol.codec import request_schema, response_schema
 from rillet.raft import messages as m
 from rillet.raft import rpc
 
+TOPIC = "__cluster_metadata"   # the quorum's topic, as the broker names it to raft
+
 
 def _vote(topics: list) -> object:
     return build(request_schema(rpc.VOTE, 0), {"cluster_id": "c", "topics": topics})
@@ -20,7 +22,7 @@ def _partition(**extra: int) -> dict:
 
 def test_a_vote_for_the_metadata_partition_is_read():
     body = _vote([{"topic_name": "__cluster_metadata", "partitions": [_partition()]}])
-    assert rpc.decode_request(rpc.VOTE, body) == ("c", 2, m.VoteRequest(4, 2, 3, 17))
+    assert rpc.decode_request(rpc.VOTE, body, TOPIC) == ("c", 2, m.VoteRequest(4, 2, 3, 17))
 
 
 @pytest.mark.parametrize("topics", [
@@ -34,14 +36,14 @@ def test_anything_else_is_an_invalid_quorum_request(topics):
     """Found by the fuzz campaign: these raised IndexError in the handler (the connection
     closed with a traceback) or were read as the metadata partition."""
     with pytest.raises(rpc.InvalidQuorumRequest):
-        rpc.decode_request(rpc.VOTE, _vote(topics))
+        rpc.decode_request(rpc.VOTE, _vote(topics), TOPIC)
 
 
 def test_a_vote_for_another_partition_of_the_metadata_topic_is_invalid():
     body = _vote([{"topic_name": "__cluster_metadata",
                    "partitions": [_partition(partition_index=5)]}])
     with pytest.raises(rpc.InvalidQuorumRequest, match="partition 5"):
-        rpc.decode_request(rpc.VOTE, body)
+        rpc.decode_request(rpc.VOTE, body, TOPIC)
 
 
 @pytest.mark.parametrize("topics", [[], [{"topic_name": "__cluster_metadata", "partitions": []}]],

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from rillet.config import BrokerConfig
+from rillet.defs.broker_config import BrokerConfig
 from rillet.metadata.image import TOPIC_RESOURCE, MetadataImage
 from rillet.replication.throttle import ALL, ReplicationThrottles, throttled_partitions
 

@@ -11,8 +11,8 @@ from rillet.metadata import records as mrec
 from rillet.metadata.image import MetadataImage, replay
 from rillet.metadata.snapshot import image_records
 from rillet.protocol import errors
-from rillet.security.acl import OPERATIONS, AclBinding, AclIndex, InvalidAcl, allowed, \
-    binding_from_wire, filter_from_wire
+from rillet.defs.acl import OPERATIONS, AclBinding
+from rillet.security.acl import AclIndex, InvalidAcl, allowed, binding_from_wire, filter_from_wire
 
 
 def acl(name, op, perm="ALLOW", principal="User:alice", rtype="TOPIC", pattern="LITERAL",

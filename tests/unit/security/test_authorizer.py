@@ -15,7 +15,8 @@ from rillet.controller.security import acl_creations, acl_deletions
 from rillet.metadata import records as mrec
 from rillet.metadata.image import MetadataImage, replay
 from rillet.protocol.codec import RequestHeader
-from rillet.security.acl import AclBinding, filter_from_wire
+from rillet.defs.acl import AclBinding
+from rillet.security.acl import filter_from_wire
 from rillet.security.authorizer import Authorizer
 from rillet.security.session import Session
 
@@ -128,7 +129,7 @@ def test_list_groups_shows_the_groups_one_may_describe_or_all_with_cluster_descr
 
 
 def test_authorized_operations_are_the_allowed_bits_and_none_without_describe():
-    from rillet.security.acl import CODES
+    from rillet.defs.acl import CODES
     broker = FakeBroker()
     ctx = _ctx(broker, 15, 5)
     bits = lambda *ops: sum(1 << CODES["operation"][op] for op in ops)  # noqa: E731

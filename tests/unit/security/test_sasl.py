@@ -7,8 +7,9 @@ import hmac
 
 import pytest
 
+from rillet.defs.sasl import parse_jaas_users
 from rillet.security.sasl import (AuthenticationFailed, PlainExchange, ScramExchange,
-                                  parse_jaas_users, scram_credential)
+                                  scram_credential)
 
 # RFC 7677, section 3: SCRAM-SHA-256 for user "user", password "pencil".
 SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")

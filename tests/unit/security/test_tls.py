@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import trustme
 
-from rillet.security.tls import (ANONYMOUS, ReloadingContext, TlsConfigError, TlsSettings,
-                                 client_context, peer_principal, server_context)
+from rillet.defs.tls import TlsConfigError, TlsSettings
+from rillet.security.tls import (ANONYMOUS, ReloadingContext, client_context, peer_principal,
+                                 server_context)
 
 
 class _Peer:

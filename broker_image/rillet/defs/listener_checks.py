@@ -1,8 +1,8 @@
 """The listener checks a broker config must pass at load: every listener mapped to a
 security protocol once, its TLS files and SASL mechanisms usable, no SASL between brokers.
 
-Apart from listeners.py because they need security/tls.py and security/sasl.py, which read
-their settings through listeners.ListenerSettings."""
+Apart from listeners.py because they need tls.py and sasl.py, which read their settings
+through listeners.ListenerSettings."""
 from __future__ import annotations
 
 from typing import Any, Protocol
@@ -10,12 +10,12 @@ from typing import Any, Protocol
 from .config_error import ConfigError
 from .listeners import (SASL_PROTOCOLS, TLS_PROTOCOLS, BrokerSettings, Listener,
                         ListenerSettings, security_protocol_map)
-from .security.sasl import SaslConfigError, check_mechanisms
-from .security.tls import TlsConfigError, TlsSettings
+from .sasl import SaslConfigError, check_mechanisms
+from .tls import TlsConfigError, TlsSettings
 
 
 class CheckedConfig(BrokerSettings, Protocol):
-    """What the checks read beyond a listener's settings (config.BrokerConfig is one)."""
+    """What the checks read beyond a listener's settings (broker_config.BrokerConfig is one)."""
 
     @property
     def listeners(self) -> list[Listener]: ...

@@ -18,7 +18,7 @@ from .config_error import ConfigError
 
 
 class BrokerSettings(Protocol):
-    """What a listener reads of a broker's config (config.BrokerConfig is one)."""
+    """What a listener reads of a broker's config (broker_config.BrokerConfig is one)."""
 
     listener_values: Mapping[tuple[str, str], Any]   # (LISTENER, key) -> prefixed value
 

@@ -6,16 +6,16 @@ Kerberos login family. Refusing them fails a request that worked against 3.x; ap
 means nothing here (rillet writes message format v2 only and serves no GSSAPI). So each is
 checked for a well-formed value, accepted, stored as given, and logged as having no effect,
 with the reason. Static server.properties names of the same family are ConfigDefs with
-effect=False in config.py, logged at start-up the same way.
+effect=False in broker_defs.py, logged at start-up the same way.
 
-Each entry: name -> (kind as config.parse_value reads it, why it has no effect).
+Each entry: name -> (kind as broker_defs.parse_value reads it, why it has no effect).
 """
 from __future__ import annotations
 
 import logging
 from typing import Mapping
 
-from .config import ConfigDef, parse_value
+from .broker_defs import ConfigDef, parse_value
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,0 @@
-"""ConfigError: a setting that cannot be served as given; its text names the key and why.
-
-Its own module so that what config.py loads with (listeners, their TLS and SASL checks) can
-raise it without importing config.py back."""
-
-
-class ConfigError(ValueError):
-    pass
