@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from rillet.config import Voter
+from rillet.defs.broker_config import Voter
 from rillet.controller.channel import ControllerChannel
 from rillet.controller.topics import TopicResult, TopicSpec
 from rillet.metadata.image import MetadataImage
