@@ -20,6 +20,7 @@ from .raft.roles import RaftTiming
 from .raft.node import RaftNode
 from .raft.quorum_state import QuorumStateFile
 from .controller.auto_balance import run_leader_rebalance
+from .controller.channel import ControllerChannel
 from .controller.controller import Controller
 from .dynamic_config import dynamic_layers, effective_config
 from .coordinator.manager import GroupCoordinator
@@ -28,6 +29,7 @@ from .metadata.image import TOPIC_RESOURCE, MetadataImage, TopicInfo
 from .metadata.log import METADATA_TOPIC, MetadataLog
 from .metadata.snapshot import SnapshotStore
 from .metadata.snapshotter import Snapshotter
+from .metadata.view import MetadataView
 from .protocol import errors
 from .security.authorizer import Authorizer
 from .security.sasl import ScramCredential
@@ -57,13 +59,19 @@ class Broker:
         self.raft: RaftNode | None = None
         self.lifecycle: BrokerLifecycle | None = None
         self.outbound_tls = OutboundTls.from_config(config)
-        self.authorizer = Authorizer.from_config(self, config)
-        self.forwarder = ControllerForwarder(self)
-        self.replication = ReplicaManager(self)
+        self.metadata = MetadataView(lambda: self.image)
+        # Reads the parts below at scrape time only, so it may come first.
+        self.metrics = BrokerMetrics(self)
+        self.authorizer = Authorizer.from_config(self.metadata, config, self.metrics)
+        # The path to the active controller and the relay on it: once the quorum runs.
+        self.channel: ControllerChannel | None = None
+        self.forwarder: ControllerForwarder | None = None
+        self.replication = ReplicaManager(self.node_id, lambda: self.config, self.metadata,
+                                          self.logs, self.outbound_tls.brokers)
         self.snapshotter: Snapshotter | None = None
+        self.snapshots: SnapshotStore | None = None
         self._dir_locks: DirLocks | None = None
         self.coordinator = GroupCoordinator(self)
-        self.metrics = BrokerMetrics(self)
         self.cleaner = LogCleaner(self.logs, config,
                                   lambda name: dict(self.image.topic_config(name)))
         self._stop = asyncio.Event()
@@ -101,11 +109,20 @@ class Broker:
                              ssl_context=self.outbound_tls.controller)
         snapshotter.raft = self.raft
         self.controller.attach(self.raft)
+        self.channel = ControllerChannel(
+            self.node_id, self.cluster_id, self.raft, self.controller, self.metadata,
+            self.outbound_tls.controller,
+            self.config["controller.quorum.request.timeout.ms"] / 1000)
+        self.forwarder = ControllerForwarder(self.node_id, self.channel,
+                                             envelope=self.authorizer is not None)
+        self.replication.attach(self.channel)
         self.logs.load_logs(self.log_config_for)
         # In this order: logs and configs first, then the roles and counters that use them.
         self.controller.on_change(self._on_metadata_update)
         self.controller.on_change(self.replication.on_metadata_update)
         self.controller.on_change(self.metrics.on_metadata_update)
+        # Last: whoever waits for the image to show something finds it applied everywhere.
+        self.controller.on_change(self.metadata.on_metadata_update)
         await self.raft.start()
 
     async def join_cluster(self) -> None:
@@ -116,7 +133,10 @@ class Broker:
         self._delete_stray_logs(self.image)
         self._reconcile_logs(self.image.topics.values())
         self.replication.start()
-        self.lifecycle = BrokerLifecycle(self, self.config)
+        assert self.channel is not None
+        raft = self.raft
+        self.lifecycle = BrokerLifecycle(self.node_id, self.config, self.channel,
+                                         lambda: raft.applied_offset)
         await self.lifecycle.start()
         await self.lifecycle.wait_unfenced()
         # Serve once our own image says so too, or our first Metadata answers would
@@ -188,7 +208,8 @@ class Broker:
                 await asyncio.wait_for(task, 10)
             except (asyncio.TimeoutError, asyncio.CancelledError):
                 task.cancel()
-        await self.forwarder.close()
+        if self.channel is not None:
+            await self.channel.close()
         if self.snapshotter is not None:
             await self.snapshotter.stop()
         if self.raft is not None:

@@ -5,7 +5,7 @@ import logging
 import time
 from typing import Any
 
-from .apis.registry import REGISTRY, ApiSpec, RequestContext
+from .apis.registry import REGISTRY, ApiSpec, BrokerServices, RequestContext
 from .apis.sasl_authenticate import raw_token
 from .protocol.build import build
 from .protocol.codec import (API_VERSIONS_KEY, FramingError, RequestHeader,
@@ -35,7 +35,7 @@ def _unsupported_api_versions(correlation_id: int, listener: str) -> bytes:
     return encode_response(API_VERSIONS_KEY, correlation_id, body)
 
 
-async def dispatch(broker: Any, frame: bytes, peer: str, connection_id: int,
+async def dispatch(broker: BrokerServices, frame: bytes, peer: str, connection_id: int,
                    listener: str = "broker", session: Session | None = None) -> bytes | None:
     """Handle one request frame (without its size prefix).
 
@@ -62,7 +62,7 @@ async def dispatch(broker: Any, frame: bytes, peer: str, connection_id: int,
         raise FramingError(f"unsupported version {header.api_version} of api "
                            f"{spec.name} ({spec.key}); supported "
                            f"{spec.min_version}-{spec.max_version}")
-    metrics = getattr(broker, "metrics", None)
+    metrics = broker.metrics
     if metrics is None:
         return await _handle(broker, spec, header, frame, peer, connection_id, listener, session)
     started = time.perf_counter()
@@ -73,8 +73,9 @@ async def dispatch(broker: Any, frame: bytes, peer: str, connection_id: int,
         metrics.request_done(listener, spec, header.api_version, time.perf_counter() - started)
 
 
-async def _handle(broker: Any, spec: ApiSpec, header: RequestHeader, frame: bytes, peer: str,
-                  connection_id: int, listener: str, session: Session) -> bytes | None:
+async def _handle(broker: BrokerServices, spec: ApiSpec, header: RequestHeader, frame: bytes,
+                  peer: str, connection_id: int, listener: str,
+                  session: Session) -> bytes | None:
     """A supported request: relayed to the active controller, or answered here. It is
     decoded first either way, so a malformed one is refused here, as Kafka parses before it
     forwards, and never reaches the controller."""
@@ -83,7 +84,7 @@ async def _handle(broker: Any, spec: ApiSpec, header: RequestHeader, frame: byte
         assert spec.raw_handler is not None
         return spec.raw_handler(ctx, frame)
     header, body = decode_request(frame)
-    forwarder = getattr(broker, "forwarder", None)
+    forwarder = broker.forwarder
     if spec.forward and forwarder is not None:
         relayed = await forwarder.relay(frame, session)
         if relayed is not None:
@@ -96,11 +97,10 @@ async def _handle(broker: Any, spec: ApiSpec, header: RequestHeader, frame: byte
     return encode_response(header.api_key, header.correlation_id, response)
 
 
-async def _settle(broker: Any, spec: ApiSpec, header: RequestHeader, body: Any,
+async def _settle(broker: BrokerServices, spec: ApiSpec, header: RequestHeader, body: Any,
                   relayed: bytes) -> None:
     """Hold a relayed answer until this node's image shows the change it reports."""
-    raft = getattr(broker, "raft", None)
-    if spec.settled is None or raft is None:
+    if spec.settled is None:
         return
     try:
         _, response = decode_response(header.api_key, header.api_version, relayed[4:])
@@ -108,6 +108,7 @@ async def _settle(broker: Any, spec: ApiSpec, header: RequestHeader, body: Any,
         log.info("relayed %s answer not decodable here, not waiting for it: %s", spec.name, exc)
         return
     settled = spec.settled
-    if not await raft.wait_for(lambda: settled(broker, body, response), SETTLE_S):
+    if not await broker.metadata.wait_until(lambda image: settled(image, body, response),
+                                            SETTLE_S):
         log.info("relayed %s answered before this node applied it (image lags %.0fs)",
                  spec.name, SETTLE_S)

@@ -7,39 +7,37 @@ again when heartbeats stop for broker.session.timeout.ms. On SIGTERM the
 broker heartbeats with want_shut_down, and the controller moves its
 leaderships away before answering should_shut_down.
 
-When this node is itself the active controller, the calls go straight to it;
-otherwise to the quorum leader's controller listener, over Kafka's RPCs.
+Both calls go through the controller channel (controller/channel.py): straight to this
+node's controller when it leads the quorum, else over Kafka's RPCs to the one that does.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Callable
 
-from .client.connection import KafkaClientError, raise_for
+from .client.connection import KafkaClientError
+from .controller.channel import ControllerChannel, Registration
 from .defs.broker_config import BrokerConfig
 from .controller.controller import BrokerState
 from .protocol import errors
 from .readiness import LifecycleView
 from .tasks import cancel_and_wait
 
-if TYPE_CHECKING:
-    from .broker import Broker
-
 log = logging.getLogger(__name__)
 
-BROKER_REGISTRATION, BROKER_HEARTBEAT = 62, 63
 RETRY_S = 0.2
 NO_CONTROLLER_GIVE_UP_S = 3.0
-# Kafka's SecurityProtocol ids, as BrokerRegistration carries them.
-_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
 class BrokerLifecycle:
-    def __init__(self, broker: "Broker", config: BrokerConfig) -> None:
-        self.broker = broker
+    def __init__(self, node_id: int, config: BrokerConfig, channel: ControllerChannel,
+                 applied_offset: Callable[[], int]) -> None:
+        self.node_id = node_id
         self.config = config
+        self._channel = channel
+        self._applied_offset = applied_offset   # of the metadata log, as heartbeats report it
         self.incarnation = uuid.uuid4()
         self.broker_epoch = -1
         self.fenced = True
@@ -72,11 +70,9 @@ class BrokerLifecycle:
         self._shutting_down = True
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        raft = self.broker.raft
         while loop.time() < deadline:
             # With no quorum (the whole cluster stopping) nobody can take our leaderships.
-            if raft is not None and not await raft.wait_for(
-                    lambda: raft.leader_id is not None, NO_CONTROLLER_GIVE_UP_S):
+            if not await self._channel.wait_for_leader(NO_CONTROLLER_GIVE_UP_S):
                 log.warning("controlled shutdown skipped: no active controller")
                 return
             try:
@@ -111,7 +107,7 @@ class BrokerLifecycle:
                 # plain one would get this broker unfenced again on its way out.
                 state = await self._heartbeat(want_shutdown=self._shutting_down)
                 if self.fenced and not state.fenced:
-                    log.info("unfenced: serving as broker %d", self.broker.node_id)
+                    log.info("unfenced: serving as broker %d", self.node_id)
                 self.fenced = state.fenced
                 self.caught_up = state.caught_up
                 self.last_heartbeat_answer = asyncio.get_running_loop().time()
@@ -128,45 +124,12 @@ class BrokerLifecycle:
 
     async def _call_register(self) -> int:
         listeners = self.config.advertised_broker_listeners
-        advertised = listeners[0]
-        endpoints = tuple((lst.name.upper(), lst.host, lst.port) for lst in listeners)
-        controller = self.broker.controller
-        assert controller is not None
-        if controller.is_active:
-            return await controller.register_broker(
-                self.broker.node_id, advertised.host, advertised.port,
-                self.config["broker.rack"], str(self.incarnation), endpoints)
-        body = {"broker_id": self.broker.node_id, "cluster_id": self.broker.cluster_id,
-                "incarnation_id": self.incarnation,
-                "listeners": [{"name": name, "host": host, "port": port,
-                               "security_protocol": _PROTOCOL_IDS[
-                                   self.config.security_protocol(lst)]}
-                              for lst, (name, host, port) in zip(listeners, endpoints)],
-                "features": [], "rack": self.config["broker.rack"]}
-        response = await self._remote(BROKER_REGISTRATION, body)
-        raise_for(response.error_code, "broker registration")
-        return int(response.broker_epoch)
+        return await self._channel.register_broker(Registration(
+            self.node_id, self.incarnation,
+            tuple((lst.name.upper(), lst.host, lst.port, self.config.security_protocol(lst))
+                  for lst in listeners),
+            self.config["broker.rack"]))
 
     async def _heartbeat(self, want_shutdown: bool) -> BrokerState:
-        controller = self.broker.controller
-        raft = self.broker.raft
-        assert controller is not None and raft is not None
-        offset = raft.applied_offset
-        if controller.is_active:
-            return await controller.broker_heartbeat(self.broker.node_id, self.broker_epoch,
-                                                     offset, want_shutdown)
-        body = {"broker_id": self.broker.node_id, "broker_epoch": self.broker_epoch,
-                "current_metadata_offset": offset, "want_fence": False,
-                "want_shut_down": want_shutdown}
-        response = await self._remote(BROKER_HEARTBEAT, body)
-        raise_for(response.error_code, "broker heartbeat")
-        return BrokerState(bool(response.is_caught_up), bool(response.is_fenced),
-                           bool(response.should_shut_down))
-
-    async def _remote(self, api_key: int, body: dict[str, Any]) -> Any:
-        raft = self.broker.raft
-        assert raft is not None
-        leader = raft.leader_id
-        if leader is None or leader not in raft.voters:
-            raise errors.NotController("no active controller known yet")
-        return await raft.connection(leader, "lifecycle").request(api_key, 0, body)
+        return await self._channel.broker_heartbeat(self.node_id, self.broker_epoch,
+                                                    self._applied_offset(), want_shutdown)

@@ -32,21 +32,25 @@ event-loop state, so it must not run in another thread).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Protocol
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from .controller.controller import Controller
+from .coordinator.manager import GroupCoordinator
 from .coordinator.records import group_partition
+from .lifecycle import BrokerLifecycle
 from .metadata.delta import MetadataDelta
 from .metadata.image import MetadataImage
 from .readiness import BROKER_STATES, NOT_STARTED, broker_state
+from .replication.manager import ReplicaManager
+from .storage.manager import LogManager
 
 if TYPE_CHECKING:
     from .apis.registry import ApiSpec
-    from .broker import Broker
 
 # Seconds; from sub-millisecond produce to Fetch long polls (fetch.max.wait.ms 500) and
 # slow acks=all waits.
@@ -102,10 +106,24 @@ def consumer_lags(committed: Mapping[str, Mapping[TopicPartition, int]],
                 yield group, topic, partition, max(0, end - offset)
 
 
+class MetricsSource(Protocol):
+    """What the metrics read of their broker (the Broker, structurally): at scrape time,
+    and the lifecycle to tell catch-up from changes made now."""
+    node_id: int
+    lifecycle: BrokerLifecycle | None    # None while catching up
+    controller: Controller | None        # None before the quorum starts
+    replication: ReplicaManager
+    logs: LogManager
+    coordinator: GroupCoordinator
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+
 class BrokerMetrics:
     """The registry of one broker and the counters its request path feeds."""
 
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: MetricsSource) -> None:
         self.broker = broker
         # The *_created series are noise for a long-running broker (and double the lines).
         prometheus_client.disable_created_metrics()
@@ -188,7 +206,7 @@ class BrokerMetrics:
 class _ScrapeCollector(Collector):
     """Everything computed at scrape time, from what the broker holds right now."""
 
-    def __init__(self, broker: "Broker", metrics: BrokerMetrics) -> None:
+    def __init__(self, broker: MetricsSource, metrics: BrokerMetrics) -> None:
         self.broker = broker
         self.metrics = metrics
 

@@ -1,6 +1,7 @@
 """Codec, response building and the API registry: bytes in, bytes out, no sockets."""
 import asyncio
 import struct
+from types import SimpleNamespace
 
 import pytest
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
@@ -17,6 +18,8 @@ from tests.samples import sample
 from tests.wire import tags, uvarint
 
 REGISTRY = load_all()
+# A broker with none of its optional parts: ApiVersions and Produce v0-2 use nothing else.
+NO_BROKER = SimpleNamespace(metrics=None, forwarder=None)
 
 
 def test_every_registered_version_has_kio_schemas_and_a_handler():
@@ -58,7 +61,7 @@ def _api_versions_frame(version: int) -> bytes:
 def test_api_versions_answers_from_the_registry():
     """Clients see the broker APIs; the controller listener adds the quorum RPCs."""
     for listener in ("broker", "controller"):
-        out = asyncio.run(dispatch(None, _api_versions_frame(3), "test", 1, listener))
+        out = asyncio.run(dispatch(NO_BROKER, _api_versions_frame(3), "test", 1, listener))
         corr, resp = decode_response(18, 3, out[4:])
         assert corr == 7 and resp.error_code == 0
         advertised = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
@@ -71,11 +74,11 @@ def test_quorum_rpcs_are_refused_on_the_client_listener():
     vote = build(request_schema(52, 0), {"cluster_id": "c", "topics": []})
     frame = encode_request(52, 0, 1, "c", vote)[4:]
     with pytest.raises(FramingError, match="controller listener only"):
-        asyncio.run(dispatch(None, frame, "test", 1, "broker"))
+        asyncio.run(dispatch(NO_BROKER, frame, "test", 1, "broker"))
 
 
 def test_api_versions_unknown_version_gets_v0_error_with_ranges():
-    out = asyncio.run(dispatch(None, _api_versions_frame(9), "test", 1))
+    out = asyncio.run(dispatch(NO_BROKER, _api_versions_frame(9), "test", 1))
     corr, resp = decode_response(18, 0, out[4:])
     broker_apis = [s for s in REGISTRY.values() if s.scope == "broker"]
     assert corr == 7 and resp.error_code == 35 and len(resp.api_keys) == len(broker_apis)
@@ -85,7 +88,7 @@ def test_api_versions_unknown_version_gets_v0_error_with_ranges():
                                    b"\x00\x03\x00\x63\x00\x00\x00\x01\x00\x00"])
 def test_garbage_is_a_framing_error(frame):
     with pytest.raises(FramingError):
-        asyncio.run(dispatch(None, frame, "test", 1))
+        asyncio.run(dispatch(NO_BROKER, frame, "test", 1))
 
 
 def test_truncated_request_is_a_framing_error():
@@ -166,7 +169,7 @@ def test_lying_tag_counts_are_framing_errors_not_hangs():
 
 
 def test_api_versions_v3_with_unknown_tags_is_answered():
-    out = asyncio.run(dispatch(None, tagged_frames.api_versions_v3(7), "test", 1))
+    out = asyncio.run(dispatch(NO_BROKER, tagged_frames.api_versions_v3(7), "test", 1))
     corr, resp = decode_response(18, 3, out[4:])
     broker_apis = [s for s in REGISTRY.values() if s.scope == "broker"]
     assert corr == 7 and resp.error_code == 0 and len(resp.api_keys) == len(broker_apis)
@@ -192,7 +195,7 @@ def _produce_v0(body: bytes) -> bytes:
 def test_produce_v0_2_are_answered_unsupported_version_per_partition():
     frame = _produce_v0(struct.pack(">hii", 1, 1000, 1) + struct.pack(">h", 1) + b"t"
                         + struct.pack(">iii", 1, 0, 0))
-    out = asyncio.run(dispatch(None, frame, "test", 1))
+    out = asyncio.run(dispatch(NO_BROKER, frame, "test", 1))
     size, corr, topics, name_len = struct.unpack_from(">iiih", out)
     assert (corr, topics, out[14:15]) == (9, 1, b"t")
     (_, index, code) = struct.unpack_from(">iih", out, 15)
@@ -210,4 +213,4 @@ def test_produce_v0_2_with_lying_lengths_is_a_framing_error(body):
     """kio has no schema for Produce v0-2; their hand parser bounds every length too (a name
     length of -2 stepped back over itself 2^31 times, growing the answer each time)."""
     with pytest.raises(FramingError, match="malformed produce v0"):
-        asyncio.run(dispatch(None, _produce_v0(body), "test", 1))
+        asyncio.run(dispatch(NO_BROKER, _produce_v0(body), "test", 1))

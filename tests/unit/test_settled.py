@@ -1,5 +1,5 @@
 """When a node that relayed a metadata change may answer (ApiSpec.settled): pure checks on
-plain stand-ins for the image and the decoded request and response."""
+plain stand-ins for this node's image and the decoded request and response."""
 from __future__ import annotations
 
 from types import SimpleNamespace as NS
@@ -11,8 +11,8 @@ REGISTRY = load_all()
 TOPIC, LITERAL, READ, DENY = 2, 3, 3, 2
 
 
-def _broker(topics: set[str] = frozenset(), acls: set = frozenset()) -> NS:
-    return NS(image=NS(topics={t: object() for t in topics}, acls=set(acls)))
+def _image(topics: set[str] = frozenset(), acls: set = frozenset()) -> NS:
+    return NS(topics={t: object() for t in topics}, acls=set(acls))
 
 
 def _creation(name: str) -> NS:
@@ -29,16 +29,16 @@ def test_create_topics_waits_for_created_topics_only() -> None:
     settled = REGISTRY[19].settled
     req = NS(validate_only=False)
     resp = NS(topics=[NS(name="new", error_code=0), NS(name="taken", error_code=36)])
-    assert not settled(_broker(), req, resp)
-    assert settled(_broker({"new"}), req, resp)
-    assert settled(_broker(), NS(validate_only=True), resp)
+    assert not settled(_image(), req, resp)
+    assert settled(_image({"new"}), req, resp)
+    assert settled(_image(), NS(validate_only=True), resp)
 
 
 def test_delete_topics_waits_until_the_topic_is_gone_here() -> None:
     settled = REGISTRY[20].settled
     resp = NS(responses=[NS(name="old", error_code=0), NS(name="kept", error_code=3)])
-    assert not settled(_broker({"old", "kept"}), NS(), resp)
-    assert settled(_broker({"kept"}), NS(), resp)
+    assert not settled(_image({"old", "kept"}), NS(), resp)
+    assert settled(_image({"kept"}), NS(), resp)
 
 
 def test_create_acls_waits_for_the_binding_this_node_enforces() -> None:
@@ -46,8 +46,8 @@ def test_create_acls_waits_for_the_binding_this_node_enforces() -> None:
     req = NS(creations=[_creation("t"), _creation("refused")])
     resp = NS(results=[NS(error_code=0), NS(error_code=42)])
     binding = binding_from_wire(TOPIC, "t", LITERAL, "User:bob", "*", READ, DENY)
-    assert not settled(_broker(), req, resp)
-    assert settled(_broker(acls={binding}), req, resp)
+    assert not settled(_image(), req, resp)
+    assert settled(_image(acls={binding}), req, resp)
 
 
 def test_delete_acls_waits_until_the_matched_binding_is_gone_here() -> None:
@@ -56,5 +56,5 @@ def test_delete_acls_waits_until_the_matched_binding_is_gone_here() -> None:
     matched = NS(resource_type=TOPIC, resource_name="t", pattern_type=LITERAL,
                  principal="User:bob", host="*", operation=READ, permission_type=DENY)
     resp = NS(filter_results=[NS(matching_acls=[matched])])
-    assert not settled(_broker(acls={binding}), NS(), resp)
-    assert settled(_broker(), NS(), resp)
+    assert not settled(_image(acls={binding}), NS(), resp)
+    assert settled(_image(), NS(), resp)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from itertools import groupby
 from typing import Any
 
+from ..metadata.image import MetadataImage
 from ..protocol import errors
 from ..defs.acl import CODES, AclBinding
 from ..security.acl import InvalidAcl, binding_from_wire, filter_from_wire
@@ -60,10 +61,10 @@ async def describe_acls(ctx: RequestContext, req: Any) -> Any:
     return answer(0, None, resources)
 
 
-def _acls_here(broker: Any, req: Any, resp: Any) -> bool:
+def _acls_here(image: MetadataImage, req: Any, resp: Any) -> bool:
     """Every binding the controller created is in this node's image, so this node enforces
     it before the client hears it was created (a relayed answer waits: dispatch._settle)."""
-    acls = broker.image.acls
+    acls = image.acls
     for c, r in zip(req.creations, resp.results):
         if r.error_code:
             continue
@@ -105,9 +106,9 @@ async def create_acls(ctx: RequestContext, req: Any) -> Any:
     return ctx.response({"throttle_time": 0, "results": results})
 
 
-def _deleted_here(broker: Any, req: Any, resp: Any) -> bool:
+def _deleted_here(image: MetadataImage, req: Any, resp: Any) -> bool:
     """No binding the controller deleted is left in this node's image."""
-    acls = broker.image.acls
+    acls = image.acls
     for result in resp.filter_results:
         for a in result.matching_acls:
             try:
@@ -150,7 +151,7 @@ async def delete_acls(ctx: RequestContext, req: Any) -> Any:
 
 
 def _enabled(ctx: RequestContext) -> bool:
-    return getattr(ctx.broker, "authorizer", None) is not None
+    return ctx.broker.authorizer is not None
 
 
 def _refusal(ctx: RequestContext) -> errors.KafkaError | None:

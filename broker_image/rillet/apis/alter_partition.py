@@ -27,9 +27,9 @@ async def alter_partition(ctx: RequestContext, req: Any) -> Any:
             try:
                 if name is None:
                     raise errors.UnknownTopicId(f"no topic with id {t.topic_id}")
-                await controller.alter_partition(name, p.partition_index, req.broker_id,
-                                                 p.leader_epoch, p.partition_epoch,
-                                                 list(p.new_isr))
+                await ctx.broker.channel.alter_partition(
+                    name, p.partition_index, req.broker_id, p.leader_epoch, p.partition_epoch,
+                    list(p.new_isr))
                 part = controller.image.partition(name, p.partition_index)
                 if part is not None:
                     entry.update(leader_id=part.leader, leader_epoch=part.leader_epoch,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..controller.topics import TopicSpec
+from ..metadata.image import MetadataImage
 from ..protocol import errors
 from .describe_configs import topic_config_entries
 from .registry import CLUSTER, RequestContext, api
@@ -27,12 +28,12 @@ def _spec(t: Any) -> TopicSpec:
     )
 
 
-def _created_here(broker: Any, req: Any, resp: Any) -> bool:
+def _created_here(image: MetadataImage, req: Any, resp: Any) -> bool:
     """Every topic the controller created is in this node's image (a relayed answer waits
     for it: dispatch._settle)."""
     if req.validate_only:
         return True
-    topics = broker.image.topics
+    topics = image.topics
     return all(t.name in topics for t in resp.topics if t.error_code == 0)
 
 
@@ -42,7 +43,7 @@ async def create_topics(ctx: RequestContext, req: Any) -> Any:
     permitted = [t for t in req.topics
                  if may_create_any or ctx.authorized("CREATE", "TOPIC", t.name)]
     allowed = {id(t) for t in permitted}
-    results = iter(await ctx.broker.controller.create_topics(
+    results = iter(await ctx.broker.channel.create_topics(
         [_spec(t) for t in permitted], validate_only=req.validate_only) if permitted else [])
     out = []
     for spec in req.topics:

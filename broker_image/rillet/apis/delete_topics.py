@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..metadata.image import MetadataImage
 from ..protocol import errors
 from .registry import RequestContext, api
 
 
-def _gone_here(broker: Any, req: Any, resp: Any) -> bool:
+def _gone_here(image: MetadataImage, req: Any, resp: Any) -> bool:
     """No topic the controller deleted is left in this node's image (a relayed answer
     waits for it: dispatch._settle)."""
-    topics = broker.image.topics
+    topics = image.topics
     return not any(r.name in topics for r in resp.responses if r.error_code == 0)
 
 

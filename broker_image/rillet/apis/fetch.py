@@ -40,7 +40,8 @@ def _read_partition(ctx: RequestContext, topic: str, p: Any, budget: int,
                              "aborted_transactions": None}
     try:
         source = read_replica.consumer_read_source(
-            ctx.broker, topic, p.partition, getattr(p, "current_leader_epoch", -1),
+            ctx.broker.replication, ctx.broker.config["replica.selector.class"], topic,
+            p.partition, getattr(p, "current_leader_epoch", -1),
             ctx.version, rack_id, p.fetch_offset)
         plog = source.plog
         entry["high_watermark"] = plog.high_watermark

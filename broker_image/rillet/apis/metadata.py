@@ -60,7 +60,7 @@ async def _auto_create(ctx: RequestContext, names: list[str]) -> set[str]:
     someone else first, or with an outcome not known yet (no controller reachable, a
     timeout: retriable errors). A creation the controller refused is not coming."""
     broker = ctx.broker
-    results = await broker.controller.create_topics([TopicSpec(n) for n in names])
+    results = await broker.channel.create_topics([TopicSpec(n) for n in names])
     coming = set()
     for result in results:
         if result.error is None:

@@ -9,16 +9,26 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable, Protocol
 
+from ..controller.channel import ControllerChannel
+from ..controller.controller import Controller
+from ..coordinator.manager import GroupCoordinator
+from ..defs.acl import CODES
+from ..defs.broker_config import BrokerConfig
+from ..forwarding import ControllerForwarder
+from ..metadata.image import MetadataImage
+from ..metadata.snapshot import SnapshotStore
+from ..metadata.view import MetadataView
 from ..protocol import errors
 from ..protocol.build import build
 from ..protocol.codec import RequestHeader, response_schema
-from ..defs.acl import CODES
+from ..raft.node import RaftNode
+from ..replication.manager import ReplicaManager
+from ..security.authorizer import Authorizer
+from ..security.sasl import ScramCredential
 from ..security.session import Session
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from ..storage.manager import LogManager
 
 
 # The operations Kafka lists in a resource's authorized operations.
@@ -36,7 +46,7 @@ OPERATIONS_UNSET = -(2**31)
 @dataclass
 class RequestContext:
     """Everything a handler may use for one request."""
-    broker: "Broker"
+    broker: "BrokerServices"
     header: RequestHeader
     peer: str
     connection_id: int
@@ -52,7 +62,7 @@ class RequestContext:
         """Whether this request's principal may do ``operation`` on the resource (always,
         when no authorizer is configured). ``quiet``: a refusal is not logged (a check
         with a fallback, or one that only filters what is shown)."""
-        authorizer = getattr(self.broker, "authorizer", None)
+        authorizer = self.broker.authorizer
         if authorizer is None:
             return True
         return authorizer.authorize(self.session, operation, resource_type, name, quiet=quiet)
@@ -83,7 +93,7 @@ class RequestContext:
         DESCRIBE wait: for any other name the answer is the same either way, and a wait
         would tell an unauthorized client which topics exist. A topic that does not exist
         at all costs its request this wait (the connection's next request waits behind it)."""
-        raft = getattr(self.broker, "raft", None)
+        raft = self.broker.raft
         # The active controller has applied everything committed: its view cannot lag.
         if raft is None or raft.is_active:
             return
@@ -92,8 +102,8 @@ class RequestContext:
                   and self.authorized("DESCRIBE", "TOPIC", n, quiet=True)}
         if not wanted:
             return
-        await raft.wait_for(lambda: wanted <= self.broker.image.topics.keys(),
-                            LAGGING_VIEW_WAIT_S)
+        await self.broker.metadata.wait_until(lambda image: wanted <= image.topics.keys(),
+                                              LAGGING_VIEW_WAIT_S)
 
     @property
     def version(self) -> int:
@@ -117,8 +127,8 @@ Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 RawHandler = Callable[[RequestContext, bytes], bytes | None]
 # A forwarded change is answered by the active controller once committed there; this node
 # (the one the client asked) holds the answer until its own image shows the change too, so
-# the client's next request to it never meets the old view. (broker, request, response).
-Settled = Callable[[Any, Any, Any], bool]
+# the client's next request to it never meets the old view. (image, request, response).
+Settled = Callable[[MetadataImage, Any, Any], bool]
 
 
 @dataclass(frozen=True)
@@ -175,3 +185,74 @@ def api(key: int, versions: tuple[int, int], *, decodable_from: int | None = Non
         return handler
 
     return register
+
+
+# -- what requests use of their broker -------------------------------------------------------
+
+class RequestMetrics(Protocol):
+    """The counters the request path feeds (metrics.BrokerMetrics)."""
+    bytes_in: int
+
+    def request_done(self, listener: str, spec: ApiSpec, version: int,
+                     seconds: float) -> None: ...
+
+    def fetch_sent(self, size: int, follower: bool) -> None: ...
+
+    def authentication_failed(self, listener_name: str) -> None: ...
+
+
+class BrokerServices(Protocol):
+    """What the API handlers and dispatch use of their broker. The Broker implements it
+    structurally: nothing in apis/ imports broker.py, so the request path knows the parts
+    it calls and not the object that wires them. Parts that exist only once the quorum
+    runs, or only when configured, are Optional here as on the Broker."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    @property
+    def config(self) -> BrokerConfig: ...   # the current one (dynamic configs replace it)
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def metadata(self) -> MetadataView: ...
+
+    @property
+    def logs(self) -> LogManager: ...
+
+    @property
+    def replication(self) -> ReplicaManager: ...
+
+    @property
+    def coordinator(self) -> GroupCoordinator: ...
+
+    @property
+    def metrics(self) -> RequestMetrics | None: ...
+
+    @property
+    def authorizer(self) -> Authorizer | None: ...   # None: every request is allowed
+
+    # Once the quorum runs (Broker.start_quorum):
+    @property
+    def controller(self) -> Controller | None: ...
+
+    @property
+    def raft(self) -> RaftNode | None: ...
+
+    @property
+    def channel(self) -> ControllerChannel | None: ...
+
+    @property
+    def forwarder(self) -> ControllerForwarder | None: ...
+
+    @property
+    def snapshots(self) -> SnapshotStore: ...
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None: ...
+
+    def controller_id_for_clients(self) -> int: ...

@@ -21,13 +21,13 @@ from typing import Any
 from ..protocol import errors
 from ..security.sasl import AuthenticationFailed
 from ..security.session import Session
-from .registry import RequestContext, api
+from .registry import BrokerServices, RequestContext, api
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 
 
-async def _step(broker: Any, session: Session, peer: str, connection_id: int,
+async def _step(broker: BrokerServices, session: Session, peer: str, connection_id: int,
                 token: bytes) -> bytes:
     """Feed one client token to the session's exchange; the server's answer. Raises
     AuthenticationFailed (logged, counted, after the failed-authentication delay)."""
@@ -39,7 +39,7 @@ async def _step(broker: Any, session: Session, peer: str, connection_id: int,
                     session.listener_name, peer, connection_id, exchange.mechanism,
                     ", SaslHandshake v0" if session.raw_tokens else "", exc)
         session.close_after_response = True
-        metrics = getattr(broker, "metrics", None)
+        metrics = broker.metrics
         if metrics is not None:
             metrics.authentication_failed(session.listener_name)
         await asyncio.sleep(broker.config["connection.failed.authentication.delay.ms"] / 1000)
@@ -53,7 +53,7 @@ async def _step(broker: Any, session: Session, peer: str, connection_id: int,
     return answer
 
 
-async def raw_token(broker: Any, session: Session, peer: str, connection_id: int,
+async def raw_token(broker: BrokerServices, session: Session, peer: str, connection_id: int,
                     token: bytes) -> bytes | None:
     """One bare SASL token after a v0 SaslHandshake: the size-prefixed answer, or None
     (and the connection closed) when authentication failed."""

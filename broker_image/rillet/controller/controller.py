@@ -22,7 +22,7 @@ from ..protocol import errors
 from ..defs.topic_defs import validate_topic_configs
 from ..defs.acl import AclBinding
 from ..security.acl import AclFilter
-from . import election, leader_balance, reassignment, remote, security
+from . import election, leader_balance, reassignment, security
 from .broker_configs import decide_broker_configs
 from .brokers import decide_unregister
 from .topics import (TopicResult, TopicSpec, check_new_partitions, decide_new_partitions,
@@ -265,10 +265,6 @@ class Controller:
 
     async def create_topics(self, specs: list[TopicSpec], validate_only: bool = False
                             ) -> list[TopicResult]:
-        if self.raft is not None and not self.raft.is_leader:
-            # Internal callers (auto-creation, the group coordinator) on a node that is not
-            # the controller ask the one that is, as a client would.
-            return await self._create_topics_remotely(specs, validate_only)
         async with self._exclusive():
             results: list[TopicResult] = []
             records: list[dict[str, Any]] = []
@@ -295,23 +291,6 @@ class Controller:
                             for r in results]
             return results
 
-    async def _create_topics_remotely(self, specs: list[TopicSpec], validate_only: bool
-                                      ) -> list[TopicResult]:
-        raft = self.raft
-        if not await raft.wait_for(lambda: raft.leader_id is not None, ACTIVE_WAIT_S):
-            return [TopicResult(s.name, error=errors.NotController("no active controller"))
-                    for s in specs]
-        if raft.is_leader:
-            return await self.create_topics(specs, validate_only)
-        results = await remote.create_topics(raft, specs, validate_only)
-        # A topic that already exists there (another node auto-created it a moment ago) is on
-        # its way here too. Callers go on to use the topic here: wait (bounded) until this node
-        # has replayed it.
-        created = {r.name for r in results
-                   if r.error is None or isinstance(r.error, errors.TopicAlreadyExists)}
-        await raft.wait_for(lambda: created <= set(self.image.topics), ACTIVE_WAIT_S)
-        return results
-
     async def delete_topic(self, name: str) -> None:
         async with self._exclusive():
             topic = self.image.topics.get(name)
@@ -333,12 +312,6 @@ class Controller:
                               leader_epoch: int, partition_epoch: int,
                               new_isr: list[int]) -> None:
         """A leader's ISR change (AlterPartition), checked against the partition's state."""
-        if self.raft is not None and not self.raft.is_leader:
-            info = self.image.topics.get(topic)
-            if info is None:
-                raise errors.NotController(f"topic {topic!r} is not known here yet")
-            return await remote.alter_partition(self.raft, info.topic_id, partition, leader_id,
-                                                leader_epoch, partition_epoch, new_isr)
         async with self._exclusive():
             part = self.image.partition(topic, partition)
             if part is None:

@@ -152,7 +152,7 @@ class GroupCoordinator:
                 "cleanup.policy": "compact",
                 "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
                 "compression.type": "producer"})
-            [result] = await self.broker.controller.create_topics([spec])
+            [result] = await self.broker.channel.create_topics([spec])
             if result.error is not None and not isinstance(result.error,
                                                            errors.TopicAlreadyExists):
                 raise errors.CoordinatorNotAvailable(

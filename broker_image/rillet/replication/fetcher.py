@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+import ssl
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from ..client.connection import BrokerConnection, KafkaClientError
+from ..defs.broker_config import BrokerConfig
 from ..protocol import errors
 from ..raft.divergence import truncation_offset
 from ..records import parse_batches
+from ..storage.manager import LogManager
 from ..tasks import cancel_and_wait
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from .throttle import SideThrottle
 
 log = logging.getLogger(__name__)
 FETCH, FETCH_VERSION = 1, 12
@@ -33,9 +35,20 @@ BACKOFF_S = 0.1
 TopicPartition = tuple[str, int]
 
 
+@dataclass(frozen=True)
+class FollowerSide:
+    """What every fetcher of one broker shares, handed over by the ReplicaManager."""
+    node_id: int
+    config: Callable[[], BrokerConfig]   # the current one: dynamic configs replace it
+    logs: LogManager
+    throttle: SideThrottle               # this broker's follower throttle
+    appended: Callable[[TopicPartition], None]   # wakes the fetches waiting on a partition
+    ssl_context: ssl.SSLContext | None   # towards the brokers' inter-broker listener
+
+
 class ReplicaFetcher:
-    def __init__(self, broker: "Broker", source_id: int, host: str, port: int) -> None:
-        self.broker = broker
+    def __init__(self, side: FollowerSide, source_id: int, host: str, port: int) -> None:
+        self.side = side
         self.source_id = source_id
         self.address = (host, port)
         self.partitions: dict[TopicPartition, int] = {}   # tp -> leader epoch
@@ -70,12 +83,12 @@ class ReplicaFetcher:
 
     def _connection(self) -> BrokerConnection:
         if self._conn is None:
-            config = self.broker.config
+            config = self.side.config()
             timeout = (config["replica.fetch.wait.max.ms"] +
                        config["controller.quorum.request.timeout.ms"]) / 1000
-            self._conn = BrokerConnection(*self.address, client_id=f"replica-{self.broker.node_id}",
+            self._conn = BrokerConnection(*self.address, client_id=f"replica-{self.side.node_id}",
                                           timeout=timeout,
-                                          ssl_context=self.broker.outbound_tls.brokers)
+                                          ssl_context=self.side.ssl_context)
         return self._conn
 
     async def _run(self) -> None:
@@ -99,12 +112,12 @@ class ReplicaFetcher:
                 await asyncio.sleep(BACKOFF_S)
 
     async def _round(self) -> None:
-        config = self.broker.config
+        config = self.side.config()
         wanted = dict(self.partitions)
         topics: dict[str, list[dict[str, Any]]] = {}
-        throttle = self.broker.replication.throttles.follower
+        throttle = self.side.throttle
         for (topic, p), epoch in wanted.items():
-            plog = self.broker.logs.get(topic, p)
+            plog = self.side.logs.get(topic, p)
             if plog is None or throttle.holds_back((topic, p), (topic, p) in self._caught_up):
                 continue
             topics.setdefault(topic, []).append({
@@ -116,7 +129,7 @@ class ReplicaFetcher:
             await asyncio.sleep(BACKOFF_S)
             return
         response = await self._connection().request(FETCH, FETCH_VERSION, {
-            "replica_id": self.broker.node_id, "max_wait": config["replica.fetch.wait.max.ms"],
+            "replica_id": self.side.node_id, "max_wait": config["replica.fetch.wait.max.ms"],
             "min_bytes": config["replica.fetch.min.bytes"],
             "max_bytes": config["replica.fetch.max.bytes"],
             "isolation_level": 0, "session_id": 0, "session_epoch": -1,
@@ -134,7 +147,7 @@ class ReplicaFetcher:
 
     async def _apply(self, tp: TopicPartition, part: Any) -> bool:
         """Apply one partition's answer; False when it calls for a pause."""
-        plog = self.broker.logs.get(*tp)
+        plog = self.side.logs.get(*tp)
         if plog is None:
             return False
         code = int(part.error_code)
@@ -154,7 +167,7 @@ class ReplicaFetcher:
             headers = parse_batches(data, strict=False)
             if headers and headers[0].base_offset >= plog.log_end_offset:
                 plog.append_replicated(data, headers)
-            self.broker.replication.throttles.follower.record(tp, len(data))
+            self.side.throttle.record(tp, len(data))
         if plog.log_end_offset >= part.high_watermark:
             self._caught_up.add(tp)
         else:
@@ -166,7 +179,7 @@ class ReplicaFetcher:
             plog.advance_log_start(part.log_start_offset)
         if plog.flush_pending():
             await plog.maybe_flush()
-        self.broker.replication.wake(tp)
+        self.side.appended(tp)
         return True
 
     def _truncate(self, tp: TopicPartition, plog: Any, epoch: int, end_offset: int) -> None:

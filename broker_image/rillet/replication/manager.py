@@ -17,24 +17,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Callable, Iterable, Protocol
 
+from ..defs.broker_config import BrokerConfig
 from ..metadata.delta import MetadataDelta, from_empty
 from ..metadata.image import MetadataImage, PartitionInfo
+from ..metadata.view import MetadataView
 from ..protocol import errors
 from ..records import BatchHeader
 from ..storage.log import AppendInfo, PartitionLog
+from ..storage.manager import LogManager
 from ..tasks import cancel_and_wait
 from ..topic_config import effective
-from .fetcher import ReplicaFetcher
+from .fetcher import FollowerSide, ReplicaFetcher
 from .leader import PartitionLeaderState
 from .purgatory import AcksWaiters, FetchWaiters
 from .read_replica import ConsumerFetchCounters
 from .throttle import ReplicationThrottles
-
-if TYPE_CHECKING:
-    from ..broker import Broker
 
 log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
@@ -76,11 +77,27 @@ def leadership_summary(led: Iterable[tuple[TopicPartition, int]]) -> str:
     return f"{count} partition{'s' if count != 1 else ''}: {', '.join(parts)}"
 
 
+class IsrChannel(Protocol):
+    """Where ISR changes go: the active controller (controller/channel.py)."""
+
+    async def alter_partition(self, topic: str, partition: int, leader_id: int,
+                              leader_epoch: int, partition_epoch: int,
+                              new_isr: list[int]) -> None: ...
+
+
 class ReplicaManager:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
-        self.config = broker.config
-        self.node_id = broker.node_id
+    def __init__(self, node_id: int, config: Callable[[], BrokerConfig],
+                 metadata: MetadataView, logs: LogManager,
+                 broker_tls: ssl.SSLContext | None) -> None:
+        """`config`: the broker's current config (dynamic configs replace it); `metadata`:
+        this node's image; `logs`: the partition logs this broker hosts."""
+        self.node_id = node_id
+        self._config = config
+        self.config = config()   # as started: replica.lag.time.max.ms is static
+        self.metadata = metadata
+        self.logs = logs
+        # Where ISR changes go, once the quorum runs (attach).
+        self.channel: IsrChannel | None = None
         self.leaders: dict[TopicPartition, PartitionLeaderState] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.throttles = ReplicationThrottles(self.node_id)
@@ -89,14 +106,19 @@ class ReplicaManager:
         self._fetches = FetchWaiters()  # fetches short of fetch.min.bytes
         self._isr_task: asyncio.Task[None] | None = None
         self.consumer_fetches = ConsumerFetchCounters()   # what consumers were served here
+        self._follower_side = FollowerSide(node_id, config, logs, self.throttles.follower,
+                                           self.wake, broker_tls)
         self._started = False
         self._stopped = False
 
     # -- lifecycle ---------------------------------------------------------------------------
 
+    def attach(self, channel: IsrChannel) -> None:
+        self.channel = channel
+
     def start(self) -> None:
         """Take up the roles the image gives us (after catch-up, logs in place)."""
-        self.adopt(self.broker.image)
+        self.adopt(self.metadata.image)
         self._isr_task = asyncio.create_task(self._isr_loop())
 
     def adopt(self, image: MetadataImage) -> None:
@@ -117,8 +139,8 @@ class ReplicaManager:
 
     def on_metadata_update(self, delta: MetadataDelta, new: MetadataImage) -> None:
         """Take up the roles one committed step changed (its delta's local changes)."""
-        # broker.config already reflects `new` (the broker's listener runs first).
-        self.throttles.update(delta, self.broker.config)
+        # The broker's config already reflects `new` (the broker's listener runs first).
+        self.throttles.update(delta, self._config())
         if not self._started or self._stopped:
             return
         local = delta.local
@@ -165,14 +187,14 @@ class ReplicaManager:
             fetcher = self.fetchers.get(part.leader)
             if fetcher is None:
                 fetcher = self.fetchers[part.leader] = ReplicaFetcher(
-                    self.broker, part.leader, broker.host, broker.port)
+                    self._follower_side, part.leader, broker.host, broker.port)
                 fetcher.start()
             fetcher.add(tp, part.leader_epoch)
             self._following[tp] = part.leader
         return False
 
     def _become_leader(self, tp: TopicPartition, part: PartitionInfo) -> bool:
-        plog = self.broker.logs.get(*tp)
+        plog = self.logs.get(*tp)
         if plog is None:
             return False
         state = PartitionLeaderState.become_leader(
@@ -208,7 +230,7 @@ class ReplicaManager:
     def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1
                          ) -> tuple[PartitionInfo, PartitionLog]:
         """(metadata, log) of a partition this node leads, or the Kafka error a client expects."""
-        part = self.broker.image.partition(topic, partition)
+        part = self.metadata.image.partition(topic, partition)
         if part is None:
             raise errors.UnknownTopicOrPartition(
                 f"this server does not host {topic}-{partition}")
@@ -223,7 +245,7 @@ class ReplicaManager:
             raise errors.FencedLeaderEpoch(
                 f"{topic}-{partition}: client epoch {current_leader_epoch} is older than "
                 f"{part.leader_epoch}")
-        plog = self.broker.logs.get(topic, partition)
+        plog = self.logs.get(topic, partition)
         if plog is None:
             raise errors.LeaderNotAvailable(f"log of {topic}-{partition} is not loaded")
         return part, plog
@@ -248,11 +270,11 @@ class ReplicaManager:
     def check_min_insync(self, topic: str, partition: int, after_append: bool = False) -> None:
         """acks=all needs |ISR| >= min.insync.replicas: checked before appending, and again
         once replicated (the ISR may have shrunk meanwhile)."""
-        image = self.broker.image
+        image = self.metadata.image
         part = image.partition(topic, partition)
         if part is None:
             raise errors.NotLeaderOrFollower(f"{topic}-{partition} is gone")
-        min_isr = effective(self.broker.config, image.topic_config(topic),
+        min_isr = effective(self._config(), image.topic_config(topic),
                             "min.insync.replicas")[0]
         if len(part.isr) < min_isr:
             cls = errors.NotEnoughReplicasAfterAppend if after_append else errors.NotEnoughReplicas
@@ -266,7 +288,7 @@ class ReplicaManager:
 
     def on_follower_fetch(self, tp: TopicPartition, replica_id: int, fetch_offset: int) -> None:
         state = self.leaders.get(tp)
-        plog = self.broker.logs.get(*tp)
+        plog = self.logs.get(*tp)
         if state is None or plog is None:
             return
         state.on_follower_fetch(replica_id, fetch_offset, plog.log_end_offset, now_ms())
@@ -275,7 +297,7 @@ class ReplicaManager:
             self._maybe_alter_isr(tp, state)
 
     def _advance(self, tp: TopicPartition, state: PartitionLeaderState) -> None:
-        plog = self.broker.logs.get(*tp)
+        plog = self.logs.get(*tp)
         if plog is None:
             return
         if state.advance_high_watermark(plog.log_end_offset) or \
@@ -287,7 +309,7 @@ class ReplicaManager:
     async def wait_for_high_watermark(self, tp: TopicPartition, offset: int,
                                       timeout_s: float) -> None:
         """Return once the high watermark reaches `offset` (acks=all), or raise."""
-        plog = self.broker.logs.get(*tp)
+        plog = self.logs.get(*tp)
         if plog is not None and plog.high_watermark >= offset:
             return
         if tp not in self.leaders:
@@ -315,7 +337,7 @@ class ReplicaManager:
 
     def _checkpoint_high_watermarks(self) -> None:
         """Kafka's replication-offset-checkpoint: a restarted replica starts at most here."""
-        for tp, plog in self.broker.logs.logs().items():
+        for tp, plog in self.logs.logs().items():
             try:
                 plog.checkpoint_high_watermark()
             except OSError as exc:
@@ -323,12 +345,12 @@ class ReplicaManager:
                             exc)
 
     def _maybe_alter_isr(self, tp: TopicPartition, state: PartitionLeaderState) -> None:
-        plog = self.broker.logs.get(*tp)
+        plog = self.logs.get(*tp)
         if plog is None:
             return
         proposed = state.isr_change(plog.log_end_offset, now_ms(),
                                     self.config["replica.lag.time.max.ms"],
-                                    self.broker.image.live_broker_ids)
+                                    self.metadata.image.live_broker_ids)
         if proposed is None:
             return
         state.pending_isr = proposed
@@ -340,7 +362,9 @@ class ReplicaManager:
                  list(state.isr))
         while True:
             try:
-                await self.broker.controller.alter_partition(
+                if self.channel is None:
+                    raise errors.NotController("no controller channel yet")
+                await self.channel.alter_partition(
                     tp[0], tp[1], self.node_id, state.leader_epoch, state.partition_epoch,
                     list(proposed))
                 return

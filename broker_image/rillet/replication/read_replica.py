@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping, Protocol
 
 from ..defs.broker_defs import RACK_AWARE_SELECTOR
 from ..metadata.image import MetadataImage, PartitionInfo
+from ..metadata.view import MetadataView
 from ..protocol import errors
-
-if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..storage.log import PartitionLog
+from ..storage.log import PartitionLog
+from ..storage.manager import LogManager
+from .leader import PartitionLeaderState
 
 log = logging.getLogger(__name__)
 
@@ -70,43 +70,56 @@ def select_read_replica(image: MetadataImage, part: PartitionInfo, client_rack: 
     return -max(candidates)[1] if candidates else NO_REPLICA
 
 
+class HostedReplicas(Protocol):
+    """What a consumer fetch's read source is chosen from: the replica manager."""
+    node_id: int
+    metadata: MetadataView
+    logs: LogManager
+    leaders: dict[TopicPartition, PartitionLeaderState]
+
+    def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1
+                         ) -> tuple[PartitionInfo, PartitionLog]: ...
+
+
 @dataclass(frozen=True)
 class ReadSource:
     """Where a consumer fetch of one partition is read here: the log, and in which role."""
     part: PartitionInfo
-    plog: "PartitionLog"
+    plog: PartitionLog
     role: str               # "leader" or "follower"
     preferred: int = NO_REPLICA
 
 
-def consumer_read_source(broker: "Broker", topic: str, partition: int,
+def consumer_read_source(replicas: HostedReplicas, selector: str, topic: str, partition: int,
                          current_leader_epoch: int, version: int, rack_id: str,
                          fetch_offset: int) -> ReadSource:
-    """The log a consumer fetch reads here, or the Kafka error it gets."""
-    image = broker.image
+    """The log a consumer fetch reads here, or the Kafka error it gets. `selector`: the
+    broker's replica.selector.class."""
+    image = replicas.metadata.image
     part = image.partition(topic, partition)
-    leads = part is not None and part.leader == broker.node_id
+    leads = part is not None and part.leader == replicas.node_id
     if part is None or leads or version < FOLLOWER_FETCH_VERSION \
-            or broker.node_id not in part.replicas:
-        part, plog = broker.replication.leader_partition(topic, partition, current_leader_epoch)
+            or replicas.node_id not in part.replicas:
+        part, plog = replicas.leader_partition(topic, partition, current_leader_epoch)
         return ReadSource(part, plog, "leader",
-                          _preferred(broker, topic, part, rack_id, fetch_offset))
+                          _preferred(replicas, selector, image, topic, part, rack_id,
+                                     fetch_offset))
     _check_epoch(topic, part, current_leader_epoch)
-    plog = broker.logs.get(topic, partition)
+    plog = replicas.logs.get(topic, partition)
     if plog is None:
         raise errors.NotLeaderOrFollower(f"log of {topic}-{partition} is not loaded here")
     return ReadSource(part, plog, "follower")
 
 
-def _preferred(broker: "Broker", topic: str, part: PartitionInfo, rack_id: str,
-               fetch_offset: int) -> int:
-    if broker.config["replica.selector.class"] != RACK_AWARE_SELECTOR or not rack_id:
+def _preferred(replicas: HostedReplicas, selector: str, image: MetadataImage, topic: str,
+               part: PartitionInfo, rack_id: str, fetch_offset: int) -> int:
+    if selector != RACK_AWARE_SELECTOR or not rack_id:
         return NO_REPLICA
-    state = broker.replication.leaders.get((topic, part.partition))
+    state = replicas.leaders.get((topic, part.partition))
     if state is None:
         return NO_REPLICA
     ends = {r: p.log_end_offset for r, p in state.followers.items()}
-    return select_read_replica(broker.image, part, rack_id, ends, fetch_offset)
+    return select_read_replica(image, part, rack_id, ends, fetch_offset)
 
 
 def _check_epoch(topic: str, part: PartitionInfo, epoch: int) -> None:

@@ -10,32 +10,40 @@ topic list, ListGroups' groups).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from ..metadata.view import ImageSource
 from .acl import CLUSTER_NAME, parse_super_users
-
-if TYPE_CHECKING:
-    from .session import Session
+from .session import Session
 
 log = logging.getLogger("rillet.authorizer")
 
 
+class DenialCounter(Protocol):
+    """Where denials are counted (the broker's metrics)."""
+
+    def authorization_denied(self, resource_type: str, operation: str) -> None: ...
+
+
 class Authorizer:
-    def __init__(self, broker: Any, config: Any) -> None:
-        self.broker = broker
+    def __init__(self, metadata: ImageSource, config: Any,
+                 denials: DenialCounter | None = None) -> None:
+        self.metadata = metadata
+        self.denials = denials
         self.super_users = parse_super_users(config["super.users"])
         self.allow_if_no_acl = bool(config["allow.everyone.if.no.acl.found"])
 
     @classmethod
-    def from_config(cls, broker: Any, config: Any) -> "Authorizer | None":
-        return cls(broker, config) if config["authorizer.class.name"] else None
+    def from_config(cls, metadata: ImageSource, config: Any,
+                    denials: DenialCounter | None = None) -> "Authorizer | None":
+        return cls(metadata, config, denials) if config["authorizer.class.name"] else None
 
-    def may_write_idempotently(self, session: "Session") -> bool:
+    def may_write_idempotently(self, session: Session) -> bool:
         """InitProducerId without a transactional id: IDEMPOTENT_WRITE on the cluster, or
         (KIP-679) WRITE allowed on some topic."""
         if self.authorize(session, "IDEMPOTENT_WRITE", "CLUSTER", CLUSTER_NAME, quiet=True):
             return True
-        topic_acls = self.broker.image.acls.of_type("TOPIC")
+        topic_acls = self.metadata.image.acls.of_type("TOPIC")
         if self.allow_if_no_acl and not topic_acls:
             return True
         if any(b.permission == "ALLOW" and b.operation in ("WRITE", "ALL")
@@ -46,20 +54,19 @@ class Authorizer:
         self._denied(session, "IDEMPOTENT_WRITE", "CLUSTER", CLUSTER_NAME)
         return False
 
-    def authorize(self, session: "Session", operation: str, resource_type: str, name: str,
+    def authorize(self, session: Session, operation: str, resource_type: str, name: str,
                   *, quiet: bool = False) -> bool:
-        ok = self.broker.image.acls.allowed(
+        ok = self.metadata.image.acls.allowed(
             session.principal, session.client_host, operation, resource_type, name,
             super_users=self.super_users, allow_if_no_acl=self.allow_if_no_acl)
         if not ok and not quiet:
             self._denied(session, operation, resource_type, name)
         return ok
 
-    def _denied(self, session: "Session", operation: str, resource_type: str,
+    def _denied(self, session: Session, operation: str, resource_type: str,
                 name: str) -> None:
         log.info("denied: principal=%s host=%s operation=%s resource=%s:%s (listener %s)",
                  session.principal, session.client_host, operation, resource_type, name,
                  session.listener_name)
-        metrics = getattr(self.broker, "metrics", None)
-        if metrics is not None:
-            metrics.authorization_denied(resource_type, operation)
+        if self.denials is not None:
+            self.denials.authorization_denied(resource_type, operation)

@@ -19,6 +19,7 @@ from rillet.coordinator.manager import OFFSETS_TOPIC, CommitEntry, GroupCoordina
 from rillet.metadata import records as mrec
 from rillet.metadata.image import MetadataImage, replay
 from rillet.protocol import errors
+from rillet.metadata.view import MetadataView
 from rillet.replication.manager import ReplicaManager
 from rillet.storage.log_config import LogConfig
 from rillet.storage.manager import LogManager
@@ -56,7 +57,8 @@ class StandInBroker:
         for p in range(PARTITIONS):
             self.logs.create(OFFSETS_TOPIC, p, LogConfig(cleanup_policy="compact"))
         # The real replica manager: this broker leads every partition, alone in the ISR.
-        self.replication = ReplicaManager(self)
+        self.replication = ReplicaManager(self.node_id, lambda: self.config,
+                                          MetadataView(lambda: self.image), self.logs, None)
         self.replication.adopt(self.image)
 
 

@@ -1,0 +1,211 @@
+"""The one path from this broker to the active controller (Kafka's
+NodeToControllerChannelManager).
+
+A call is local when this node leads the quorum (the controller then waits, bounded, until it
+is active), an RPC to the quorum leader's controller listener otherwise. One leader lookup
+(`leader`), one pool of connections (by address), for every caller: relayed client requests
+(forwarding.py), registration and heartbeats (lifecycle.py), AlterPartition (replication)
+and topic creation (auto-creation, the group coordinator, CreateTopics handled here).
+
+Owned by the broker; event loop only.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import ssl
+import struct
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from ..client.connection import KafkaClientError, open_stream, raise_for
+from ..metadata.view import MetadataView
+from ..protocol import errors
+from ..protocol.build import build
+from ..protocol.codec import (FramingError, decode_response, encode_request, request_schema,
+                              response_size)
+from ..raft.node import RaftNode, VoterAddress
+from . import remote
+from .controller import ACTIVE_WAIT_S, BrokerState, Controller
+from .topics import TopicResult, TopicSpec
+
+log = logging.getLogger(__name__)
+_SIZE = struct.Struct(">i")
+_CORRELATION = struct.Struct(">i")
+
+Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+@dataclass(frozen=True)
+class Registration:
+    """What a broker registers with (BrokerRegistration's fields)."""
+    node_id: int
+    incarnation: uuid.UUID
+    # (LISTENER, host, port, security protocol) of each broker listener, inter-broker first.
+    listeners: tuple[tuple[str, str, int, str], ...]
+    rack: str | None
+
+
+class ControllerChannel:
+    def __init__(self, node_id: int, cluster_id: str, raft: RaftNode, controller: Controller,
+                 view: MetadataView, ssl_context: ssl.SSLContext | None,
+                 request_timeout_s: float) -> None:
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+        self._raft = raft
+        self._controller = controller
+        self._view = view
+        self._ssl = ssl_context
+        self._timeout = request_timeout_s
+        self._client_id = f"rillet-broker-{node_id}"
+        self._idle: dict[tuple[str, int], list[Stream]] = {}
+        self._ids = itertools.count(1)
+
+    # -- where the controller is -------------------------------------------------------
+
+    @property
+    def is_local(self) -> bool:
+        """This node leads the quorum: its own controller decides."""
+        return self._raft.is_leader
+
+    def leader(self) -> VoterAddress | None:
+        """The active controller's controller listener, when it is known and not this node."""
+        leader = self._raft.leader_id
+        if leader is None or leader == self.node_id:
+            return None
+        return self._raft.voters.get(leader)
+
+    async def wait_for_leader(self, timeout: float) -> bool:
+        """True once some quorum leader is known (maybe this node), False at timeout."""
+        raft = self._raft
+        return await raft.wait_for(lambda: raft.leader_id is not None, timeout)
+
+    # -- transport -----------------------------------------------------------------------
+
+    async def exchange(self, frame: bytes) -> bytes:
+        """A request frame (no size prefix) to the active controller; its size-prefixed
+        answer, under the caller's correlation id. NotController when none is known;
+        OSError, IncompleteReadError or FramingError when the exchange fails."""
+        voter = self.leader()
+        if voter is None:
+            raise errors.NotController("no active controller known yet")
+        address = (voter.host, voter.port)
+        stream = self._take(address) or await open_stream(*address, self._ssl)
+        reader, writer = stream
+        ok = False
+        try:
+            ours = next(self._ids) & 0x7FFFFFFF
+            theirs = frame[4:8]
+            writer.write(_SIZE.pack(len(frame)) + frame[:4] + _CORRELATION.pack(ours) + frame[8:])
+            await writer.drain()
+            size = response_size(await reader.readexactly(4))
+            body = await reader.readexactly(size)
+            if _CORRELATION.unpack_from(body, 0)[0] != ours:
+                raise OSError("controller's response has another correlation id")
+            ok = True
+            return _SIZE.pack(size) + theirs + body[4:]
+        finally:
+            if ok:
+                self._idle.setdefault(address, []).append(stream)
+            else:
+                writer.close()
+
+    async def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        """One RPC to the active controller, built from plain values; its decoded answer.
+        NotController when none is known; KafkaClientError when the exchange fails."""
+        frame = encode_request(api_key, version, 0, self._client_id,
+                               build(request_schema(api_key, version), body))
+        try:
+            answer = await asyncio.wait_for(self.exchange(frame[4:]), self._timeout)
+            return decode_response(api_key, version, answer[4:])[1]
+        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError,
+                FramingError) as exc:
+            raise KafkaClientError(f"controller: {exc!r}") from exc
+
+    def _take(self, address: tuple[str, int]) -> Stream | None:
+        idle = self._idle.get(address)
+        while idle:
+            stream = idle.pop()
+            if not stream[1].is_closing():
+                return stream
+        return None
+
+    async def close(self) -> None:
+        for streams in self._idle.values():
+            for _, writer in streams:
+                writer.close()
+        self._idle.clear()
+
+    # -- the calls -----------------------------------------------------------------------
+
+    async def register_broker(self, r: Registration) -> int:
+        """BrokerRegistration: the broker epoch granted."""
+        endpoints = tuple((name, host, port) for name, host, port, _ in r.listeners)
+        if self.is_local:
+            _, host, port = endpoints[0]
+            return await self._controller.register_broker(
+                r.node_id, host, port, r.rack, str(r.incarnation), endpoints)
+        response = await self.request(remote.BROKER_REGISTRATION, 0, {
+            "broker_id": r.node_id, "cluster_id": self.cluster_id,
+            "incarnation_id": r.incarnation,
+            "listeners": [{"name": name, "host": host, "port": port,
+                           "security_protocol": remote.PROTOCOL_IDS[protocol]}
+                          for name, host, port, protocol in r.listeners],
+            "features": [], "rack": r.rack})
+        raise_for(response.error_code, "broker registration")
+        return int(response.broker_epoch)
+
+    async def broker_heartbeat(self, node_id: int, broker_epoch: int, metadata_offset: int,
+                               want_shutdown: bool) -> BrokerState:
+        if self.is_local:
+            return await self._controller.broker_heartbeat(node_id, broker_epoch,
+                                                           metadata_offset, want_shutdown)
+        response = await self.request(remote.BROKER_HEARTBEAT, 0, {
+            "broker_id": node_id, "broker_epoch": broker_epoch,
+            "current_metadata_offset": metadata_offset, "want_fence": False,
+            "want_shut_down": want_shutdown})
+        return remote.heartbeat_state(response)
+
+    async def create_topics(self, specs: list[TopicSpec], validate_only: bool = False
+                            ) -> list[TopicResult]:
+        """Create topics (internal callers and CreateTopics handled here). Those created
+        elsewhere are awaited (bounded) in this node's image: callers go on to use them."""
+        if self.is_local:
+            return await self._controller.create_topics(specs, validate_only)
+        if not await self.wait_for_leader(ACTIVE_WAIT_S):
+            return [TopicResult(s.name, error=errors.NotController("no active controller"))
+                    for s in specs]
+        if self.is_local:
+            return await self._controller.create_topics(specs, validate_only)
+        try:
+            results = remote.topic_results(await self.request(
+                remote.CREATE_TOPICS, remote.CREATE_TOPICS_VERSION,
+                remote.create_topics_body(specs, validate_only)))
+        except Exception as exc:
+            return [TopicResult(s.name, error=errors.NotController(
+                f"controller unreachable: {exc}")) for s in specs]
+        # A topic that already exists there (another node auto-created it a moment ago) is
+        # on its way here too.
+        created = {r.name for r in results
+                   if r.error is None or isinstance(r.error, errors.TopicAlreadyExists)}
+        await self._view.wait_until(lambda image: created <= image.topics.keys(),
+                                    ACTIVE_WAIT_S)
+        return results
+
+    async def alter_partition(self, topic: str, partition: int, leader_id: int,
+                              leader_epoch: int, partition_epoch: int,
+                              new_isr: list[int]) -> None:
+        """A leader's ISR change (AlterPartition)."""
+        if self.is_local:
+            return await self._controller.alter_partition(
+                topic, partition, leader_id, leader_epoch, partition_epoch, new_isr)
+        info = self._view.image.topics.get(topic)
+        if info is None:
+            raise errors.NotController(f"topic {topic!r} is not known here yet")
+        response = await self.request(remote.ALTER_PARTITION, remote.ALTER_PARTITION_VERSION,
+                                      remote.alter_partition_body(
+                                          info.topic_id, partition, leader_id, leader_epoch,
+                                          partition_epoch, new_isr))
+        remote.check_alter_partition(response)
