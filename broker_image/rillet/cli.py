@@ -42,6 +42,8 @@ async def _on_listener(step: Callable[[], Awaitable[None]], listener: Listener) 
 
 
 async def serve(config: BrokerConfig) -> None:
+    # Imported here, not for a cycle (tests/unit/test_layering.py allows none) but so that
+    # the other subcommands (groups, cluster, format) start without loading the broker.
     from .apis import load_all
     from .broker import Broker
     from .defs.tls import TlsSettings

@@ -79,7 +79,8 @@ async def _handle(broker: BrokerServices, spec: ApiSpec, header: RequestHeader, 
     """A supported request: relayed to the active controller, or answered here. It is
     decoded first either way, so a malformed one is refused here, as Kafka parses before it
     forwards, and never reaches the controller."""
-    ctx = RequestContext(broker, header, peer, connection_id, listener, session)
+    ctx = RequestContext(broker, header, peer, connection_id, listener, session,
+                         redispatch=dispatch)
     if header.api_version < spec.decodable_from:
         assert spec.raw_handler is not None
         return spec.raw_handler(ctx, frame)

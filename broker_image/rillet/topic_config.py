@@ -13,8 +13,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .defs.broker_config import BrokerConfig
-from .defs.broker_defs import parse_value
-from .defs.topic_defs import TOPIC_DEFS
+from .defs.topic_defs import TOPIC_DEFS, topic_value
 from .storage.log_config import LogConfig
 
 # DescribeConfigs config sources (Kafka's ConfigSource ids).
@@ -26,11 +25,10 @@ def effective(broker: BrokerConfig, overrides: Mapping[str, str], key: str) -> t
 
     Config sources as DescribeConfigs reports them.
     """
-    d = TOPIC_DEFS[key]
+    value = topic_value(broker, overrides, key)
     if key in overrides:
-        return parse_value(d.definition, overrides[key]), DYNAMIC_TOPIC
-    value = d.broker_value(broker)
-    return value, broker_source(broker, d.synonym)
+        return value, DYNAMIC_TOPIC
+    return value, broker_source(broker, TOPIC_DEFS[key].synonym)
 
 
 def broker_source(broker: BrokerConfig, name: str | None) -> int:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..dispatch import dispatch
 from ..protocol import errors
 from ..protocol.codec import FramingError
 from ..security.session import Session
@@ -34,9 +33,10 @@ async def envelope(ctx: RequestContext, req: Any) -> Any:
     inner = Session(listener_name="FORWARDED", security_protocol="PLAINTEXT",
                     client_host=bytes(req.client_host_address or b"").decode(errors="replace"),
                     principal=principal)
+    assert ctx.redispatch is not None, "an Envelope is only served through dispatch"
     try:
-        frame = await dispatch(ctx.broker, bytes(req.request_data), ctx.peer,
-                               ctx.connection_id, "broker", inner)
+        frame = await ctx.redispatch(ctx.broker, bytes(req.request_data), ctx.peer,
+                                     ctx.connection_id, "broker", inner)
     except FramingError as exc:
         log.warning("refusing a forwarded request from %s: %s", ctx.peer, exc)
         return ctx.response({"response_data": None, "error_code": errors.InvalidRequest.code})

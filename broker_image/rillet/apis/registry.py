@@ -43,6 +43,11 @@ RESOURCE_OPERATIONS = {
 OPERATIONS_UNSET = -(2**31)
 
 
+# dispatch(broker, frame, peer, connection_id, listener, session) -> the response frame.
+Redispatch = Callable[["BrokerServices", bytes, str, int, str, Session],
+                      Awaitable["bytes | None"]]
+
+
 @dataclass
 class RequestContext:
     """Everything a handler may use for one request."""
@@ -52,6 +57,9 @@ class RequestContext:
     connection_id: int
     listener: str = "broker"   # "controller" on the CONTROLLER listener
     session: Session = field(default_factory=Session)
+    # The dispatcher that made this context: Envelope hands its inner frame back to it
+    # (apis never import dispatch, which imports them).
+    redispatch: "Redispatch | None" = None
 
     @property
     def principal(self) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from .broker_config import BrokerConfig
 from .broker_defs import BROKER_DEFS, ConfigDef, parse_value
@@ -73,6 +73,15 @@ _DEFS = [
 ]
 
 TOPIC_DEFS: dict[str, TopicConfigDef] = {d.definition.name: d for d in _DEFS}
+
+
+def topic_value(broker: BrokerConfig, overrides: Mapping[str, str], key: str) -> Any:
+    """The typed value of topic config `key`: the topic's override, else the broker's
+    synonym (its default included)."""
+    d = TOPIC_DEFS[key]
+    if key in overrides:
+        return parse_value(d.definition, overrides[key])
+    return d.broker_value(broker)
 
 
 def validate_topic_configs(configs: dict[str, str | None],

@@ -14,31 +14,52 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from ..client.connection import raise_for
+from ..client.connection import BrokerConnection, raise_for
 from .image import MetadataImage, replay
 from .log import METADATA_TOPIC, MetadataLog
 from .snapshot import SnapshotStore, image_records
-
-if TYPE_CHECKING:
-    from ..controller.controller import Controller
-    from ..raft.node import RaftNode
 
 log = logging.getLogger(__name__)
 FETCH_SNAPSHOT = 59
 CHUNK_BYTES = 1 << 20
 
 
+class ImageOwner(Protocol):
+    """Who holds the committed image (the controller): the snapshotter feeds it."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    def load_image(self, image: MetadataImage) -> None: ...
+
+    def apply_committed(self, batches: list[tuple[int, list[dict[str, Any]]]]) -> None: ...
+
+    def install_image(self, image: MetadataImage) -> None: ...
+
+
+class QuorumPeer(Protocol):
+    """This node's quorum member (the RaftNode): who it is, its epoch, its connections."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def epoch(self) -> int: ...
+
+    def connection(self, to: int, kind: str = "control") -> BrokerConnection: ...
+
+
 class Snapshotter:
     def __init__(self, store: SnapshotStore, metadata_log: MetadataLog,
-                 controller: "Controller", cluster_id: str, threshold_bytes: int) -> None:
+                 controller: ImageOwner, cluster_id: str, threshold_bytes: int) -> None:
         self.store = store
         self.log = metadata_log
         self.controller = controller
         self.cluster_id = cluster_id
         self.threshold_bytes = threshold_bytes
-        self.raft: "RaftNode | None" = None
+        self.raft: QuorumPeer | None = None   # set once the quorum node exists
         self._since_last = 0
         self._taking: asyncio.Task[None] | None = None
 

@@ -49,6 +49,7 @@ from typing import Any, Callable, Iterator
 
 from crc32c import crc32c
 
+from ..defs.topic_defs import topic_value
 from ..protocol.errors import CorruptMessage
 from ..records import (CRC_OFFSET, CRC_START, LAST_OFFSET_DELTA_OFFSET, BatchHeader, Record,
                        decode_records, encode_batch)
@@ -341,11 +342,10 @@ class LogCleaner:
         os.replace(tmp, path)
 
     def cleaning_config(self, topic: str, plog: Any) -> CleaningConfig:
-        from ..topic_config import effective
         overrides = self.topic_overrides(topic)
 
         def v(key: str) -> Any:
-            return effective(self.broker_config, overrides, key)[0]
+            return topic_value(self.broker_config, overrides, key)
         return CleaningConfig(delete_retention_ms=v("delete.retention.ms"),
                               min_compaction_lag_ms=v("min.compaction.lag.ms"),
                               min_cleanable_ratio=v("min.cleanable.dirty.ratio"),
