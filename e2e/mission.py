@@ -275,12 +275,15 @@ class Mission:
     def spark_log_tails(self, driver: str, lines: int = 60) -> str:
         """The last lines of the driver's, its executors' and the brokers' logs (for a failure
         message)."""
-        pods = [driver] + [p["metadata"]["name"] for p in self.kube.list(
-            "Pod", self.ns, labelSelector="spark-role=executor")]
-        brokers = [p["metadata"]["name"] for p in self.kube.list(
-            "Pod", self.ns, labelSelector=f"rillet.io/cluster={self.cluster}")]
+        names = [driver]
         out = []
-        for name in pods + brokers:
+        for selector in ("spark-role=executor", f"rillet.io/cluster={self.cluster}"):
+            try:
+                names += [p["metadata"]["name"] for p in self.kube.list(
+                    "Pod", self.ns, labelSelector=selector)]
+            except ApiError as e:
+                out.append(f"--- pods {selector}: not listed ({e}) ---")
+        for name in names:
             try:
                 tail = self.kube.logs(name, self.ns).splitlines()[-lines:]
             except ApiError as e:

@@ -20,14 +20,14 @@ import asyncio
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from .defs.broker_config import BrokerConfig
+from .lifecycle import BrokerLifecycle
+from .metrics import BrokerMetrics
 from .readiness import NOT_STARTED, Readiness, readiness
-
-if TYPE_CHECKING:
-    from .broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +75,23 @@ class Endpoints(Protocol):
     def metrics(self) -> bytes: ...
 
 
+class EndpointSource(Protocol):
+    """What the routes read of a broker (the Broker matches it; nothing here imports it)."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def lifecycle(self) -> BrokerLifecycle | None: ...
+
+    @property
+    def metrics(self) -> BrokerMetrics: ...
+
+
 class BrokerEndpoints:
     """The routes' view of a broker: its lifecycle for /readyz, its registry for /metrics."""
 
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: EndpointSource) -> None:
         self.broker = broker
 
     def readiness(self) -> Readiness:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Mapping
 
 from .defs.broker_config import BrokerConfig, Voter
 from .forwarding import ControllerForwarder
@@ -24,8 +24,8 @@ from .controller.channel import ControllerChannel
 from .controller.controller import Controller
 from .dynamic_config import dynamic_layers, effective_config
 from .coordinator.manager import GroupCoordinator
-from .metadata.delta import LocalChanges, MetadataDelta
-from .metadata.image import TOPIC_RESOURCE, MetadataImage, TopicInfo
+from .metadata.delta import LocalChanges, MetadataDelta, from_empty
+from .metadata.image import TOPIC_RESOURCE, MetadataImage
 from .metadata.log import METADATA_TOPIC, MetadataLog
 from .metadata.snapshot import SnapshotStore
 from .metadata.snapshotter import Snapshotter
@@ -131,7 +131,8 @@ class Broker:
         await self.raft.wait_for(self._caught_up, float("inf"))
         self._apply_dynamic_config(self.image)   # also when they came from a snapshot
         self._delete_stray_logs(self.image)
-        self._reconcile_logs(self.image.topics.values())
+        # Every replica the image gives this node has a log (the start is a delta from empty).
+        self._create_local_logs(from_empty(self.image, self.node_id).local)
         self.replication.start()
         assert self.channel is not None
         raft = self.raft
@@ -307,12 +308,3 @@ class Broker:
                     configs[topic] = self.log_config_for(topic)
                 self.logs.create(topic, p, configs[topic])
 
-    def _reconcile_logs(self, topics: Iterable[TopicInfo]) -> None:
-        """Make sure a log exists for every partition of `topics` this node hosts."""
-        for topic in topics:
-            missing = [p for p, part in topic.partitions.items()
-                       if self.node_id in part.replicas and self.logs.get(topic.name, p) is None]
-            if missing:
-                cfg = self.log_config_for(topic.name)
-                for p in missing:
-                    self.logs.create(topic.name, p, cfg)

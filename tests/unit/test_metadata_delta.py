@@ -8,7 +8,7 @@ from rillet.metadata import records as r
 from rillet.metadata.delta import MetadataDelta, apply_batches, between, from_empty
 from rillet.metadata.image import (BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage,
                                    replay)
-from rillet.security.acl import AclBinding
+from rillet.defs.acl import AclBinding
 
 NODE = 1
 

@@ -18,7 +18,7 @@ import asyncio
 import struct
 from typing import Any
 
-from ..coordinator.manager import OFFSETS_TOPIC
+from ..coordinator.group_metadata import OFFSETS_TOPIC
 from ..protocol import errors
 from ..protocol.codec import FramingError
 from ..records import parse_batches

@@ -29,6 +29,7 @@ from ..metadata.image import MetadataImage
 from ..protocol import errors
 from ..records import Record, decode_records, encode_batch, parse_batches
 from .group import Group
+from .host import CoordinatorHost
 from .group_snapshot import GroupSnapshot
 from .group_types import GroupConfig, GroupState, OffsetAndMetadata
 from .records import (GroupKey, OffsetKey, decode_group_value, decode_key,
@@ -54,7 +55,7 @@ def _offsets_records(plog: Any) -> list[tuple[int, bytes, bytes | None]]:
 class GroupMetadataManager:
     """Owner of the groups of the offsets partitions this node leads (see the module doc)."""
 
-    def __init__(self, broker: Any, config: GroupConfig, now: Callable[[], int]) -> None:
+    def __init__(self, broker: CoordinatorHost, config: GroupConfig, now: Callable[[], int]) -> None:
         self.broker = broker
         self.config = config
         self.now = now

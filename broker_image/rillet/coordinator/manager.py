@@ -28,6 +28,7 @@ from ..metadata.image import MetadataImage
 from ..protocol import errors
 from ..tasks import cancel_and_wait
 from .group import Group
+from .host import CoordinatorHost
 from .group_metadata import OFFSETS_TOPIC, GroupMetadataManager
 from .group_types import (GroupConfig, GroupState, JoinRequest, JoinResult, OffsetAndMetadata,
                           SyncResult)
@@ -67,7 +68,7 @@ def _resolver(fut: "asyncio.Future[Any]") -> Callable[[Any], None]:
 class GroupCoordinator:
     """Owner of all groups on this node; API handlers call it, never the groups directly."""
 
-    def __init__(self, broker: Any, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, broker: CoordinatorHost, clock: Callable[[], float] = time.time) -> None:
         self.broker = broker
         self._clock = clock
         cfg = broker.config

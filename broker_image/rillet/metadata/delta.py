@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
-from ..security.acl import AclBinding
+from ..defs.acl import AclBinding
 from .image import (TOPIC_RESOURCE, BrokerInfo, ImageBuilder, MetadataImage, PartitionInfo,
                     TopicInfo, build_batches)
 
@@ -29,7 +29,7 @@ ConfigResource = tuple[int, str]
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
 
-def _none() -> Any:
+def _empty_map() -> Any:
     """An empty mapping as a frozen dataclass's default (a shared, read-only one)."""
     return field(default_factory=lambda: _EMPTY)
 
@@ -49,8 +49,8 @@ class PartitionChange:
 @dataclass(frozen=True)
 class LocalChanges:
     """What a step changed for one node's replicas."""
-    leaders: Mapping[TopicPartition, PartitionInfo] = _none()     # changed, led here
-    followers: Mapping[TopicPartition, PartitionInfo] = _none()   # changed, followed here
+    leaders: Mapping[TopicPartition, PartitionInfo] = _empty_map()     # changed, led here
+    followers: Mapping[TopicPartition, PartitionInfo] = _empty_map()   # changed, followed here
     became_leader: frozenset[TopicPartition] = frozenset()       # led elsewhere/not hosted before
     became_follower: frozenset[TopicPartition] = frozenset()     # led here/not hosted before
     # Hosted here before, no longer: the topic was deleted (or deleted and created again
@@ -68,20 +68,25 @@ class BrokerChange:
 
 @dataclass(frozen=True)
 class MetadataDelta:
-    """The change from image `old` to the image published with it."""
+    """The change from image `old` to the image published with it.
+
+    Complete on purpose: today's publishers read `local`, the deleted topics, `partitions`,
+    `configs` and `brokers`; the ACL and SCRAM changes and the derived sets below are
+    computed in the same pass for the publishers the issues plan (an authorizer cache,
+    KIP-848's assignor), and are tested like the rest."""
     old: MetadataImage
     node_id: int
     # By name. A name both deleted and created was deleted and created again (a new id).
-    created_topics: Mapping[str, TopicInfo] = _none()   # the new TopicInfo
-    deleted_topics: Mapping[str, TopicInfo] = _none()   # the old TopicInfo
-    changed_topics: Mapping[str, TopicInfo] = _none()   # same id, a partition changed
+    created_topics: Mapping[str, TopicInfo] = _empty_map()   # the new TopicInfo
+    deleted_topics: Mapping[str, TopicInfo] = _empty_map()   # the old TopicInfo
+    changed_topics: Mapping[str, TopicInfo] = _empty_map()   # same id, a partition changed
     # Every partition of created and changed topics whose metadata changed.
-    partitions: Mapping[TopicPartition, PartitionChange] = _none()
+    partitions: Mapping[TopicPartition, PartitionChange] = _empty_map()
     # Config resources whose entries changed: the entries now (empty: none left).
-    configs: Mapping[ConfigResource, Mapping[str, str]] = _none()
+    configs: Mapping[ConfigResource, Mapping[str, str]] = _empty_map()
     acls_added: frozenset[AclBinding] = frozenset()
     acls_removed: frozenset[AclBinding] = frozenset()
-    brokers: Mapping[int, BrokerChange] = _none()
+    brokers: Mapping[int, BrokerChange] = _empty_map()
     scram: frozenset[tuple[str, str]] = frozenset()     # (user, mechanism) changed
     local: LocalChanges = field(default_factory=LocalChanges)
 

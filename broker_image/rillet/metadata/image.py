@@ -301,16 +301,6 @@ def replay(image: MetadataImage, records: Iterable[dict[str, Any]], offset: int)
     return builder.freeze(offset)
 
 
-def replay_batches(image: MetadataImage,
-                   batches: Iterable[tuple[int, Iterable[dict[str, Any]]]]) -> MetadataImage:
-    """The image after every (last offset, records) batch, built once (start-up replay).
-
-    Records mean the same whatever batch they came in, so one builder takes them all and
-    start-up costs the length of the log, not that times the size of the cluster.
-    """
-    return build_batches(image, batches)[1]
-
-
 def build_batches(image: MetadataImage,
                   batches: Iterable[tuple[int, Iterable[dict[str, Any]]]]
                   ) -> tuple[ImageBuilder, MetadataImage]:

@@ -14,7 +14,7 @@ reader may share it.
 """
 from __future__ import annotations
 
-from typing import Any, Hashable, Iterable, Iterator, ItemsView, Mapping, ValuesView
+from typing import Any, Hashable, Iterable, Iterator, ItemsView, KeysView, Mapping, ValuesView
 
 CHUNK = 128
 BUCKETS = 256
@@ -61,6 +61,9 @@ class PersistentMap(Mapping[Any, Any]):
 
     def __len__(self) -> int:
         return self._len
+
+    def keys(self) -> KeysView[Any]:
+        return _Keys(self)
 
     def items(self) -> ItemsView[Any, Any]:
         return _Items(self)
@@ -117,6 +120,17 @@ class PersistentMap(Mapping[Any, Any]):
             # Removals left many chunks (nearly) empty: pack them (rare, whole-map cost).
             return PersistentMap(dict(out.items()))
         return out
+
+
+class _Keys(KeysView[Any]):
+    """Keys in order, reversible as a dict's keys() is."""
+    _mapping: PersistentMap
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._mapping)
+
+    def __reversed__(self) -> Iterator[Any]:
+        return reversed(self._mapping)
 
 
 class _Items(ItemsView[Any, Any]):

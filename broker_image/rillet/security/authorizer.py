@@ -13,7 +13,8 @@ import logging
 from typing import Any, Protocol
 
 from ..metadata.view import ImageSource
-from .acl import CLUSTER_NAME, parse_super_users
+from ..defs.acl import CLUSTER_NAME
+from .acl import parse_super_users
 from .session import Session
 
 log = logging.getLogger("rillet.authorizer")

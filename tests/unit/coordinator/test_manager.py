@@ -15,7 +15,8 @@ import pytest
 
 from rillet.defs.broker_config import BrokerConfig
 from rillet.coordinator.group_types import GroupState, JoinRequest
-from rillet.coordinator.manager import OFFSETS_TOPIC, CommitEntry, GroupCoordinator
+from rillet.coordinator.group_metadata import OFFSETS_TOPIC
+from rillet.coordinator.manager import CommitEntry, GroupCoordinator
 from rillet.metadata import records as mrec
 from rillet.metadata.image import MetadataImage, replay
 from rillet.protocol import errors

@@ -6,7 +6,7 @@ import uuid
 import pytest
 
 from rillet.metadata import records as r
-from rillet.metadata.image import TOPIC_RESOURCE, MetadataImage, replay, replay_batches
+from rillet.metadata.image import TOPIC_RESOURCE, MetadataImage, build_batches, replay
 
 
 def _topic(name: str, partitions: int, tid: uuid.UUID | None = None) -> list[dict]:
@@ -108,7 +108,7 @@ def test_startup_replay_in_one_delta_equals_replaying_batch_by_batch() -> None:
     one_by_one = MetadataImage(cluster_id="c")
     for offset, records in batches:
         one_by_one = replay(one_by_one, records, offset)
-    at_once = replay_batches(MetadataImage(cluster_id="c"), batches)
+    at_once = build_batches(MetadataImage(cluster_id="c"), batches)[1]
     assert at_once == one_by_one
     assert at_once.offset == 6 and at_once.topics["a"].topic_id == a2
     assert at_once.topic_config("a") == {"segment.bytes": "99"} and at_once.topic_config("b") == {}
