@@ -12,13 +12,13 @@ import kopf
 
 from ..builders import names
 from .cluster_reconciler import ClusterReconciler
-from .common import kube, lock
+from .common import kube, one_pass
 
 
 async def reconcile(body: Any, meta: Any, spec: Any, status: Any, name: str, namespace: str,
                     patch: kopf.Patch, logger: Any, memo: Any, **_: Any) -> None:
-    async with lock(memo):
-        await ClusterReconciler(body, meta, spec, dict(status), name, namespace, patch, logger,
+    async with one_pass(memo, "Cluster", name, namespace, status, patch) as current:
+        await ClusterReconciler(body, meta, spec, current, name, namespace, patch, logger,
                                 kube()).reconcile()
 
 

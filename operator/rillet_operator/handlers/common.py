@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
-from typing import Any
+from typing import Any, AsyncIterator
 
 import kopf
 
@@ -56,6 +57,31 @@ def lock(memo: Any) -> asyncio.Lock:
     if "lock" not in memo:
         memo["lock"] = asyncio.Lock()
     return memo["lock"]
+
+
+@contextlib.asynccontextmanager
+async def one_pass(memo: Any, kind: str, name: str, namespace: str, status: Any,
+                   patch: kopf.Patch) -> AsyncIterator[dict]:
+    """One reconcile at a time per object, each starting from the status the last one wrote.
+
+    Change handlers and timers run concurrently, and Kopf applies a handler's status patch
+    only after the handler returns, after the lock is released; and a timer's body is as old
+    as the last watch event. A pass that waited on the lock would start from the status before
+    the previous pass's patch and write back what it read, undoing that pass (a rolling
+    restart's order lost a restarted broker this way). So the status is read from the API
+    server under the lock, and the pass's status patch is written before the lock is
+    released; Kopf keeps only its own annotations to apply."""
+    async with lock(memo):
+        k = kube()
+        obj = await asyncio.to_thread(k.get, kind, name, namespace)
+        fresh = dict((obj.get("status") or {}) if obj is not None else status)
+        try:
+            yield fresh
+        finally:
+            written = patch.pop("status", None)
+            if written and obj is not None:
+                await asyncio.to_thread(k.patch, kind, name, {"status": written}, namespace,
+                                        "status")
 
 
 def write_outcome(patch: kopf.Patch, status: dict, outcome: conditions.Outcome,

@@ -18,7 +18,7 @@ from .. import planner, topics
 from ..conditions import Outcome
 from ..spec import SpecError, parse_topic
 from . import access
-from .common import kube, lock, retry_or_let_go, write_outcome
+from .common import kube, one_pass, retry_or_let_go, write_outcome
 
 ADMIN_TIMEOUT_S = 10.0
 
@@ -34,9 +34,9 @@ async def _observe(admin: AdminClient, topic: str) -> topics.ObservedTopic | Non
 
 async def reconcile(body: Any, meta: Any, spec: Any, status: Any, name: str, namespace: str,
                     patch: kopf.Patch, logger: Any, memo: Any, **_: Any) -> None:
-    async with lock(memo):
+    async with one_pass(memo, "Topic", name, namespace, status, patch) as current:
         outcome = await _reconcile(body, spec, name, namespace, patch, logger)
-        write_outcome(patch, dict(status), outcome, meta.get("generation") or 0, body, logger)
+        write_outcome(patch, current, outcome, meta.get("generation") or 0, body, logger)
 
 
 async def _reconcile(body: Any, spec: Any, name: str, namespace: str, patch: kopf.Patch,

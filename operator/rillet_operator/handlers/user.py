@@ -29,7 +29,7 @@ from ..builders import names
 from ..conditions import Outcome
 from ..spec import ClusterSpec, SpecError, UserSpec, parse_cluster, parse_user
 from . import access
-from .common import kube, lock, retry_or_let_go, write_outcome
+from .common import kube, one_pass, retry_or_let_go, write_outcome
 
 ADMIN_TIMEOUT_S = 10.0
 MECHANISM = "SCRAM-SHA-512"
@@ -119,9 +119,9 @@ async def _scram_password(us: UserSpec, existing: dict | None, owner: Any) -> st
 
 async def reconcile(body: Any, meta: Any, spec: Any, status: Any, name: str, namespace: str,
                     patch: kopf.Patch, logger: Any, memo: Any, **_: Any) -> None:
-    async with lock(memo):
-        outcome = await _reconcile(body, spec, dict(status), name, namespace, patch, logger)
-        write_outcome(patch, dict(status), outcome, meta.get("generation") or 0, body, logger)
+    async with one_pass(memo, "User", name, namespace, status, patch) as current:
+        outcome = await _reconcile(body, spec, current, name, namespace, patch, logger)
+        write_outcome(patch, current, outcome, meta.get("generation") or 0, body, logger)
 
 
 async def _reconcile(body: Any, spec: Any, status: dict, name: str, namespace: str,

@@ -5,6 +5,7 @@ a broker."""
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import Any
 
 import kopf
@@ -19,12 +20,12 @@ class FakeKube:
 
     def __init__(self, fail_apply: str | None = None) -> None:
         self.calls: list[tuple] = []
-        self.objects: dict[tuple[str, str], dict] = {}
+        self.objects: dict[tuple[str, str], dict] = {("Cluster", "c"): {"status": {}}}
         self.fail_apply = fail_apply
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict | None:
         self.calls.append(("get", kind, name))
-        return self.objects.get((kind, name))
+        return copy.deepcopy(self.objects.get((kind, name)))   # a new document, as over HTTP
 
     def list(self, kind: str, namespace: str | None = None, selector: dict | None = None
              ) -> list[dict]:
@@ -34,6 +35,8 @@ class FakeKube:
     def patch(self, kind: str, name: str, patch: dict, namespace: str | None = None,
               sub: str | None = None) -> dict:
         self.calls.append(("patch", kind, name, sub))
+        if sub == "status":
+            merge(self.objects[(kind, name)].setdefault("status", {}), patch["status"])
         return {}
 
     def apply(self, obj: dict) -> tuple[str, list[str]]:
@@ -44,9 +47,15 @@ class FakeKube:
         return "created", []
 
 
-class Patch:
-    def __init__(self) -> None:
-        self.status: dict[str, Any] = {}
+def merge(into: dict, patch: dict) -> None:
+    """A JSON merge patch, as the API server applies one."""
+    for key, value in patch.items():
+        if value is None:
+            into.pop(key, None)
+        elif isinstance(value, dict) and isinstance(into.get(key), dict):
+            merge(into[key], value)
+        else:
+            into[key] = value
 
 
 @pytest.fixture
@@ -59,15 +68,17 @@ def events(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     return posted
 
 
-def run(fake: FakeKube, monkeypatch: pytest.MonkeyPatch, spec: dict) -> Patch:
+def run(fake: FakeKube, monkeypatch: pytest.MonkeyPatch, spec: dict) -> dict:
+    """One pass; the Cluster's status as the pass left it on the (fake) API server."""
     monkeypatch.setattr(common, "_kube", fake)
     body = {"apiVersion": "rillet.io/v1alpha1", "kind": "Cluster",
             "metadata": {"name": "c", "namespace": "ns", "uid": "u1", "generation": 3}}
-    patch = Patch()
+    patch = kopf.Patch()
     asyncio.run(cluster.reconcile(body=body, meta=body["metadata"], spec=spec, status={},
                                   name="c", namespace="ns", patch=patch,
                                   logger=_Logger(), memo={}))
-    return patch
+    assert "status" not in patch, "the pass wrote its status itself, under its lock"
+    return fake.objects[("Cluster", "c")]["status"]
 
 
 class _Logger:
@@ -75,14 +86,15 @@ class _Logger:
         return lambda *args, **kwargs: None
 
 
-def ready(patch: Patch) -> dict:
-    return next(c for c in patch.status["conditions"] if c["type"] == "Ready")
+def ready(status: dict) -> dict:
+    return next(c for c in status["conditions"] if c["type"] == "Ready")
 
 
 def test_a_new_plain_cluster_is_applied_step_by_step(monkeypatch, events) -> None:
     fake = FakeKube()
-    patch = run(fake, monkeypatch, {"replicas": 3})
+    status = run(fake, monkeypatch, {"replicas": 3})
     assert fake.calls == [
+        ("get", "Cluster", "c"),                      # the status the last pass wrote
         ("get", "ConfigMap", "c-config"),             # a cluster id kept in a ConfigMap?
         ("patch", "Cluster", "c", "status"),          # the new id, before anything uses it
         ("get", "ConfigMap", "c-config"),             # listeners added to running brokers?
@@ -93,38 +105,65 @@ def test_a_new_plain_cluster_is_applied_step_by_step(monkeypatch, events) -> Non
         ("list", "Pod"),                              # the brokers' state
         ("get", "StatefulSet", "c-broker"),           # a roll to make? no pod to restart
         ("list", "Pod"),
+        ("patch", "Cluster", "c", "status"),          # the pass's status, under its lock
     ]
-    assert len(patch.status["clusterId"]) == 22
-    assert patch.status["replicas"] == 3 and patch.status["readyBrokers"] == 0
-    assert [b["state"] for b in patch.status["brokers"]] == ["Missing"] * 3
-    assert patch.status["bootstrapServers"] == "c-bootstrap.ns.svc.cluster.local:9092"
-    assert patch.status["observedGeneration"] == 3
-    assert (ready(patch)["status"], ready(patch)["reason"]) == ("False", "BrokersNotReady")
+    assert len(status["clusterId"]) == 22
+    assert status["replicas"] == 3 and status["readyBrokers"] == 0
+    assert [b["state"] for b in status["brokers"]] == ["Missing"] * 3
+    assert status["bootstrapServers"] == "c-bootstrap.ns.svc.cluster.local:9092"
+    assert status["observedGeneration"] == 3
+    assert (ready(status)["status"], ready(status)["reason"]) == ("False", "BrokersNotReady")
     assert ("Normal", "Created") in events
 
 
 def test_a_refused_spec_changes_nothing_but_status(monkeypatch, events) -> None:
     fake = FakeKube()
-    patch = run(fake, monkeypatch, {"replicas": 3, "config": {"log.segment.bytes": "x"}})
-    assert [c[0] for c in fake.calls] == ["get", "patch"]   # the cluster id only
-    assert ready(patch)["reason"] == "InvalidConfig"
-    assert "log.segment.bytes" in ready(patch)["message"]
+    status = run(fake, monkeypatch, {"replicas": 3, "config": {"log.segment.bytes": "x"}})
+    assert [c[0] for c in fake.calls] == ["get", "get", "patch", "patch"]   # the id, status
+    assert ready(status)["reason"] == "InvalidConfig"
+    assert "log.segment.bytes" in ready(status)["message"]
     assert ("Warning", "InvalidConfig") in events
 
 
 def test_a_failing_apply_stops_the_pass_with_apply_failed(monkeypatch, events) -> None:
     fake = FakeKube(fail_apply="Service")
-    patch = run(fake, monkeypatch, {"replicas": 3})
-    assert fake.calls[-1] == ("apply", "Service", "c-brokers")
-    assert ready(patch)["reason"] == "ApplyFailed"
-    assert "brokers" not in patch.status
+    status = run(fake, monkeypatch, {"replicas": 3})
+    assert fake.calls[-2:] == [("apply", "Service", "c-brokers"),
+                               ("patch", "Cluster", "c", "status")]
+    assert ready(status)["reason"] == "ApplyFailed"
+    assert "brokers" not in status
 
 
 def test_removing_the_listeners_of_running_brokers_is_refused(monkeypatch, events) -> None:
     fake = FakeKube()
     fake.objects[("ConfigMap", "c-config")] = {"data": {"server.properties": (
         "cluster.id=AAAAAAAAAAAAAAAAAAAAAA\ninter.broker.listener.name=REPLICATION\n")}}
-    patch = run(fake, monkeypatch, {"replicas": 3})
-    assert patch.status["clusterId"] == "AAAAAAAAAAAAAAAAAAAAAA"   # kept from the ConfigMap
-    assert [c[0] for c in fake.calls] == ["get", "patch", "get"]
-    assert ready(patch)["reason"] == "ListenersChangeUnsupported"
+    status = run(fake, monkeypatch, {"replicas": 3})
+    assert status["clusterId"] == "AAAAAAAAAAAAAAAAAAAAAA"   # kept from the ConfigMap
+    assert [c[0] for c in fake.calls] == ["get", "get", "patch", "get", "patch"]
+    assert ready(status)["reason"] == "ListenersChangeUnsupported"
+
+
+def test_a_pass_that_waited_starts_from_the_status_the_last_pass_wrote(monkeypatch) -> None:
+    """A timer and a change handler for one Cluster, both handed the same old status by Kopf:
+    the second to get the lock must see the first's write (a rolling restart's order once lost
+    a restarted broker when the second wrote back the status it had been handed)."""
+    fake = FakeKube()
+    monkeypatch.setattr(common, "_kube", fake)
+    memo: dict = {}
+    seen: list[dict] = []
+
+    async def one(append: str) -> None:
+        patch = kopf.Patch()
+        async with common.one_pass(memo, "Cluster", "c", "ns", {}, patch) as current:
+            seen.append(current)
+            order = (current.get("roll") or {}).get("order") or []
+            await asyncio.sleep(0)   # the other pass queues on the lock meanwhile
+            patch.status["roll"] = {"order": [*order, append]}
+
+    async def both() -> None:
+        await asyncio.gather(one("b-1"), one("b-2"))
+
+    asyncio.run(both())
+    assert seen[1] == {"roll": {"order": ["b-1"]}}
+    assert fake.objects[("Cluster", "c")]["status"]["roll"]["order"] == ["b-1", "b-2"]
