@@ -36,42 +36,24 @@ import re
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 KAFKA_TOOLS = REPO / "tools" / "kafka"
 sys.path.insert(0, str(KAFKA_TOOLS))
 from metadata_probe import wait_ready  # noqa: E402  (stdlib-only module beside the wrappers)
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from measurements import Measurements, rotated, summarise, with_spread  # noqa: E402
+
 RECORD_SIZE = 1024
 MB = 1024 * 1024
 KAFKA_VERSION = re.search(r"<kafka.version>([^<]+)<",
                           (REPO / "tools" / "jars" / "kafka" / "pom.xml").read_text()).group(1)
-
-
-@dataclass
-class Measurements:
-    """Named numbers for one system; a failed step stores its error text instead."""
-
-    values: dict[str, float] = field(default_factory=dict)
-    errors: dict[str, str] = field(default_factory=dict)
-
-    def attempt(self, names: list[str], step: Callable[[], dict[str, float]]) -> None:
-        """Run one bounded step; on failure mark all the rows it would have filled."""
-        try:
-            self.values.update(step())
-        except Exception as exc:  # noqa: BLE001 - any failure becomes a table cell, run goes on
-            message = f"{type(exc).__name__}: {exc}"
-            for name in names:
-                self.errors[name] = message
-            print(f"    FAILED {', '.join(names)}: {message}", file=sys.stderr)
 
 
 # --- brokers -----------------------------------------------------------------------------------
@@ -268,7 +250,28 @@ def consumer_perf(bootstrap: str, topic: str, records: int, timeout: float) -> d
 PRODUCE_CASES = [("1", 1), ("1", 8), ("all", 1), ("all", 8)]
 
 
-def measure(broker: Broker, args: argparse.Namespace) -> Measurements:
+def warm_up(broker: Broker, args: argparse.Namespace) -> dict[str, float]:
+    """The same workload once, discarded: each produce case on its own topic, then a consume.
+    A fresh JVM runs interpreted until its JIT has compiled the hot paths (Kafka measured cold
+    produced 25-28 MB/s acks=1, then 35-37 MB/s acks=all right after); rillet's page cache and
+    allocator warm alike. Both systems get it, so every measured row is a warm one."""
+    records = args.warmup_records
+    if records <= 0:
+        return {}
+    t0 = time.monotonic()
+    for acks, partitions in PRODUCE_CASES:
+        topic = f"warmup-acks{acks}-p{partitions}"
+        create_topic(broker.bootstrap, topic, partitions)
+        producer_perf(broker.bootstrap, topic, records, acks, -1, args.step_timeout)
+    consumer_perf(broker.bootstrap, "warmup-acks1-p8", records, args.step_timeout)
+    print(f"    warmed up ({records} records per case, {time.monotonic() - t0:.0f} s, "
+          "discarded)", file=sys.stderr)
+    return {}   # no row: nothing measured here is shown
+
+
+def measure(broker: Broker, args: argparse.Namespace, round_no: int = 0) -> Measurements:
+    """One round on a fresh broker: start-up, a warm-up, then the rows in this round's order
+    (produce cases rotated, the throttled latency run, consume cases rotated)."""
     m = Measurements()
     print(f"== {broker.name} on {broker.bootstrap} (data in {broker.workdir})", file=sys.stderr)
     try:
@@ -276,7 +279,8 @@ def measure(broker: Broker, args: argparse.Namespace) -> Measurements:
         if "startup_s" in m.errors:
             return m
         print(f"    ready after {m.values['startup_s']:.2f}s", file=sys.stderr)
-        for acks, partitions in PRODUCE_CASES:
+        m.attempt(["warmup"], lambda: warm_up(broker, args))
+        for acks, partitions in rotated(PRODUCE_CASES, round_no):
             key = f"produce_acks{acks}_p{partitions}"
             topic = f"bench-acks{acks}-p{partitions}"
 
@@ -298,7 +302,7 @@ def measure(broker: Broker, args: argparse.Namespace) -> Measurements:
             return {"latency_p50_ms": result["p50_ms"], "latency_p99_ms": result["p99_ms"]}
 
         m.attempt(["latency_p50_ms", "latency_p99_ms"], latency_case)
-        for partitions in (1, 8):
+        for partitions in rotated((1, 8), round_no):
             topic = f"bench-acks1-p{partitions}"
             key = f"consume_p{partitions}_mb_s"
 
@@ -312,17 +316,6 @@ def measure(broker: Broker, args: argparse.Namespace) -> Measurements:
     finally:
         broker.stop()
     return m
-
-
-def median_of(runs: list[Measurements]) -> Measurements:
-    """Per-row median over rounds; a row that failed in any round stays an error."""
-    merged = Measurements()
-    for run in runs:
-        merged.errors.update(run.errors)
-    keys = {key for run in runs for key in run.values} - set(merged.errors)
-    for key in keys:
-        merged.values[key] = statistics.median(run.values[key] for run in runs)
-    return merged
 
 
 # --- the table -------------------------------------------------------------------------------
@@ -342,15 +335,6 @@ ROWS: list[tuple[str, str, str]] = [
 ]
 
 
-def cell(m: Measurements | None, key: str) -> str:
-    if m is None:
-        return "-"
-    if key in m.values:
-        value = m.values[key]
-        return f"{value:,.0f}" if value >= 1000 else f"{value:.2f}"
-    return "error" if key in m.errors else "-"
-
-
 def ratio(rillet: Measurements | None, kafka: Measurements | None, key: str) -> str:
     if rillet is None or kafka is None or key not in rillet.values or key not in kafka.values:
         return "-"
@@ -362,14 +346,16 @@ def ratio(rillet: Measurements | None, kafka: Measurements | None, key: str) -> 
 def render(results: dict[str, Measurements], args: argparse.Namespace) -> str:
     rillet, kafka = results.get("rillet"), results.get("kafka")
     header = ("metric", "rillet", f"Kafka {KAFKA_VERSION}", "rillet/Kafka")
-    lines = [[label, cell(rillet, key), cell(kafka, key), ratio(rillet, kafka, key)]
+    lines = [[label, with_spread(rillet, key), with_spread(kafka, key), ratio(rillet, kafka, key)]
              for key, label, _ in ROWS]
     widths = [max(len(row[i]) for row in [list(header), *lines]) for i in range(4)]
     out = [f"| {' | '.join(h.ljust(w) for h, w in zip(header, widths))} |",
            f"|{'|'.join('-' * (w + 2) for w in widths)}|"]
     out += [f"| {row[0].ljust(widths[0])} | "
             + " | ".join(c.rjust(w) for c, w in zip(row[1:], widths[1:])) + " |" for row in lines]
-    out.append(f"median of {args.rounds} round(s); rillet from the {args.rillet_env} venv; "
+    out.append(f"median (min-max) of {args.rounds} round(s), each on a fresh node after a "
+               f"discarded warm-up of {args.warmup_records} records per produce case and one "
+               f"consume, rows rotated between rounds; rillet from the {args.rillet_env} venv; "
                f"{args.records} records x {RECORD_SIZE} B per producer run; latency run "
                f"{args.latency_records} records at {args.latency_rate} records/s; consumer MB/s "
                "is the tool's fetch MB/s (group join excluded). Load average (1/5/15 min) at "
@@ -393,7 +379,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--step-timeout", type=float, default=300.0,
                         help="seconds any single tool run may take")
     parser.add_argument("--rounds", type=int, default=1,
-                        help="repeat the whole comparison; the table shows per-row medians")
+                        help="repeat the whole comparison; the table shows per-row medians "
+                             "with the rounds' min-max")
+    parser.add_argument("--warmup-records", type=int, default=None,
+                        help="records per produce case in the discarded warm-up (default: "
+                             "--records; 0 skips it)")
     parser.add_argument("--rillet-env", choices=("runtime", "dev"), default="runtime",
                         help="runtime: a venv with only rillet's runtime deps, like the broker "
                              "image (default); dev: the project's .venv")
@@ -404,6 +394,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    if args.warmup_records is None:
+        args.warmup_records = args.records
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     brokers = {"rillet": RilletBroker, "kafka": KafkaBroker}
     unknown = set(systems) - set(brokers)
@@ -422,15 +414,16 @@ def main(argv: list[str]) -> int:
         for name in order:
             workdir = Path(tempfile.mkdtemp(prefix=f"compare-{name}-"))
             try:
-                rounds[name].append(measure(brokers[name](workdir), args))
+                rounds[name].append(measure(brokers[name](workdir), args, round_no))
             finally:
                 if not args.keep:
                     shutil.rmtree(workdir, ignore_errors=True)
-    results = {name: median_of(runs) for name, runs in rounds.items()}
+    results = {name: summarise(runs) for name, runs in rounds.items()}
     print(render(results, args))
     if args.json:
         args.json.write_text(json.dumps(
-            {n: {"median": results[n].values, "errors": results[n].errors,
+            {n: {"median": results[n].values, "spread": results[n].spread,
+                 "errors": results[n].errors,
                  "rounds": [r.values for r in runs]} for n, runs in rounds.items()}, indent=2))
     return 0 if all(not m.errors for m in results.values()) else 1
 

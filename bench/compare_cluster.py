@@ -11,7 +11,12 @@ driven by Kafka's own kafka-producer-perf-test / kafka-consumer-perf-test (as be
 - total peak RSS of the three nodes;
 - time from spawning the three processes to the first acknowledged acks=all write.
 
-    .venv/bin/python bench/compare_cluster.py [--records 100000] [--systems rillet,kafka]
+Each round starts fresh clusters, warms each up with the same workload (discarded), then runs
+the rows with their order rotated between rounds; the table shows per-row medians with the
+rounds' min-max (bench/measurements.py).
+
+    .venv/bin/python bench/compare_cluster.py [--records 100000] [--rounds 1]
+                                              [--systems rillet,kafka]
 """
 from __future__ import annotations
 
@@ -26,9 +31,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare import (KAFKA_TOOLS, KAFKA_VERSION, MB, Measurements, _process_tree,  # noqa: E402
+from compare import (KAFKA_TOOLS, KAFKA_VERSION, MB, _process_tree,  # noqa: E402
                      _vm_hwm, consumer_perf, free_port, producer_perf, run_tool,
                      runtime_rillet)
+from measurements import Measurements, rotated, summarise, with_spread  # noqa: E402
 
 from rillet.local_cluster import NodeSpec, cluster_settings, serve_command  # noqa: E402
 
@@ -145,14 +151,32 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
              "--config", "min.insync.replicas=2", timeout=120)
 
 
-def measure(cluster: Cluster, args: argparse.Namespace) -> Measurements:
+def warm_up(cluster: Cluster, args: argparse.Namespace) -> dict[str, float]:
+    """The produce and consume cases once on their own topics, discarded: the JVMs' JIT and
+    both systems' caches are warm before anything is measured."""
+    if args.warmup_records <= 0:
+        return {}
+    t0 = time.monotonic()
+    for parts in CASES:
+        create_topic(cluster.bootstrap, f"warmup-p{parts}", parts)
+        producer_perf(cluster.bootstrap, f"warmup-p{parts}", args.warmup_records, "all", -1,
+                      args.step_timeout)
+    consumer_perf(cluster.bootstrap, f"warmup-p{CASES[-1]}", args.warmup_records,
+                  args.step_timeout)
+    print(f"    warmed up ({args.warmup_records} records per case, "
+          f"{time.monotonic() - t0:.0f} s, discarded)", file=sys.stderr)
+    return {}
+
+
+def measure(cluster: Cluster, args: argparse.Namespace, round_no: int = 0) -> Measurements:
     m = Measurements()
     print(f"== {cluster.name} x{NODES} ({cluster.workdir})", file=sys.stderr)
     try:
         m.attempt(["first_write_s"], lambda: {"first_write_s": cluster.start()})
         if "first_write_s" in m.errors:
             return m
-        for parts in CASES:
+        m.attempt(["warmup"], lambda: warm_up(cluster, args))
+        for parts in rotated(CASES, round_no):
             topic = f"bench-p{parts}"
 
             def produce(topic: str = topic, parts: int = parts) -> dict[str, float]:
@@ -172,7 +196,7 @@ def measure(cluster: Cluster, args: argparse.Namespace) -> Measurements:
             return {"latency_p50_ms": r["p50_ms"], "latency_p99_ms": r["p99_ms"]}
 
         m.attempt(["latency_p50_ms", "latency_p99_ms"], latency)
-        for parts in CASES:
+        for parts in rotated(CASES, round_no):
             def consume(parts: int = parts) -> dict[str, float]:
                 r = consumer_perf(cluster.bootstrap, f"bench-p{parts}", args.records,
                                   args.step_timeout)
@@ -199,37 +223,48 @@ ROWS = [("first_write_s", "start to first acks=all write (s)", False),
 def render(results: dict[str, Measurements], args: argparse.Namespace) -> str:
     head = (f"3 nodes each (combined broker+controller), RF=3, min.insync.replicas=2, acks=all, "
             f"1 KiB records, {args.records} records; latency at {args.latency_rate} rec/s; "
-            f"Kafka {KAFKA_VERSION}")
-    lines = [head, "", f"{'measure':<36}{'rillet':>10}{'kafka':>10}{'rillet/kafka':>14}"]
+            f"Kafka {KAFKA_VERSION}; median (min-max) of {args.rounds} round(s), each on fresh "
+            f"clusters after a discarded warm-up of {args.warmup_records} records per case, "
+            "rows rotated between rounds")
+    lines = [head, "", f"{'measure':<36}{'rillet':>24}{'kafka':>24}{'rillet/kafka':>14}"]
     for key, label, _higher_better in ROWS:
-        cells = []
-        values = []
-        for system in ("rillet", "kafka"):
-            m = results.get(system)
-            v = None if m is None else m.values.get(key)
-            values.append(v)
-            cells.append("error" if m is not None and key in m.errors else
-                         ("-" if v is None else f"{v:.2f}"))
+        cells = [with_spread(results.get(system), key) for system in ("rillet", "kafka")]
+        values = [(results.get(system) or Measurements()).values.get(key)
+                  for system in ("rillet", "kafka")]
         ratio = f"{values[0] / values[1]:.2f}x" if None not in values and values[1] else "-"
-        lines.append(f"{label:<36}{cells[0]:>10}{cells[1]:>10}{ratio:>14}")
+        lines.append(f"{label:<36}{cells[0]:>24}{cells[1]:>24}{ratio:>14}")
+    for system, m in results.items():
+        for key, error in sorted(m.errors.items()):
+            lines.append(f"{system} {key}: {error.splitlines()[0][:300]}")
     return "\n".join(lines)
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=100000)
+    parser.add_argument("--warmup-records", type=int, default=None,
+                        help="records per produce case in the discarded warm-up (default: "
+                             "--records; 0 skips it)")
+    parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--latency-records", type=int, default=20000)
     parser.add_argument("--latency-rate", type=int, default=2000)
     parser.add_argument("--step-timeout", type=float, default=600)
     parser.add_argument("--systems", default="rillet,kafka")
     args = parser.parse_args(argv)
-    results: dict[str, Measurements] = {}
-    for system in args.systems.split(","):
-        with tempfile.TemporaryDirectory(prefix=f"bench-{system}-") as tmp:
-            cluster = RilletCluster(Path(tmp)) if system == "rillet" else KafkaCluster(Path(tmp))
-            results[system] = measure(cluster, args)
+    if args.warmup_records is None:
+        args.warmup_records = args.records
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    rounds: dict[str, list[Measurements]] = {system: [] for system in systems}
+    for round_no in range(args.rounds):
+        # alternate which system goes first, so a drift in machine load hits both alike
+        for system in systems if round_no % 2 == 0 else list(reversed(systems)):
+            with tempfile.TemporaryDirectory(prefix=f"bench-{system}-") as tmp:
+                cluster = RilletCluster(Path(tmp)) if system == "rillet" else \
+                    KafkaCluster(Path(tmp))
+                rounds[system].append(measure(cluster, args, round_no))
+    results = {system: summarise(runs) for system, runs in rounds.items()}
     print(render(results, args))
-    return 0
+    return 0 if all(not m.errors for m in results.values()) else 1
 
 
 if __name__ == "__main__":

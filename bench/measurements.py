@@ -1,0 +1,72 @@
+"""Numbers from benchmark rounds: each round's named values, their per-row median and spread,
+and the order rows run in, rotated between rounds.
+
+Pure (no processes, no sockets): bench/compare.py and bench/compare_cluster.py fill
+Measurements per round and summarise them here.
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+from dataclasses import dataclass, field
+from typing import Callable, Sequence, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass
+class Measurements:
+    """Named numbers for one system; a failed step stores its error text instead. After
+    `summarise`, `spread` holds each row's (min, max) over the rounds."""
+
+    values: dict[str, float] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    spread: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def attempt(self, names: list[str], step: Callable[[], dict[str, float]]) -> None:
+        """Run one bounded step; on failure mark all the rows it would have filled."""
+        try:
+            self.values.update(step())
+        except Exception as exc:  # noqa: BLE001 - any failure becomes a table cell, run goes on
+            message = f"{type(exc).__name__}: {exc}"
+            for name in names:
+                self.errors[name] = message
+            print(f"    FAILED {', '.join(names)}: {message}", file=sys.stderr)
+
+
+def summarise(runs: Sequence[Measurements]) -> Measurements:
+    """Per-row median over rounds, with the rounds' min and max beside it; a row that failed
+    in any round stays an error (a median over the rounds that worked would hide it)."""
+    merged = Measurements()
+    for run in runs:
+        merged.errors.update(run.errors)
+    keys = {key for run in runs for key in run.values} - set(merged.errors)
+    for key in sorted(keys):
+        seen = [run.values[key] for run in runs if key in run.values]
+        merged.values[key] = statistics.median(seen)
+        merged.spread[key] = (min(seen), max(seen))
+    return merged
+
+
+def rotated(items: Sequence[T], round_no: int) -> list[T]:
+    """The rows in the order round `round_no` runs them: each round starts one row later, so
+    no row always runs first (on a cold JVM or a cold page cache) or last."""
+    if not items:
+        return []
+    k = round_no % len(items)
+    return [*items[k:], *items[:k]]
+
+
+def number(value: float) -> str:
+    return f"{value:,.0f}" if value >= 1000 else f"{value:.2f}"
+
+
+def with_spread(m: Measurements | None, key: str) -> str:
+    """`median (min-max)` over the rounds, just the value for one round, "error" or "-"."""
+    if m is None:
+        return "-"
+    if key in m.values:
+        low, high = m.spread.get(key, (m.values[key], m.values[key]))
+        text = number(m.values[key])
+        return text if low == high else f"{text} ({number(low)}-{number(high)})"
+    return "error" if key in m.errors else "-"
