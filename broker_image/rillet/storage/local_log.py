@@ -25,6 +25,7 @@ from rillet.storage import offset_files
 from rillet.storage.leader_epoch import LeaderEpochCache
 from rillet.storage.log_config import LogConfig
 from rillet.storage.segment import LogSegment, new_segment
+from rillet.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -248,6 +249,25 @@ class LocalLog:
             return [(segment.fileno(), position, length)] if length else []
         return []
 
+    def segment_holding(self, offset: int) -> LogSegment:
+        """The segment whose offsets include `offset` (the active one past the end)."""
+        return self._segments[self._segment_index(offset)]
+
+    def aborted_transactions(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions holding offsets in [fetch_offset, upper_offset).
+
+        An abort is indexed in the segment of its marker, which may come after the fetched
+        range, so later segments are searched too, until an entry whose LSO at abort is at
+        or past `upper_offset` shows that every transaction open below it had ended (as
+        Kafka's collectAbortedTxns stops)."""
+        found: list[AbortedTxn] = []
+        for segment in self._segments[self._segment_index(fetch_offset):]:
+            entries, complete = segment.txn_index.collect(fetch_offset, upper_offset)
+            found += entries
+            if complete:
+                break
+        return found
+
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= `timestamp_ms`."""
         for segment in self._segments:
@@ -349,7 +369,7 @@ class LocalLog:
         old.offset_index.path.unlink(missing_ok=True)
         old.time_index.path.unlink(missing_ok=True)
         if index > 0 and os.stat(data).st_size == 0:
-            for path in (*files, old.log_path):
+            for path in (*files, old.log_path, old.txn_index.path):
                 path.unlink(missing_ok=True)
             del self._segments[index]
             del self._bases[index]
