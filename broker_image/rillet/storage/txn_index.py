@@ -25,6 +25,8 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
 
+from rillet.records import BatchHeader
+
 TXN_INDEX_SUFFIX = ".txnindex"
 ENTRY = struct.Struct(">hqqqq")
 VERSION = 0
@@ -67,6 +69,25 @@ def overlapping(entries: list[AbortedTxn], fetch_offset: int,
         if entry.last_stable_offset >= upper_offset:
             return found, True
     return found, False
+
+
+# producer id -> (first offset, marker offset) of each of its aborted transactions.
+AbortedRanges = dict[int, list[tuple[int, int]]]
+
+
+def aborted_ranges(entries: list[AbortedTxn]) -> AbortedRanges:
+    ranges: AbortedRanges = {}
+    for entry in entries:
+        ranges.setdefault(entry.producer_id, []).append((entry.first_offset, entry.last_offset))
+    return ranges
+
+
+def is_aborted(header: BatchHeader, aborted: AbortedRanges) -> bool:
+    """A data batch of an aborted transaction (its records were never committed)."""
+    if not header.is_transactional or header.is_control:
+        return False
+    return any(first <= header.base_offset <= last
+               for first, last in aborted.get(header.producer_id, ()))
 
 
 class TransactionIndex:
