@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from rillet.records import Record, encode_batch
 from tests.harness import BrokerProcess
+from tests.integration.java_tools import KafkaTools, kafka_jars  # noqa: F401 (fixture)
 from tests.polling import read_until, wait_until
 
 from ..wire import Wire
@@ -311,3 +312,29 @@ def test_a_new_leader_knows_open_transactions_and_aborts(tmp_path: Path) -> None
             assert latest(wire, topic, READ_COMMITTED) == 11
         for values in committed_reads(bootstrap, topic, "p2"):
             assert values == [*COMMITTED, "p2"]
+
+
+def test_java_kafka_transactions_abort_ends_a_hanging_transaction(
+        broker: BrokerProcess, kafka_jars: Path) -> None:  # noqa: F811
+    """Kafka's own tool aborts a transaction by its producer id and epoch: the Java Admin
+    client's WriteTxnMarkers to the partition leader, then the Java console consumer with
+    read_committed reads what is committed only."""
+    topic = f"txnj-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, partitions=1)
+    with Wire(broker.bootstrap) as wire:
+        _, b = _two_transactions(wire, topic)
+        c = _open_transaction(wire, topic)
+        assert latest(wire, topic, READ_COMMITTED) == 8
+    tools = KafkaTools(broker.bootstrap)
+    tools.run("kafka-transactions", "--bootstrap-server", broker.bootstrap, "abort",
+              "--topic", topic, "--partition", "0", "--producer-id", str(c.producer_id),
+              "--producer-epoch", str(c.epoch), "--coordinator-epoch", "0").ok()
+    with Wire(broker.bootstrap) as wire:
+        assert latest(wire, topic, READ_COMMITTED) == 11
+        aborted = fetch(wire, topic, 0, READ_COMMITTED).aborted_transactions
+        assert [(t.producer_id, t.first_offset) for t in aborted] == [
+            (b.producer_id, 3), (c.producer_id, 8)]
+    consumed = tools.consume(topic, 6, "--from-beginning", "--isolation-level",
+                             "read_committed", timeout_ms=20000)
+    values = [line.split("\t")[-1] for line in consumed.lines]
+    assert values == [*COMMITTED, "p2"], consumed.describe()
