@@ -81,10 +81,15 @@ def _read_partition(ctx: RequestContext, topic: str, p: Any, budget: int,
                                          max_offset=stable if committed else plog.high_watermark,
                                          min_one_batch=min_one)
         if committed:
-            upper = _end_of(entry["records"], p.fetch_offset)
+            # Up to the LSO first (usually none at all); only then is it worth walking the
+            # returned batches to name just those overlapping them, as Kafka does.
+            aborted = plog.aborted_transactions(p.fetch_offset, stable)
+            if aborted:
+                upper = _end_of(entry["records"], p.fetch_offset)
+                aborted = [a for a in aborted if a.first_offset < upper]
             entry["aborted_transactions"] = [
                 {"producer_id": a.producer_id, "first_offset": a.first_offset}
-                for a in plog.aborted_transactions(p.fetch_offset, upper)]
+                for a in aborted]
         ctx.broker.replication.consumer_fetches.count(
             (topic, p.partition), source.role, len(entry["records"]), rack_id)
     except Exception as exc:

@@ -262,6 +262,8 @@ class LocalLog:
         Kafka's collectAbortedTxns stops)."""
         found: list[AbortedTxn] = []
         for segment in self._segments[self._segment_index(fetch_offset):]:
+            if not segment.txn_index.entries:
+                continue
             entries, complete = segment.txn_index.collect(fetch_offset, upper_offset)
             found += entries
             if complete:

@@ -8,7 +8,9 @@ What loading decides, in order:
    CRC, torn tails cut and indexes rebuilt. After damage, later segments are deleted: their
    offsets no longer follow on.
 3. The producer state is the newest snapshot plus every producer batch after it, replayed in
-   log order while the segments load (recovery reads those headers anyway); the leader-epoch
+   log order while the segments load (recovery reads those headers anyway); a replayed
+   ABORT marker (re-)adds its aborted-index entry (storage/transactions.py), and a recovered
+   segment's ``.txnindex`` loses the entries of markers cut with its tail; the leader-epoch
    cache is cut to the log's bounds.
 4. The high watermark is the checkpointed one, within the log's bounds: a replica must not
    expose as leader what was never replicated.

@@ -248,6 +248,8 @@ class ProducerStateManager:
         replica: an open one, or one whose marker is not yet below ``high_watermark``."""
         if self.unreplicated:
             self.unreplicated = [t for t in self.unreplicated if t.last_offset >= high_watermark]
+        elif not self.ongoing:
+            return None   # the common case, on every fetch: no transactions at all
         firsts = [*self.ongoing.values(), *(t.first_offset for t in self.unreplicated)]
         return min(firsts) if firsts else None
 
