@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from rillet.records import Record, encode_batch
 from tests.harness import BrokerProcess
-from tests.integration.java_tools import KafkaTools, kafka_jars  # noqa: F401 (fixture)
+from tests.integration.java_tools import KafkaTools, fetch_kafka_jars
 from tests.polling import read_until, wait_until
 
 from ..wire import Wire
@@ -314,11 +314,11 @@ def test_a_new_leader_knows_open_transactions_and_aborts(tmp_path: Path) -> None
             assert values == [*COMMITTED, "p2"]
 
 
-def test_java_kafka_transactions_abort_ends_a_hanging_transaction(
-        broker: BrokerProcess, kafka_jars: Path) -> None:  # noqa: F811
+def test_java_kafka_transactions_abort_ends_a_hanging_transaction(broker: BrokerProcess) -> None:
     """Kafka's own tool aborts a transaction by its producer id and epoch: the Java Admin
     client's WriteTxnMarkers to the partition leader, then the Java console consumer with
     read_committed reads what is committed only."""
+    fetch_kafka_jars()
     topic = f"txnj-{uuid.uuid4().hex[:6]}"
     create_topic(broker.bootstrap, topic, partitions=1)
     with Wire(broker.bootstrap) as wire:

@@ -358,7 +358,17 @@ class LocalLog:
 
     def swap_cleaned_segment(self, base_offset: int, expected_size: int,
                              files: tuple[Path, Path, Path]) -> LogSegment | None:
-        """See PartitionLog.swap_cleaned_segment."""
+        """Put the log cleaner's compacted copy of a closed segment in its place.
+
+        ``files``: the copy's data, offset index and time index files (``*.cleaned``,
+        fsynced by the cleaner). Returns the replaced segment, whose descriptors the
+        caller closes a little later (an in-flight read may still use them), or None
+        when the segment is gone, active or changed size meanwhile (the copy is then
+        deleted). An empty copy removes the segment instead (never the first one: the
+        log start offset stays). Crash-safe order: old indexes unlinked (rebuilt when
+        missing), data file renamed over the old one (atomic), new indexes renamed in;
+        recovery deletes leftover ``.cleaned`` files.
+        """
         index = next((i for i, s in enumerate(self._segments) if s.base_offset == base_offset),
                      None)
         if (index is None or index == len(self._segments) - 1

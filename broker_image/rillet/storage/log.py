@@ -44,9 +44,8 @@ from rillet.storage.offset_files import (HIGH_WATERMARK_NAME, LOG_START_NAME, wr
                                          write_recovery_point)
 from rillet.storage.producer_state import CompletedTxn, ProducerStateManager
 from rillet.storage.segment import LogSegment
-from rillet.storage.transactions import index_aborts, marker_of
+from rillet.storage.transactions import index_aborts, marker_in
 from rillet.storage.txn_index import AbortedTxn
-from rillet.txn_marker import TxnMarker
 
 log = logging.getLogger(__name__)
 
@@ -58,13 +57,6 @@ class AppendInfo:
     log_append_time: int
     log_start_offset: int
     duplicate: bool = False
-
-
-def _marker(data: bytearray | bytes, header: BatchHeader) -> TxnMarker | None:
-    """The transaction marker a control batch in ``data`` carries (None for data batches)."""
-    if not header.is_control:
-        return None
-    return marker_of(header, memoryview(data)[header.position:header.position + header.size])
 
 
 class PartitionLog:
@@ -189,7 +181,7 @@ class PartitionLog:
             last = offset + header.last_offset_delta
             max_ts = now_ms if log_append_time else header.max_timestamp
             if header.producer_id >= 0:
-                marker = _marker(data, header)
+                marker = marker_in(data, header)
                 duplicate = staged.check(header, marker)
                 if duplicate is not None:
                     return AppendInfo(duplicate.first_offset, duplicate.last_offset,
@@ -230,7 +222,7 @@ class PartitionLog:
         if total > self.config.segment_bytes:
             raise RecordListTooLarge(f"record set of {total} bytes exceeds segment.bytes {self.config.segment_bytes}")
         # Markers are decoded before anything is written: a bad one fails the whole append.
-        markers = [_marker(data, h) for h in headers]
+        markers = [marker_in(data, h) for h in headers]
         now_ms = self.local.now_ms()
         self.local.write(data, [(h, h.base_offset, h.max_timestamp) for h in headers], now_ms)
         completed: list[CompletedTxn] = []
@@ -445,17 +437,8 @@ class PartitionLog:
 
     def swap_cleaned_segment(self, base_offset: int, expected_size: int,
                              files: tuple[Path, Path, Path]) -> LogSegment | None:
-        """Put the log cleaner's compacted copy of a closed segment in its place.
-
-        ``files``: the copy's data, offset index and time index files (``*.cleaned``,
-        fsynced by the cleaner). Returns the replaced segment, whose descriptors the
-        caller closes a little later (an in-flight read may still use them), or None
-        when the segment is gone, active or changed size meanwhile (the copy is then
-        deleted). An empty copy removes the segment instead (never the first one: the
-        log start offset stays). Crash-safe order: old indexes unlinked (rebuilt when
-        missing), data file renamed over the old one (atomic), new indexes renamed in;
-        recovery deletes leftover ``.cleaned`` files.
-        """
+        """Put the log cleaner's compacted copy of a closed segment in its place (see
+        LocalLog.swap_cleaned_segment)."""
         return self.local.swap_cleaned_segment(base_offset, expected_size, files)
 
     def close(self) -> None:

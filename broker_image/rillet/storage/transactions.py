@@ -32,6 +32,14 @@ def marker_of(header: BatchHeader, batch: bytes | bytearray | memoryview) -> Txn
     return decode_marker(header, batch)
 
 
+def marker_in(data: bytearray | bytes, header: BatchHeader) -> TxnMarker | None:
+    """The transaction marker of a control batch parsed from ``data`` (None for data
+    batches: the hot path pays one attribute test)."""
+    if not header.is_control:
+        return None
+    return marker_of(header, memoryview(data)[header.position:header.position + header.size])
+
+
 def index_aborts(producer_state: ProducerStateManager, completed: Iterable[CompletedTxn],
                  segment_for: Callable[[int], LogSegment]) -> None:
     """Index each aborted transaction in the segment holding its marker."""
