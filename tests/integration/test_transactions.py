@@ -315,20 +315,25 @@ def test_a_new_leader_knows_open_transactions_and_aborts(tmp_path: Path) -> None
 
 
 def test_java_kafka_transactions_abort_ends_a_hanging_transaction(broker: BrokerProcess) -> None:
-    """Kafka's own tool aborts a transaction by its producer id and epoch: the Java Admin
-    client's WriteTxnMarkers to the partition leader, then the Java console consumer with
-    read_committed reads what is committed only."""
+    """Kafka's own tool finds a hanging transaction (DescribeProducers) and aborts it (the
+    Java Admin client's WriteTxnMarkers to the partition leader); the Java console consumer
+    with read_committed then reads what is committed only."""
     fetch_kafka_jars()
     topic = f"txnj-{uuid.uuid4().hex[:6]}"
     create_topic(broker.bootstrap, topic, partitions=1)
     with Wire(broker.bootstrap) as wire:
-        _, b = _two_transactions(wire, topic)
+        a, b = _two_transactions(wire, topic)
         c = _open_transaction(wire, topic)
         assert latest(wire, topic, READ_COMMITTED) == 8
     tools = KafkaTools(broker.bootstrap)
-    tools.run("kafka-transactions", "--bootstrap-server", broker.bootstrap, "abort",
-              "--topic", topic, "--partition", "0", "--producer-id", str(c.producer_id),
-              "--producer-epoch", str(c.epoch), "--coordinator-epoch", "0").ok()
+    txns = ("kafka-transactions", "--bootstrap-server", broker.bootstrap)
+    # DescribeProducers: C's open transaction starts at 8; A and B have none open.
+    described = tools.run(*txns, "describe-producers", "--topic", topic, "--partition", "0").ok()
+    starts = {int(line.split()[0]): line.split()[-1] for line in described.lines[1:]}
+    assert starts == {a.producer_id: "None", b.producer_id: "None", c.producer_id: "8"}, \
+        described.describe()
+    # abort --start-offset finds the producer with DescribeProducers, then WriteTxnMarkers.
+    tools.run(*txns, "abort", "--topic", topic, "--partition", "0", "--start-offset", "8").ok()
     with Wire(broker.bootstrap) as wire:
         assert latest(wire, topic, READ_COMMITTED) == 11
         aborted = fetch(wire, topic, 0, READ_COMMITTED).aborted_transactions
