@@ -215,3 +215,17 @@ def test_cleaner_drops_aborted_batches_and_stops_at_the_lso(tmp_path: Path) -> N
     assert kept[4] == b"3-0"          # the open transaction (past the LSO) untouched
     controls = [h.base_offset for h, _ in plog.batches() if h.is_control]
     assert controls == [1, 3]
+
+
+def test_a_version_1_snapshot_loads_with_no_transaction_open(tmp_path: Path) -> None:
+    import json
+
+    from rillet.storage.producer_state import ProducerStateManager
+    (tmp_path / f"{5:020d}.snapshot").write_text(json.dumps(
+        {"version": 1, "offset": 5, "producers": [[9, 2, 100, [[0, 4, 0, 4, 100]]]]}))
+    state = ProducerStateManager(tmp_path)
+    assert state.load_snapshot(10) == 5
+    entry = state.producers[9]
+    assert (entry.epoch, entry.last_seq, entry.current_txn_first_offset,
+            entry.coordinator_epoch) == (2, 4, -1, -1)
+    assert state.ongoing == {} and state.first_unstable_offset(10) is None
