@@ -3,9 +3,10 @@
 There is no transaction coordinator yet, so the tests play its part: transactional batches
 are hand-built (records.encode_batch) for a producer id from InitProducerId (the idempotent
 path) and sent with Produce and a transactional id; WriteTxnMarkers then commits or aborts
-them, as a coordinator would. read_committed consumers (confluent-kafka, kafka-python) must
-see only committed records and stop at the last stable offset (LSO); read_uncommitted sees
-everything; a restart, a kill -9 and a leader change keep open transactions and aborts.
+them, as a coordinator would. read_committed consumers (confluent-kafka, kafka-python,
+aiokafka, the Java console consumer) must see only committed records and stop at the last
+stable offset (LSO); read_uncommitted sees everything; a restart, a kill -9 and a leader
+change keep open transactions and aborts.
 """
 from __future__ import annotations
 
@@ -157,9 +158,40 @@ def kafka_python_values(bootstrap: str, topic: str, until: str, isolation: str,
     return out
 
 
+def aiokafka_values(bootstrap: str, topic: str, until: str, isolation: str,
+                    timeout: float = 30) -> list[str]:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.structs import TopicPartition as ATP
+
+    async def read() -> list[str]:
+        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                             enable_auto_commit=False, auto_offset_reset="earliest",
+                             isolation_level=isolation)
+        await c.start()
+        out: list[str] = []
+        try:
+            c.assign([ATP(topic, 0)])
+            await c.seek_to_beginning()
+            deadline = time.monotonic() + timeout
+            while until not in out and time.monotonic() < deadline:
+                for msgs in (await c.getmany(timeout_ms=500)).values():
+                    out += [m.value.decode() for m in msgs]
+        finally:
+            await c.stop()
+        return out
+
+    out = asyncio.run(read())
+    assert until in out, f"{until!r} never read ({isolation}); got {out}"
+    return out
+
+
 def committed_reads(bootstrap: str, topic: str, until: str) -> list[list[str]]:
+    """What read_committed consumers of three client libraries read from offset 0."""
     return [confluent_values(bootstrap, topic, until, "read_committed"),
-            kafka_python_values(bootstrap, topic, until, "read_committed")]
+            kafka_python_values(bootstrap, topic, until, "read_committed"),
+            aiokafka_values(bootstrap, topic, until, "read_committed")]
 
 
 # The log every test builds: offsets in comments.

@@ -1,7 +1,7 @@
 """Producer state of one partition: producer id -> epoch, its last 5 batches, and the first
 offset of its ongoing transaction.
 
-Rules (Kafka's ProducerStateManager / ProducerAppendInfo, idempotence only):
+Rules of idempotence (Kafka's ProducerStateManager / ProducerAppendInfo):
 - a batch's epoch below the known epoch -> InvalidProducerEpoch;
 - a higher epoch must start at sequence 0, else OutOfOrderSequenceNumber;
 - a batch equal (first and last sequence) to one of the producer's last 5 batches
