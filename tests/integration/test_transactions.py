@@ -14,7 +14,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -117,25 +117,34 @@ def fetch(wire: Wire, topic: str, offset: int, isolation: int) -> Any:
     return p
 
 
+def _collect(poll: Callable[[], list[str]], until: str, label: str,
+             timeout: float) -> list[str]:
+    """Values from ``poll()`` until ``until`` is among them (bounded by ``timeout``)."""
+    out: list[str] = []
+    deadline = time.monotonic() + timeout
+    while until not in out and time.monotonic() < deadline:
+        out += poll()
+    assert until in out, f"{until!r} never read ({label}); got {out}"
+    return out
+
+
 def confluent_values(bootstrap: str, topic: str, until: str, isolation: str,
                      timeout: float = 30) -> list[str]:
     """Values read from offset 0 until ``until`` is seen (control batches never show)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-assign-only",
                   "enable.auto.commit": False, "isolation.level": isolation})
     c.assign([TopicPartition(topic, 0, 0)])
-    out: list[str] = []
-    deadline = time.monotonic() + timeout
+
+    def poll() -> list[str]:
+        m = c.poll(0.5)
+        if m is None:
+            return []
+        assert not m.error(), m.error()
+        return [m.value().decode()]
     try:
-        while until not in out and time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            assert not m.error(), m.error()
-            out.append(m.value().decode())
+        return _collect(poll, until, f"confluent-kafka {isolation}", timeout)
     finally:
         c.close()
-    assert until in out, f"{until!r} never read ({isolation}); got {out}"
-    return out
 
 
 def kafka_python_values(bootstrap: str, topic: str, until: str, isolation: str,
@@ -146,16 +155,11 @@ def kafka_python_values(bootstrap: str, topic: str, until: str, isolation: str,
                       auto_offset_reset="earliest", isolation_level=isolation)
     c.assign([KTP(topic, 0)])
     c.seek_to_beginning()
-    out: list[str] = []
-    deadline = time.monotonic() + timeout
     try:
-        while until not in out and time.monotonic() < deadline:
-            for msgs in c.poll(500).values():
-                out += [m.value.decode() for m in msgs]
+        return _collect(lambda: [m.value.decode() for msgs in c.poll(500).values()
+                                 for m in msgs], until, f"kafka-python {isolation}", timeout)
     finally:
         c.close()
-    assert until in out, f"{until!r} never read ({isolation}); got {out}"
-    return out
 
 
 def aiokafka_values(bootstrap: str, topic: str, until: str, isolation: str,
