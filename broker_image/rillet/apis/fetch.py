@@ -3,13 +3,17 @@
 Long poll: waits up to max_wait for min_bytes, woken by appends. At least
 one whole batch is returned even above max_bytes / partition_max_bytes
 (KIP-74), but only for the first partition with data. Reads stop at the
-high watermark. Fetch sessions are declined (session_id 0 in every
+high watermark; with isolation_level 1 (READ_COMMITTED) at the last stable offset (LSO),
+with the aborted transactions overlapping the returned range so the consumer drops their
+batches (control batches go out as stored: clients skip them). Every consumer response
+carries the LSO. Fetch sessions are declined (session_id 0 in every
 response), which clients handle by sending full fetch requests.
 On the controller listener, a Fetch of __cluster_metadata-0 is a follower of
 the metadata quorum pulling the Raft log (see apis/quorum_rpc.py).
 A Fetch with a replica id is a follower of a partition replicating it (see
 _read_for_follower); a throttled replica gets no records while the leader's replication
-quota is exceeded (replication/throttle.py). Gaps: aborted transactions (no txns).
+quota is exceeded (replication/throttle.py); followers read to the log end whatever the
+isolation level.
 Not v0-3 (Kafka 3.x served them by down-converting to message formats v0/v1, which rillet
 does not store): older librdkafka (2.0.2 checked) then disables its MsgVer1 and ThrottleTime
 features, which it uses only without MsgVer2 (Produce 3 + Fetch 4, served), so nothing
@@ -27,13 +31,27 @@ from ..metadata.log import METADATA_TOPIC
 from ..protocol import errors
 from ..raft import rpc
 from ..raft.divergence import BelowStart, divergence
+from ..records import BATCH_HEADER_SIZE, read_header
 from ..replication import read_replica
 from . import quorum_rpc
 from .registry import CLUSTER, RequestContext, api
 
 
+READ_COMMITTED = 1
+
+
+def _end_of(records: bytes, start: int) -> int:
+    """The offset after the last whole batch of ``records`` (``start`` when none)."""
+    pos, end = 0, start
+    while len(records) - pos >= BATCH_HEADER_SIZE:
+        header = read_header(records, pos)
+        end = header.next_offset
+        pos += header.size
+    return end
+
+
 def _read_partition(ctx: RequestContext, topic: str, p: Any, budget: int,
-                    min_one: bool, rack_id: str) -> dict[str, Any]:
+                    min_one: bool, rack_id: str, isolation: int) -> dict[str, Any]:
     entry: dict[str, Any] = {"partition_index": p.partition, "error_code": 0,
                              "high_watermark": -1, "last_stable_offset": -1,
                              "log_start_offset": -1, "records": b"",
@@ -45,7 +63,7 @@ def _read_partition(ctx: RequestContext, topic: str, p: Any, budget: int,
             ctx.version, rack_id, p.fetch_offset)
         plog = source.plog
         entry["high_watermark"] = plog.high_watermark
-        entry["last_stable_offset"] = plog.high_watermark
+        stable = entry["last_stable_offset"] = plog.last_stable_offset
         entry["log_start_offset"] = plog.log_start_offset
         if p.fetch_offset > plog.log_end_offset or p.fetch_offset < plog.log_start_offset:
             raise errors.OffsetOutOfRange(
@@ -57,10 +75,21 @@ def _read_partition(ctx: RequestContext, topic: str, p: Any, budget: int,
             ctx.broker.replication.consumer_fetches.redirected += 1
             return entry
         limit = min(p.partition_max_bytes, budget)
+        committed = isolation == READ_COMMITTED
         if limit > 0 or min_one:
             entry["records"] = plog.read(p.fetch_offset, max(limit, 0),
-                                         max_offset=plog.high_watermark,
+                                         max_offset=stable if committed else plog.high_watermark,
                                          min_one_batch=min_one)
+        if committed:
+            # Up to the LSO first (usually none at all); only then is it worth walking the
+            # returned batches to name just those overlapping them, as Kafka does.
+            aborted = plog.aborted_transactions(p.fetch_offset, stable)
+            if aborted:
+                upper = _end_of(entry["records"], p.fetch_offset)
+                aborted = [a for a in aborted if a.first_offset < upper]
+            entry["aborted_transactions"] = [
+                {"producer_id": a.producer_id, "first_offset": a.first_offset}
+                for a in aborted]
         ctx.broker.replication.consumer_fetches.count(
             (topic, p.partition), source.role, len(entry["records"]), rack_id)
     except Exception as exc:
@@ -138,7 +167,8 @@ def _read_all(ctx: RequestContext, req: Any, denied: set[str]
                                            min_one=total == 0)
             else:
                 entry = _read_partition(ctx, topic.topic, p, budget - total, min_one=total == 0,
-                                        rack_id=getattr(req, "rack_id", "") or "")
+                                        rack_id=getattr(req, "rack_id", "") or "",
+                                        isolation=getattr(req, "isolation_level", 0))
             size = len(entry["records"])
             total += size
             # A follower told to truncate, or a consumer sent to another replica, must hear
@@ -154,7 +184,6 @@ def _read_all(ctx: RequestContext, req: Any, denied: set[str]
 async def fetch(ctx: RequestContext, req: Any) -> Any:
     if ctx.listener == "controller" and rpc.is_quorum_fetch(req, METADATA_TOPIC):
         return await quorum_rpc.answer(ctx, rpc.FETCH, req)
-    isolation = getattr(req, "isolation_level", 0)
     if req.replica_id >= 0 and not ctx.authorized("CLUSTER_ACTION", "CLUSTER", CLUSTER):
         return ctx.response({"throttle_time": 0, "session_id": 0, "responses": [],
                              "error_code": errors.ClusterAuthorizationFailed.code})
@@ -170,9 +199,5 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
             break
         await ctx.broker.replication.wait_for_append(tps, remaining)
     ctx.broker.metrics.fetch_sent(total, follower=req.replica_id >= 0)
-    if isolation == 1:
-        for t in topics:
-            for p in t["partitions"]:
-                p["aborted_transactions"] = []
     return ctx.response({"throttle_time": 0, "error_code": 0, "session_id": 0,
                          "responses": topics})

@@ -1,8 +1,8 @@
 """ListOffsets (key 2), v1-7.
 
-Earliest (-2) = log start offset, latest (-1) = high watermark (also the
-last stable offset: no transactions), max timestamp (-3, v7), or the first
-record whose timestamp is at or after the given one.
+Earliest (-2) = log start offset, latest (-1) = high watermark, or with
+isolation_level 1 (READ_COMMITTED) the last stable offset; max timestamp (-3, v7), or the
+first record whose timestamp is at or after the given one (below the same bound).
 v1: single offset. v2: isolation level. v4: leader epochs. v6: flexible.
 v7: max timestamp.
 """
@@ -14,9 +14,10 @@ from ..protocol import errors
 from .registry import RequestContext, api
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+READ_COMMITTED = 1
 
 
-def _lookup(ctx: RequestContext, topic: str, p: Any) -> dict[str, Any]:
+def _lookup(ctx: RequestContext, topic: str, p: Any, isolation: int) -> dict[str, Any]:
     entry: dict[str, Any] = {"partition_index": p.partition_index, "error_code": 0,
                              "timestamp": -1, "offset": -1, "leader_epoch": -1}
     try:
@@ -25,8 +26,9 @@ def _lookup(ctx: RequestContext, topic: str, p: Any) -> dict[str, Any]:
                                                  getattr(p, "current_leader_epoch", -1))
         epoch = part.leader_epoch
         ts = p.timestamp
+        bound = plog.last_stable_offset if isolation == READ_COMMITTED else plog.high_watermark
         if ts == LATEST:
-            entry.update(offset=plog.high_watermark, leader_epoch=epoch)
+            entry.update(offset=bound, leader_epoch=epoch)
         elif ts == EARLIEST:
             entry.update(offset=plog.log_start_offset, leader_epoch=epoch)
         elif ts == MAX_TIMESTAMP:
@@ -37,7 +39,7 @@ def _lookup(ctx: RequestContext, topic: str, p: Any) -> dict[str, Any]:
             raise errors.InvalidRequest(f"unsupported ListOffsets timestamp {ts}")
         else:
             found = plog.offset_for_timestamp(ts)
-            if found is not None and found[0] < plog.high_watermark:
+            if found is not None and found[0] < bound:
                 entry.update(offset=found[0], timestamp=found[1], leader_epoch=epoch)
     except Exception as exc:
         entry["error_code"] = errors.code_of(exc, "list offsets")
@@ -47,6 +49,8 @@ def _lookup(ctx: RequestContext, topic: str, p: Any) -> dict[str, Any]:
 @api(key=2, versions=(1, 7))
 async def list_offsets(ctx: RequestContext, req: Any) -> Any:
     await ctx.await_topics(t.name for t in req.topics)
-    topics = [{"name": t.name, "partitions": [_lookup(ctx, t.name, p) for p in t.partitions]}
+    isolation = getattr(req, "isolation_level", 0)
+    topics = [{"name": t.name,
+               "partitions": [_lookup(ctx, t.name, p, isolation) for p in t.partitions]}
               for t in req.topics]
     return ctx.response({"throttle_time": 0, "topics": topics})

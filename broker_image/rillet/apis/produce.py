@@ -7,7 +7,11 @@ partition is answered UNSUPPORTED_VERSION, as Kafka 4.0 does (KIP-896); Kafka
 pre-0.11 clients (README, "Protocol surface", says why not).
 Batches are validated (magic 2, lengths, CRC-32C) and stored as sent, with
 only base offset and leader epoch patched. acks=0 gets no response.
-Gaps: transactional produce (transactional_id set) is refused.
+Transactional batches need the request's transactional_id and WRITE on it (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers); the log tracks each producer's
+open transaction (storage/producer_state.py) until a WriteTxnMarkers marker ends it.
+Clients may not write control batches (INVALID_RECORD). Gap: without a transaction
+coordinator nothing verifies that the partition was added to the transaction (KIP-890).
 v3: transactional id, RecordBatch v2. v5: log start offset. v7: zstd.
 v8: record errors, error message. v9: flexible. v10-11: current leader
 (KIP-951, filled on NOT_LEADER_OR_FOLLOWER).
@@ -21,7 +25,7 @@ from typing import Any
 from ..coordinator.group_metadata import OFFSETS_TOPIC
 from ..protocol import errors
 from ..protocol.codec import FramingError
-from ..records import parse_batches
+from ..records import BatchHeader, parse_batches
 from .registry import RequestContext, api
 
 
@@ -31,8 +35,20 @@ def _partition_error(index: int, exc: BaseException) -> dict[str, Any]:
             "error_message": errors.message_of(exc)}
 
 
+def _check_transactional(headers: list[BatchHeader], transactional_ok: bool) -> None:
+    for header in headers:
+        if header.is_control:
+            raise errors.InvalidRecord("clients may not write control batches")
+        if header.is_transactional:
+            if not transactional_ok:
+                raise errors.TransactionalIdAuthorizationFailed(
+                    "transactional batches need a transactional id the producer may WRITE")
+            if header.producer_id < 0:
+                raise errors.InvalidRecord("a transactional batch needs a producer id")
+
+
 def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None,
-            acks: int) -> tuple[dict[str, Any], Any]:
+            acks: int, transactional_ok: bool) -> tuple[dict[str, Any], Any]:
     """Append one partition's batches; returns (response entry, log to flush)."""
     if topic == OFFSETS_TOPIC:
         # Only the group coordinator writes there; a client append could corrupt groups.
@@ -41,7 +57,9 @@ def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None,
         ctx.broker.replication.leader_log(topic, index)  # not the leader: that error comes first
         raise errors.CorruptMessage(f"produce to {topic}-{index} carries no records")
     data = bytearray(records)
-    info, plog = ctx.broker.replication.append_as_leader(topic, index, data, parse_batches(data), acks)
+    headers = parse_batches(data)
+    _check_transactional(headers, transactional_ok)
+    info, plog = ctx.broker.replication.append_as_leader(topic, index, data, headers, acks)
     ctx.broker.metrics.bytes_in += len(data)
     return ({"index": index, "error_code": 0, "base_offset": info.base_offset,
              "log_append_time": info.log_append_time,
@@ -55,6 +73,8 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
     results: list[dict[str, Any]] = []
     to_flush = []
     replicated: list[tuple[str, int, dict[str, Any], int]] = []
+    tid = req.transactional_id
+    transactional_ok = tid is not None and ctx.authorized("WRITE", "TRANSACTIONAL_ID", tid)
     for topic in req.topic_data:
         parts = []
         may_write = ctx.authorized("WRITE", "TOPIC", topic.name)
@@ -63,11 +83,10 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
                 if not may_write:
                     raise errors.TopicAuthorizationFailed(
                         f"{ctx.principal} may not WRITE topic {topic.name}")
-                if req.transactional_id is not None:
-                    raise errors.InvalidTxnState("transactions are not supported by rillet")
                 if acks not in (-1, 0, 1):
                     raise errors.InvalidRequiredAcks(f"acks must be -1, 0 or 1, got {acks}")
-                entry, plog = _append(ctx, topic.name, pdata.index, pdata.records, acks)
+                entry, plog = _append(ctx, topic.name, pdata.index, pdata.records, acks,
+                                      transactional_ok)
                 to_flush.append(plog)
                 if acks == -1:
                     replicated.append((topic.name, pdata.index, entry, plog.log_end_offset))

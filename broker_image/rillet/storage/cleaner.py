@@ -16,6 +16,14 @@ periodically (log.cleaner.backoff.ms) checks the dirty ratio
    filtered and re-encoded with the same codec, producer id/epoch/sequence,
    leader epoch and last offset delta; one that loses all is dropped.
 
+Transactions (Kafka's cleaner does the same): nothing at or past the last stable offset
+is cleaned (a segment ending above it waits), so an open transaction's records stay whole
+and its outcome is known before any key is superseded; batches of aborted transactions
+(from the segments' aborted-transactions indexes) are dropped and never count as a key's
+latest value. COMMIT/ABORT markers are always kept. Gap: Kafka also removes a marker once
+its transaction's data is gone and delete.retention.ms passed; rillet keeps markers (a
+control batch costs a few dozen bytes and readers skip it).
+
 Back on the event loop each cleaned segment is swapped in one at a time
 (`swap_in_cleaned`): the old indexes are unlinked, the cleaned data file is
 renamed over the old one (atomic), then the cleaned indexes are renamed in.
@@ -55,6 +63,7 @@ from ..records import (CRC_OFFSET, CRC_START, LAST_OFFSET_DELTA_OFFSET, BatchHea
                        decode_records, encode_batch)
 from .segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, scan_batches,
                       segment_name)
+from .txn_index import AbortedRanges, aborted_ranges, is_aborted
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +82,7 @@ class SegmentFile:
     size: int
     mtime_ms: int
     largest_timestamp: int
+    end_offset: int = 0      # the offset after its last batch
 
 
 @dataclass(frozen=True)
@@ -127,12 +137,13 @@ def iter_batches(seg: SegmentFile) -> Iterator[tuple[BatchHeader, memoryview]]:
         raise CorruptMessage(f"{seg.path}: no valid batch at byte {end} of {seg.size}; not cleaned")
 
 
-def build_offset_map(segments: list[SegmentFile]) -> dict[bytes, int]:
-    """key -> offset of its latest record in these segments."""
+def build_offset_map(segments: list[SegmentFile],
+                     aborted: AbortedRanges | None = None) -> dict[bytes, int]:
+    """key -> offset of its latest record in these segments (aborted batches left out)."""
     latest: dict[bytes, int] = {}
     for seg in segments:
         for header, data in iter_batches(seg):
-            if header.is_control:
+            if header.is_control or (aborted and is_aborted(header, aborted)):
                 continue
             _, records = decode_records(data)
             for rec in records:
@@ -201,12 +212,13 @@ class _CleanedWriter:
 
 
 def clean_segments(directory: Path, segments: list[SegmentFile], cfg: CleaningConfig,
-                   now_ms: int) -> CleanResult:
+                   now_ms: int, aborted: AbortedRanges | None = None) -> CleanResult:
     """The worker-thread part: write cleaned copies of the segments that lose records."""
     result = CleanResult()
     if not segments:
         return result
-    latest = build_offset_map(segments)
+    aborted = aborted or {}
+    latest = build_offset_map(segments, aborted)
     horizon = now_ms - cfg.delete_retention_ms
     for seg in segments:
         drop_tombstones = seg.mtime_ms <= horizon
@@ -217,6 +229,10 @@ def clean_segments(directory: Path, segments: list[SegmentFile], cfg: CleaningCo
             for header, data in iter_batches(seg):
                 if header.is_control:
                     writer.write(header, data)
+                    continue
+                if is_aborted(header, aborted):
+                    result.records_before += header.records_count
+                    changed = True
                     continue
                 _, records = decode_records(data)
                 kept = [r for r in records if _keep(r, latest, drop_tombstones)]
@@ -390,13 +406,17 @@ class LogCleaner:
 
     def _cleanable(self, plog: Any, cfg: CleaningConfig, now: int) -> list[SegmentFile]:
         closed = plog.segments[:-1]
+        stable = plog.last_stable_offset
         out = []
         for seg in closed:
             if seg.largest_timestamp > now - cfg.min_compaction_lag_ms:
                 break  # min.compaction.lag.ms: this and later segments must wait
+            if seg.next_offset > stable:
+                break  # holds undecided transactional data (or data above the HW)
             st = os.stat(seg.log_path)
             out.append(SegmentFile(seg.base_offset, seg.log_path, seg.size,
-                                   int(st.st_mtime * 1000), seg.largest_timestamp))
+                                   int(st.st_mtime * 1000), seg.largest_timestamp,
+                                   seg.next_offset))
         return out
 
     def needs_cleaning(self, state: _LogState, segments: list[SegmentFile],
@@ -423,7 +443,10 @@ class LogCleaner:
         if not segments or not (force or self.needs_cleaning(state, segments, cfg, now)):
             return 0
         started = time.monotonic()
-        result = await asyncio.to_thread(clean_segments, plog.directory, segments, cfg, now)
+        aborted = aborted_ranges(plog.aborted_transactions(segments[0].base_offset,
+                                                           segments[-1].end_offset))
+        result = await asyncio.to_thread(clean_segments, plog.directory, segments, cfg, now,
+                                         aborted)
         swapped = 0
         for cleaned in result.segments:
             if swap_in_cleaned(plog, cleaned):

@@ -25,6 +25,7 @@ from rillet.storage import offset_files
 from rillet.storage.leader_epoch import LeaderEpochCache
 from rillet.storage.log_config import LogConfig
 from rillet.storage.segment import LogSegment, new_segment
+from rillet.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -248,6 +249,27 @@ class LocalLog:
             return [(segment.fileno(), position, length)] if length else []
         return []
 
+    def segment_holding(self, offset: int) -> LogSegment:
+        """The segment whose offsets include `offset` (the active one past the end)."""
+        return self._segments[self._segment_index(offset)]
+
+    def aborted_transactions(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions holding offsets in [fetch_offset, upper_offset).
+
+        An abort is indexed in the segment of its marker, which may come after the fetched
+        range, so later segments are searched too, until an entry whose LSO at abort is at
+        or past `upper_offset` shows that every transaction open below it had ended (as
+        Kafka's collectAbortedTxns stops)."""
+        found: list[AbortedTxn] = []
+        for segment in self._segments[self._segment_index(fetch_offset):]:
+            if not segment.txn_index.entries:
+                continue
+            entries, complete = segment.txn_index.collect(fetch_offset, upper_offset)
+            found += entries
+            if complete:
+                break
+        return found
+
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= `timestamp_ms`."""
         for segment in self._segments:
@@ -336,7 +358,17 @@ class LocalLog:
 
     def swap_cleaned_segment(self, base_offset: int, expected_size: int,
                              files: tuple[Path, Path, Path]) -> LogSegment | None:
-        """See PartitionLog.swap_cleaned_segment."""
+        """Put the log cleaner's compacted copy of a closed segment in its place.
+
+        ``files``: the copy's data, offset index and time index files (``*.cleaned``,
+        fsynced by the cleaner). Returns the replaced segment, whose descriptors the
+        caller closes a little later (an in-flight read may still use them), or None
+        when the segment is gone, active or changed size meanwhile (the copy is then
+        deleted). An empty copy removes the segment instead (never the first one: the
+        log start offset stays). Crash-safe order: old indexes unlinked (rebuilt when
+        missing), data file renamed over the old one (atomic), new indexes renamed in;
+        recovery deletes leftover ``.cleaned`` files.
+        """
         index = next((i for i, s in enumerate(self._segments) if s.base_offset == base_offset),
                      None)
         if (index is None or index == len(self._segments) - 1
@@ -349,7 +381,7 @@ class LocalLog:
         old.offset_index.path.unlink(missing_ok=True)
         old.time_index.path.unlink(missing_ok=True)
         if index > 0 and os.stat(data).st_size == 0:
-            for path in (*files, old.log_path):
+            for path in (*files, old.log_path, old.txn_index.path):
                 path.unlink(missing_ok=True)
             del self._segments[index]
             del self._bases[index]

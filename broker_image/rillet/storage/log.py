@@ -9,8 +9,8 @@ Directory ``<log.dir>/<topic>-<partition>`` holds:
 The segments and what touches only them (writes, rolls, reads, fsync) are LocalLog's
 (local_log.py); opening the directory after a clean or an unclean stop is LogLoader's
 (log_loader.py). This class owns what the bytes mean: offset assignment and producer
-(idempotence) checks, the leader-epoch cache, the high watermark, the log start offset,
-retention and truncation decisions.
+(idempotence, transaction) checks, the leader-epoch cache, the high watermark, the last
+stable offset, the log start offset, retention and truncation decisions.
 
 Durability: ``append`` only writes to the page cache (survives kill -9, not
 power loss). ``flush`` fsyncs in a worker thread. With flush.messages=1 the
@@ -42,8 +42,10 @@ from rillet.storage.log_config import LogConfig
 from rillet.storage.log_loader import LogLoader, rebuild_producer_state
 from rillet.storage.offset_files import (HIGH_WATERMARK_NAME, LOG_START_NAME, write_offset_file,
                                          write_recovery_point)
-from rillet.storage.producer_state import ProducerStateManager
+from rillet.storage.producer_state import CompletedTxn, ProducerStateManager
 from rillet.storage.segment import LogSegment
+from rillet.storage.transactions import index_aborts, marker_in
+from rillet.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +121,20 @@ class PartitionLog:
         self._high_watermark = min(max(value, self.log_start_offset), self.log_end_offset)
 
     @property
+    def last_stable_offset(self) -> int:
+        """Below it every transaction is decided on every in-sync replica (read_committed
+        reads stop here): the first offset of the oldest undecided one, else the HW."""
+        first = self.producer_state.first_unstable_offset(self._high_watermark)
+        if first is None:
+            return self._high_watermark
+        # Retention may have deleted the start of an open transaction (as Kafka allows).
+        return min(max(first, self.log_start_offset), self._high_watermark)
+
+    def aborted_transactions(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions holding offsets in [fetch_offset, upper_offset)."""
+        return self.local.aborted_transactions(fetch_offset, upper_offset)
+
+    @property
     def size_bytes(self) -> int:
         return self.local.size_bytes
 
@@ -165,12 +181,13 @@ class PartitionLog:
             last = offset + header.last_offset_delta
             max_ts = now_ms if log_append_time else header.max_timestamp
             if header.producer_id >= 0:
-                duplicate = staged.check(header)
+                marker = marker_in(data, header)
+                duplicate = staged.check(header, marker)
                 if duplicate is not None:
                     return AppendInfo(duplicate.first_offset, duplicate.last_offset,
                                       duplicate.timestamp if log_append_time else -1,
                                       self.log_start_offset, duplicate=True)
-                staged.record(header, offset, last, max_ts)
+                staged.record(header, offset, last, max_ts, marker)
             plan.append((header, offset, max_ts))
             offset = last + 1
         for header, base, _ in plan:
@@ -178,7 +195,7 @@ class PartitionLog:
             if log_append_time:
                 set_log_append_time(data, header, now_ms)
         self.local.write(data, plan, now_ms)
-        staged.commit()
+        index_aborts(self.producer_state, staged.commit(), self.local.segment_holding)
         first = plan[0][1]
         self.epochs.assign(leader_epoch, first)
         self._snapshot_if_rolled()
@@ -204,11 +221,17 @@ class PartitionLog:
         total = sum(h.size for h in headers)
         if total > self.config.segment_bytes:
             raise RecordListTooLarge(f"record set of {total} bytes exceeds segment.bytes {self.config.segment_bytes}")
+        # Markers are decoded before anything is written: a bad one fails the whole append.
+        markers = [marker_in(data, h) for h in headers]
         now_ms = self.local.now_ms()
         self.local.write(data, [(h, h.base_offset, h.max_timestamp) for h in headers], now_ms)
-        for header in headers:
-            self.producer_state.replay(header)
+        completed: list[CompletedTxn] = []
+        for header, marker in zip(headers, markers):
+            ended = self.producer_state.replay(header, marker)
+            if ended is not None:
+                completed.append(ended)
             self.epochs.assign(header.partition_leader_epoch, header.base_offset)
+        index_aborts(self.producer_state, completed, self.local.segment_holding)
         self._snapshot_if_rolled()
         return AppendInfo(headers[0].base_offset, headers[-1].last_offset, -1, self.log_start_offset)
 
@@ -340,7 +363,7 @@ class PartitionLog:
         self._truncate_fully(offset)
         self.epochs.truncate_from_end(-1)
         self.producer_state.truncate_to(-1)
-        self.producer_state.producers = {}
+        self.producer_state.clear()
         self._high_watermark = offset
         self.local.restart_at(offset)
 
@@ -414,17 +437,8 @@ class PartitionLog:
 
     def swap_cleaned_segment(self, base_offset: int, expected_size: int,
                              files: tuple[Path, Path, Path]) -> LogSegment | None:
-        """Put the log cleaner's compacted copy of a closed segment in its place.
-
-        ``files``: the copy's data, offset index and time index files (``*.cleaned``,
-        fsynced by the cleaner). Returns the replaced segment, whose descriptors the
-        caller closes a little later (an in-flight read may still use them), or None
-        when the segment is gone, active or changed size meanwhile (the copy is then
-        deleted). An empty copy removes the segment instead (never the first one: the
-        log start offset stays). Crash-safe order: old indexes unlinked (rebuilt when
-        missing), data file renamed over the old one (atomic), new indexes renamed in;
-        recovery deletes leftover ``.cleaned`` files.
-        """
+        """Put the log cleaner's compacted copy of a closed segment in its place (see
+        LocalLog.swap_cleaned_segment)."""
         return self.local.swap_cleaned_segment(base_offset, expected_size, files)
 
     def close(self) -> None:

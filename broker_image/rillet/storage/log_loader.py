@@ -8,7 +8,9 @@ What loading decides, in order:
    CRC, torn tails cut and indexes rebuilt. After damage, later segments are deleted: their
    offsets no longer follow on.
 3. The producer state is the newest snapshot plus every producer batch after it, replayed in
-   log order while the segments load (recovery reads those headers anyway); the leader-epoch
+   log order while the segments load (recovery reads those headers anyway); a replayed
+   ABORT marker (re-)adds its aborted-index entry (storage/transactions.py), and a recovered
+   segment's ``.txnindex`` loses the entries of markers cut with its tail; the leader-epoch
    cache is cut to the log's bounds.
 4. The high watermark is the checkpointed one, within the log's bounds: a replica must not
    expose as leader what was never replicated.
@@ -27,6 +29,8 @@ from rillet.storage.offset_files import (HIGH_WATERMARK_NAME, LOG_START_NAME,
 from rillet.storage.producer_state import ProducerStateManager
 from rillet.storage.segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
                                     new_segment)
+from rillet.storage.transactions import replay_batch
+from rillet.storage.txn_index import TXN_INDEX_SUFFIX
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +56,7 @@ def replay_producers(producer_state: ProducerStateManager, segment: LogSegment,
         return
     for header in segment.scan(segment.offset_index.lookup(start)):
         if header.producer_id >= 0 and header.last_offset >= start:
-            producer_state.replay(header)
+            replay_batch(producer_state, segment, header)
 
 
 def rebuild_producer_state(producer_state: ProducerStateManager, segments: list[LogSegment],
@@ -149,7 +153,7 @@ class LogLoader:
                     bases.add(int(name[: -len(LOG_SUFFIX)]))
                 except ValueError:
                     log.warning("ignoring unexpected file %s", path)
-            elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+            elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
                 index_files.append(path)
         for path in index_files:
             stem = path.name.split(".")[0]
@@ -159,17 +163,17 @@ class LogLoader:
 
     def _recover_segment(self, segment: LogSegment) -> bool:
         """Rescan one segment by CRC; True if data had to be cut (later segments are suspect)."""
-        truncated = segment.recover(self._on_recovered_batch)
+        truncated = segment.recover(lambda header: self._on_recovered_batch(segment, header))
         segment.dirty = True  # what recovery found may not be fsynced yet
         if truncated:
             log.warning("%s: truncated %d torn/invalid bytes at position %d",
                         segment.log_path, truncated, segment.size)
         return truncated > 0
 
-    def _on_recovered_batch(self, header: BatchHeader) -> None:
+    def _on_recovered_batch(self, segment: LogSegment, header: BatchHeader) -> None:
         self.epochs.assign(header.partition_leader_epoch, header.base_offset)
         if header.producer_id >= 0 and header.last_offset >= self._snapshot_offset:
-            self.producer_state.replay(header)
+            replay_batch(self.producer_state, segment, header)
 
     def _delete_segments(self, bases: list[int]) -> None:
         for base in bases:

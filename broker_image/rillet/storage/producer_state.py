@@ -1,6 +1,7 @@
-"""Idempotent-producer state of one partition: producer id -> epoch + its last 5 batches.
+"""Producer state of one partition: producer id -> epoch, its last 5 batches, and the first
+offset of its ongoing transaction.
 
-Rules (Kafka's ProducerStateManager / ProducerAppendInfo, idempotence only):
+Rules of idempotence (Kafka's ProducerStateManager / ProducerAppendInfo):
 - a batch's epoch below the known epoch -> InvalidProducerEpoch;
 - a higher epoch must start at sequence 0, else OutOfOrderSequenceNumber;
 - a batch equal (first and last sequence) to one of the producer's last 5 batches
@@ -10,6 +11,17 @@ Rules (Kafka's ProducerStateManager / ProducerAppendInfo, idempotence only):
 - an UNKNOWN producer id is accepted with any sequence, as Kafka >= 2.5 does:
   its state may have been removed with the segments retention deleted, and
   rejecting it would wedge a healthy producer.
+
+Transactions (Kafka's ProducerAppendInfo, KIP-98): a producer's first transactional batch
+opens its transaction at that batch's base offset; a COMMIT or ABORT marker (a control
+batch, txn_marker.py) closes it and yields a CompletedTxn, which the log turns into an
+aborted-index entry when it aborted. A plain batch while a transaction is open is
+InvalidTxnState; a marker from an older producer epoch InvalidProducerEpoch, from an older
+coordinator epoch TransactionCoordinatorFenced. Producers with an open transaction are
+never expired nor dropped with deleted segments: their first offset holds the last stable
+offset (LSO) back. A transaction whose marker is written but not yet below the high
+watermark still holds the LSO (``unreplicated``), so a marker a new leader may lack is
+never read past.
 
 Appends are staged (``begin`` -> ``ProducerAppend.check/record`` -> ``commit``)
 so a request whose second batch fails leaves no trace of the first.
@@ -29,8 +41,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rillet.protocol.errors import InvalidProducerEpoch, OutOfOrderSequenceNumber
+from rillet.protocol.errors import (InvalidProducerEpoch, InvalidTxnState,
+                                    OutOfOrderSequenceNumber, TransactionCoordinatorFenced)
 from rillet.records import INT32_MAX, BatchHeader
+from rillet.txn_marker import TxnMarker
 
 NUM_BATCHES_TO_RETAIN = 5
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -45,12 +59,23 @@ class BatchMetadata:
     timestamp: int
 
 
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker ended in this partition."""
+    producer_id: int
+    first_offset: int
+    last_offset: int      # the marker's offset
+    is_aborted: bool
+
+
 @dataclass(slots=True)
 class ProducerEntry:
     producer_id: int
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
     last_timestamp: int = -1
+    current_txn_first_offset: int = -1   # -1: no transaction open
+    coordinator_epoch: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -62,7 +87,8 @@ class ProducerEntry:
 
     def copy(self) -> "ProducerEntry":
         return ProducerEntry(self.producer_id, self.epoch,
-                             deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN), self.last_timestamp)
+                             deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN), self.last_timestamp,
+                             self.current_txn_first_offset, self.coordinator_epoch)
 
     def find_duplicate(self, first_seq: int, last_seq: int) -> BatchMetadata | None:
         # Newest first: after retention forgot a producer, a retry may legitimately reuse a range.
@@ -86,20 +112,33 @@ class ProducerAppend:
     def __init__(self, manager: "ProducerStateManager") -> None:
         self._manager = manager
         self._updates: dict[int, ProducerEntry] = {}
+        self._completed: list[CompletedTxn] = []
 
     def _entry(self, producer_id: int) -> ProducerEntry | None:
         entry = self._updates.get(producer_id)
         return entry if entry is not None else self._manager.producers.get(producer_id)
 
-    def check(self, header: BatchHeader) -> BatchMetadata | None:
-        """Raise on a fenced epoch or a sequence gap; return the original if a duplicate."""
+    def check(self, header: BatchHeader, marker: TxnMarker | None = None) -> BatchMetadata | None:
+        """Raise on a fenced epoch, a sequence gap or a plain batch inside a transaction;
+        return the original if a duplicate. ``marker``: what a control batch carries."""
         entry = self._entry(header.producer_id)
-        if entry is None or header.is_control or header.base_sequence < 0:
+        if entry is None:
+            return None
+        if header.is_control:
+            if marker is not None:
+                _check_marker(entry, marker)
+            return None
+        if header.base_sequence < 0:
             return None
         epoch = header.producer_epoch
         if epoch < entry.epoch:
             raise InvalidProducerEpoch(
                 f"producer {header.producer_id} epoch {epoch} is older than the current {entry.epoch}")
+        if (not header.is_transactional and entry.current_txn_first_offset >= 0
+                and epoch == entry.epoch):
+            raise InvalidTxnState(
+                f"producer {header.producer_id} sent a non-transactional batch while its "
+                f"transaction from offset {entry.current_txn_first_offset} is open")
         if epoch > entry.epoch:
             if header.base_sequence != 0:
                 raise OutOfOrderSequenceNumber(
@@ -115,7 +154,8 @@ class ProducerAppend:
                 f"{(entry.last_seq + 1) & INT32_MAX}, got {header.base_sequence}")
         return None
 
-    def record(self, header: BatchHeader, first_offset: int, last_offset: int, timestamp: int) -> None:
+    def record(self, header: BatchHeader, first_offset: int, last_offset: int, timestamp: int,
+               marker: TxnMarker | None = None) -> None:
         """Stage the batch (already checked) with the offsets it is being written at."""
         pid = header.producer_id
         entry = self._updates.get(pid)
@@ -123,22 +163,53 @@ class ProducerAppend:
             current = self._manager.producers.get(pid)
             entry = current.copy() if current is not None else ProducerEntry(pid, header.producer_epoch)
             self._updates[pid] = entry
-        _apply(entry, header, first_offset, last_offset, timestamp)
+        completed = _apply(entry, header, first_offset, last_offset, timestamp, marker)
+        if completed is not None:
+            self._completed.append(completed)
 
-    def commit(self) -> None:
-        self._manager.producers.update(self._updates)
-        self._updates = {}
+    def commit(self) -> list[CompletedTxn]:
+        """Apply the staged updates; returns the transactions the staged markers ended."""
+        manager = self._manager
+        manager.producers.update(self._updates)
+        for entry in self._updates.values():
+            manager.track_ongoing(entry)
+        completed, self._completed, self._updates = self._completed, [], {}
+        manager.unreplicated.extend(completed)
+        return completed
+
+
+def _check_marker(entry: ProducerEntry, marker: TxnMarker) -> None:
+    if marker.producer_epoch < entry.epoch:
+        raise InvalidProducerEpoch(
+            f"marker for producer {entry.producer_id} has epoch {marker.producer_epoch}, "
+            f"older than the current {entry.epoch}")
+    if 0 <= marker.coordinator_epoch < entry.coordinator_epoch:
+        raise TransactionCoordinatorFenced(
+            f"marker for producer {entry.producer_id} from coordinator epoch "
+            f"{marker.coordinator_epoch}, older than {entry.coordinator_epoch}")
 
 
 def _apply(entry: ProducerEntry, header: BatchHeader, first_offset: int, last_offset: int,
-           timestamp: int) -> None:
+           timestamp: int, marker: TxnMarker | None = None) -> CompletedTxn | None:
     if header.producer_epoch > entry.epoch:
         entry.epoch = header.producer_epoch
         entry.batches.clear()
-    if header.is_control or header.base_sequence < 0:
+    if header.is_control:
         entry.last_timestamp = timestamp
-        return
+        if marker is None:
+            return None
+        entry.coordinator_epoch = max(entry.coordinator_epoch, marker.coordinator_epoch)
+        first, entry.current_txn_first_offset = entry.current_txn_first_offset, -1
+        if first < 0:
+            return None   # no transaction open here: the marker ends nothing
+        return CompletedTxn(entry.producer_id, first, first_offset, not marker.commit)
+    if header.is_transactional and entry.current_txn_first_offset < 0:
+        entry.current_txn_first_offset = first_offset
+    if header.base_sequence < 0:
+        entry.last_timestamp = timestamp
+        return None
     entry.add(BatchMetadata(header.base_sequence, header.last_sequence, first_offset, last_offset, timestamp))
+    return None
 
 
 class ProducerStateManager:
@@ -147,25 +218,72 @@ class ProducerStateManager:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.producers: dict[int, ProducerEntry] = {}
+        # producer id -> first offset of its open transaction (the LSO is their minimum).
+        self.ongoing: dict[int, int] = {}
+        # Ended transactions whose marker is not yet below the high watermark.
+        self.unreplicated: list[CompletedTxn] = []
 
     def begin(self) -> ProducerAppend:
         return ProducerAppend(self)
 
-    def replay(self, header: BatchHeader) -> None:
-        """Rebuild from the log: apply a batch already in it, without checks, idempotently."""
+    def track_ongoing(self, entry: ProducerEntry) -> None:
+        if entry.current_txn_first_offset >= 0:
+            self.ongoing[entry.producer_id] = entry.current_txn_first_offset
+        else:
+            self.ongoing.pop(entry.producer_id, None)
+
+    def _reset_ongoing(self) -> None:
+        self.ongoing = {}
+        self.unreplicated = []
+        for entry in self.producers.values():
+            self.track_ongoing(entry)
+
+    def clear(self) -> None:
+        """Forget every producer (the log was emptied)."""
+        self.producers = {}
+        self._reset_ongoing()
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of the oldest transaction not known to be decided on every
+        replica: an open one, or one whose marker is not yet below ``high_watermark``."""
+        if self.unreplicated:
+            self.unreplicated = [t for t in self.unreplicated if t.last_offset >= high_watermark]
+        elif not self.ongoing:
+            return None   # the common case, on every fetch: no transactions at all
+        firsts = [*self.ongoing.values(), *(t.first_offset for t in self.unreplicated)]
+        return min(firsts) if firsts else None
+
+    def stable_offset_after(self, completed: CompletedTxn) -> int:
+        """The LSO recorded with an abort: the oldest other open transaction's first offset,
+        else the offset after the marker (Kafka's lastStableOffset(completedTxn))."""
+        others = [first for pid, first in self.ongoing.items() if pid != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
+
+    def replay(self, header: BatchHeader, marker: TxnMarker | None = None) -> CompletedTxn | None:
+        """Rebuild from the log: apply a batch already in it, without checks, idempotently;
+        returns the transaction a replayed marker ended."""
         if header.producer_id < 0:
-            return
+            return None
         entry = self.producers.get(header.producer_id)
         if entry is None:
             entry = self.producers[header.producer_id] = ProducerEntry(header.producer_id, header.producer_epoch)
         elif header.producer_epoch < entry.epoch or header.last_offset <= entry.last_offset:
-            return
-        _apply(entry, header, header.base_offset, header.last_offset, header.max_timestamp)
+            return None
+        elif header.is_control and not 0 <= entry.current_txn_first_offset <= header.base_offset:
+            marker = None   # an old marker replayed again: it ends nothing now
+        completed = _apply(entry, header, header.base_offset, header.last_offset,
+                           header.max_timestamp, marker)
+        self.track_ongoing(entry)
+        if completed is not None:
+            self.unreplicated.append(completed)
+        return completed
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers whose last batch is older than ``expiration_ms``; returns how many."""
+        # An open transaction is never forgotten: it holds the LSO until its marker comes.
         expired = [pid for pid, e in self.producers.items()
-                   if e.last_timestamp >= 0 and now_ms - e.last_timestamp > expiration_ms]
+                   if e.last_timestamp >= 0 and now_ms - e.last_timestamp > expiration_ms
+                   and e.current_txn_first_offset < 0]
         for pid in expired:
             del self.producers[pid]
         return len(expired)
@@ -173,7 +291,7 @@ class ProducerStateManager:
     def remove_before(self, log_start_offset: int) -> None:
         """Forget batches (and producers) that went with deleted segments; drop old snapshots."""
         for pid, entry in list(self.producers.items()):
-            if 0 <= entry.last_offset < log_start_offset:
+            if 0 <= entry.last_offset < log_start_offset and entry.current_txn_first_offset < 0:
                 del self.producers[pid]
             elif entry.batches and entry.batches[0].last_offset < log_start_offset:
                 kept = [b for b in entry.batches if b.last_offset >= log_start_offset]
@@ -201,12 +319,13 @@ class ProducerStateManager:
         """Write the state as of log end offset ``offset`` (tmp + rename; fsync comes with flush)."""
         producers = [
             [e.producer_id, e.epoch, e.last_timestamp,
-             [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp] for b in e.batches]]
+             [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp] for b in e.batches],
+             e.current_txn_first_offset, e.coordinator_epoch]
             for e in self.producers.values()
         ]
         path = self._snapshot_path(offset)
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps({"version": 1, "offset": offset, "producers": producers}))
+        tmp.write_text(json.dumps({"version": 2, "offset": offset, "producers": producers}))
         os.replace(tmp, path)
         for old in self.snapshot_offsets()[:-keep]:
             _unlink(self._snapshot_path(old))
@@ -214,6 +333,7 @@ class ProducerStateManager:
     def load_snapshot(self, max_offset: int) -> int:
         """Load the newest readable snapshot <= ``max_offset``; delete newer ones. Returns its offset or -1."""
         self.producers = {}
+        self._reset_ongoing()
         for offset in reversed(self.snapshot_offsets()):
             path = self._snapshot_path(offset)
             if offset > max_offset:
@@ -221,11 +341,8 @@ class ProducerStateManager:
                 continue
             try:
                 data = json.loads(path.read_text())
-                self.producers = {
-                    pid: ProducerEntry(pid, epoch, deque((BatchMetadata(*b) for b in batches),
-                                                         maxlen=NUM_BATCHES_TO_RETAIN), last_ts)
-                    for pid, epoch, last_ts, batches in data["producers"]
-                }
+                self.producers = {row[0]: _entry_from_row(row) for row in data["producers"]}
+                self._reset_ongoing()
                 return offset
             except (OSError, ValueError, KeyError, TypeError):
                 _unlink(path)  # torn by a crash: fall back to an older one
@@ -236,6 +353,15 @@ class ProducerStateManager:
         for snap in self.snapshot_offsets():
             if snap > offset:
                 _unlink(self._snapshot_path(snap))
+
+
+def _entry_from_row(row: list) -> ProducerEntry:
+    """A snapshot row: version 1 has no transaction fields (none open, as it predates them)."""
+    pid, epoch, last_ts, batches, *txn = row
+    first, coordinator_epoch = txn if txn else (-1, -1)
+    return ProducerEntry(pid, epoch, deque((BatchMetadata(*b) for b in batches),
+                                           maxlen=NUM_BATCHES_TO_RETAIN), last_ts,
+                         first, coordinator_epoch)
 
 
 def _unlink(path: Path) -> None:

@@ -1,4 +1,5 @@
-"""LogSegment: one ``<base_offset>.log`` data file plus its ``.index`` and ``.timeindex``.
+"""LogSegment: one ``<base_offset>.log`` data file plus its ``.index``, ``.timeindex`` and
+(once a transaction aborts in it) ``.txnindex`` (txn_index.py).
 
 The data file holds whole RecordBatch v2 batches back to back, exactly as they
 were appended (offsets already assigned). Writes go to the end with one
@@ -33,6 +34,7 @@ from rillet.records import (
 )
 from rillet.storage.index import OffsetIndex, TimeIndex
 from rillet.storage.log_config import LogConfig
+from rillet.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 from crc32c import crc32c
 
@@ -117,6 +119,8 @@ class LogSegment:
                                         base_offset, max_index_bytes)
         self.time_index = TimeIndex(directory / (segment_name(base_offset, TIME_INDEX_SUFFIX) + suffix),
                                     base_offset, max_index_bytes)
+        self.txn_index = TransactionIndex(
+            directory / (segment_name(base_offset, TXN_INDEX_SUFFIX) + suffix))
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset  # last offset of the batch holding it
@@ -216,6 +220,8 @@ class LogSegment:
             os.ftruncate(self._fd, valid_end)
             self.size = valid_end
             self.dirty = True
+        # Aborts whose marker went with the cut tail are gone too.
+        self.txn_index.truncate_to(self.next_offset)
         return truncated
 
     def load(self) -> bool:
@@ -324,23 +330,29 @@ class LogSegment:
         for index in (self.offset_index, self.time_index):
             if index.dirty:
                 fds.append(index.dup_fd())
+        if self.txn_index.dirty:
+            fd = self.txn_index.dup_fd()
+            if fd is not None:
+                fds.append(fd)
         return fds
 
-    def take_dirty(self) -> tuple[list[int], tuple[bool, bool, bool]]:
+    def take_dirty(self) -> tuple[list[int], tuple[bool, bool, bool, bool]]:
         """``dup_fds`` for a flush, clearing the dirty flags; also returns the flags for ``restore_dirty``."""
-        flags = (self.dirty, self.offset_index.dirty, self.time_index.dirty)
+        flags = (self.dirty, self.offset_index.dirty, self.time_index.dirty, self.txn_index.dirty)
         if not any(flags):
             return [], flags
         fds = self.dup_fds()
         self.dirty = self.offset_index.dirty = self.time_index.dirty = False
+        self.txn_index.dirty = False
         return fds, flags
 
-    def restore_dirty(self, flags: tuple[bool, bool, bool]) -> None:
+    def restore_dirty(self, flags: tuple[bool, bool, bool, bool]) -> None:
         """The fsync of what ``take_dirty`` handed out failed: those files still need one."""
-        data, offsets, times = flags
+        data, offsets, times, aborts = flags
         self.dirty = self.dirty or data
         self.offset_index.dirty = self.offset_index.dirty or offsets
         self.time_index.dirty = self.time_index.dirty or times
+        self.txn_index.dirty = self.txn_index.dirty or aborts
 
     def close(self) -> None:
         self.offset_index.close()
@@ -356,6 +368,7 @@ class LogSegment:
                 path.unlink()
             except FileNotFoundError:
                 pass
+        self.txn_index.delete()
 
 
 def new_segment(directory: Path, config: LogConfig, base: int, now_ms: int) -> LogSegment:

@@ -13,7 +13,7 @@ from tests.fuzz import capture, corpus
 from tests.fuzz.capture.aiokafka import aiokafka_workload
 from tests.fuzz.capture.common import BROKER_CONFIG, Run, recorded_broker
 from tests.fuzz.capture.controller import controller_workload
-from tests.fuzz.capture.java import java_workload
+from tests.fuzz.capture.java import java_txn_workload, java_workload
 from tests.fuzz.capture.kafka_python import kafka_python_workload
 from tests.fuzz.capture.librdkafka import librdkafka_workload
 from tests.fuzz.capture.report import report, select
@@ -24,6 +24,7 @@ from tests.integration.java_tools import fetch_kafka_jars
 
 CLIENT_SOURCES: dict[str, tuple[Callable[[Run], None], dict[str, Any], str]] = {
     "java": (java_workload, BROKER_CONFIG, "PLAINTEXT"),
+    "java-txn": (java_txn_workload, BROKER_CONFIG, "PLAINTEXT"),
     "librdkafka": (librdkafka_workload, BROKER_CONFIG, "PLAINTEXT"),
     "kafka-python": (kafka_python_workload, BROKER_CONFIG, "PLAINTEXT"),
     "aiokafka": (aiokafka_workload, BROKER_CONFIG, "PLAINTEXT"),
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown sources {sorted(unknown)}")
     started = time.monotonic()
-    if {"java", "sasl", "rillet"} & set(chosen):
+    if {"java", "java-txn", "sasl", "rillet"} & set(chosen):
         fetch_kafka_jars()
     failures: dict[str, list[tuple[str, str, bool]]] = {}
     with tempfile.TemporaryDirectory(prefix="rillet-capture-") as tmp:

@@ -33,6 +33,22 @@ def java_workload(run: Run) -> None:
     run.tool("topics --delete", "kafka-topics", *bs, "--delete", "--topic", "j-del")
 
 
+def java_txn_workload(run: Run) -> None:
+    """WriteTxnMarkers (v1 from the Java 4.3 Admin): aborts by producer id and epoch;
+    DescribeProducers: describe-producers and find-hanging."""
+    bs = ("--bootstrap-server", run.bootstrap)
+    run.tool("topics --create", "kafka-topics", *bs, "--create", "--topic", "j-txn",
+             "--partitions", "1", "--replication-factor", "1")
+    run.tool("transactions describe-producers", "kafka-transactions", *bs,
+             "describe-producers", "--topic", "j-txn", "--partition", "0")
+    run.tool("transactions find-hanging", "kafka-transactions", *bs, "find-hanging",
+             "--broker-id", "1")
+    for pid, epoch in ((1000, 0), (1001, 3)):
+        run.tool("transactions abort", "kafka-transactions", *bs, "abort", "--topic", "j-txn",
+                 "--partition", "0", "--producer-id", str(pid), "--producer-epoch", str(epoch),
+                 "--coordinator-epoch", "0")
+
+
 def _java_topics(run: Run, bs: tuple[str, str], topic: str) -> None:
     run.tool("topics --create", "kafka-topics", *bs, "--create", "--topic", topic,
              "--partitions", "3", "--replication-factor", "1",
