@@ -68,9 +68,16 @@ class RequestCounter:
             return self.counts.get(key, 0)
 
 
+_ADMINS: dict[str, KafkaAdmin] = {}
+
+
 def _isrs(bootstrap: str) -> dict[int, tuple[int, ...]]:
+    admin = _ADMINS.get(bootstrap)
+    if admin is None:
+        admin = _ADMINS[bootstrap] = KafkaAdmin({"bootstrap.servers": bootstrap,
+                                                 "log_level": 0})
     try:
-        md = KafkaAdmin({"bootstrap.servers": bootstrap}).list_topics(topic=TOPIC, timeout=10)
+        md = admin.list_topics(topic=TOPIC, timeout=10)
     except Exception:
         return {}
     topic = md.topics.get(TOPIC)
