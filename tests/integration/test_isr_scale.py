@@ -22,19 +22,19 @@ from __future__ import annotations
 
 import os
 import random
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from rillet.metadata import records as mrec
 from rillet.records import BATCH_HEADER_SIZE, decode_records, read_header
-from tests.checker import Read, Write, check
+from tests.checker import Read, check
 from tests.cluster import LocalCluster
 from tests.integration.test_cluster import _leader
+from tests.integration.test_replication import AckingProducer
 from tests.polling import read_until, wait_until
 
 PARTITIONS = int(os.environ.get("RILLET_ISR_SCALE_PARTITIONS", "300"))
@@ -49,49 +49,6 @@ TOPIC = "many"
 # metadata log is never snapshotted during the test, so every record it committed stays
 # readable from disk.
 CONFIG = {"metadata.log.max.record.bytes.between.snapshots": 1 << 40}
-RATE = 1000   # records a second at most, spread over every partition
-
-
-class AllPartitionsProducer:
-    """An idempotent acks=all producer in a thread, writing to each partition in turn;
-    records what was acknowledged, in acknowledgement order."""
-
-    def __init__(self, bootstrap: str, partitions: int) -> None:
-        self.partitions = partitions
-        self.acked: list[Write] = []
-        self.errors: list[str] = []
-        self.sent = 0
-        self._stop = threading.Event()
-        self._producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                                   "enable.idempotence": True, "linger.ms": 10,
-                                   "message.timeout.ms": 180000, "log_level": 3})
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _on_delivery(self, err: Any, msg: Any) -> None:
-        if err is None:
-            self.acked.append(Write(msg.partition(), msg.key(), msg.value()))
-        else:
-            self.errors.append(str(err))
-
-    def _run(self) -> None:
-        batch = 50
-        while not self._stop.is_set():
-            for _ in range(batch):
-                self._producer.produce(TOPIC, b"v%08d" % self.sent,
-                                       partition=self.sent % self.partitions,
-                                       on_delivery=self._on_delivery)
-                self.sent += 1
-            self._producer.poll(0)
-            self._stop.wait(batch / RATE)   # bounded load
-        self._producer.flush(180)
-
-    def start(self) -> "AllPartitionsProducer":
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(200)
 
 
 def _isrs(admin: AdminClient) -> dict[int, tuple[int, ...]]:
@@ -174,7 +131,8 @@ def test_a_broker_killed_and_restarted_under_load_fences_no_healthy_broker(
     _timed("every ISR full after creation", WAIT_S, lambda: _all_full(_isrs(admin)))
     fences_at_start = _fences(cluster, controller)
 
-    producer = AllPartitionsProducer(cluster.bootstrap, PARTITIONS).start()
+    producer = AckingProducer(cluster.bootstrap, TOPIC, PARTITIONS,
+                              **{"message.timeout.ms": 180000}).start()
     try:
         wait_until(lambda: len(producer.acked) >= PARTITIONS, WAIT_S, "a record everywhere")
         cluster.kill_node(victim)

@@ -65,11 +65,16 @@ class Leader:
             m.submit(c)
 
 
+def _started() -> tuple[FakeChannel, Leader, AlterPartitionManager]:
+    channel, leader = FakeChannel(), Leader()
+    m = leader.manager(channel)
+    m.start()
+    return channel, leader, m
+
+
 def test_changes_queued_while_a_request_is_in_flight_go_in_the_next_one() -> None:
     async def run() -> None:
-        channel, leader = FakeChannel(), Leader()
-        m = leader.manager(channel)
-        m.start()
+        channel, leader, m = _started()
         leader.want(m, *(_change(p) for p in range(3)), _change(0, topic="u"))
         await _until(lambda: len(channel.requests) == 1)
         leader.want(m, *(_change(p) for p in range(3, 8)))
@@ -89,9 +94,7 @@ def test_changes_queued_while_a_request_is_in_flight_go_in_the_next_one() -> Non
 
 def test_each_partition_answer_is_handled_on_its_own() -> None:
     async def run() -> None:
-        channel, leader = FakeChannel(), Leader()
-        m = leader.manager(channel)
-        m.start()
+        channel, leader, m = _started()
         accepted, stale, unknown = _change(0), _change(1), _change(2)
         leader.want(m, accepted, stale, unknown)
         await _until(lambda: len(channel.requests) == 1)
@@ -111,9 +114,7 @@ def test_each_partition_answer_is_handled_on_its_own() -> None:
 
 def test_a_request_without_an_answer_is_asked_again_with_whatever_came_meanwhile() -> None:
     async def run() -> None:
-        channel, leader = FakeChannel(), Leader()
-        m = leader.manager(channel)
-        m.start()
+        channel, leader, m = _started()
         first = [_change(p) for p in range(3)]
         leader.want(m, *first)
         await _until(lambda: len(channel.requests) == 1)
@@ -130,9 +131,7 @@ def test_a_request_without_an_answer_is_asked_again_with_whatever_came_meanwhile
 
 def test_a_change_the_leader_no_longer_wants_is_not_sent() -> None:
     async def run() -> None:
-        channel, leader = FakeChannel(), Leader()
-        m = leader.manager(channel)
-        m.start()
+        channel, leader, m = _started()
         leader.want(m, _change(0))
         await _until(lambda: len(channel.requests) == 1)
         leader.want(m, _change(1), _change(2))
