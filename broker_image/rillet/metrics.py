@@ -222,16 +222,16 @@ class _ScrapeCollector(Collector):
         yield _counter("rillet_replica_isr_expands",
                        "Committed ISR expansions of partitions this broker leads",
                        m.isr_expands)
-        sender = self.broker.replication.alter_partitions
+        yield self._state()
+        broker = self.broker
+        if broker.controller is None:
+            return  # storage and quorum not started yet: nothing to walk
+        sender = broker.replication.alter_partitions
         yield _counter("rillet_replica_alter_partition_requests",
                        "AlterPartition requests sent (or made locally on the controller)",
                        sender.requests_sent)
         yield _counter("rillet_replica_alter_partition_changes",
                        "Partition ISR changes carried by those requests", sender.changes_sent)
-        yield self._state()
-        broker = self.broker
-        if broker.controller is None:
-            return  # storage and quorum not started yet: nothing to walk
         counts = partition_counts(broker.image, broker.node_id)
         yield _gauge("rillet_replica_under_replicated_partitions",
                      "Partitions led by this broker whose ISR is smaller than the replica set",
