@@ -95,6 +95,20 @@ def _until(predicate: Any, timeout: float, what: str) -> float:
     return time.monotonic() - start
 
 
+def _stable_controller(bootstrap: str, timeout: float) -> int:
+    """The quorum leader, once three answers a second apart name it in the same epoch (three
+    nodes starting together may take a few elections)."""
+    seen: list[tuple[int, int]] = []
+
+    def settled() -> bool:
+        quorum = describe_quorum(bootstrap)
+        seen.append((-1, -1) if quorum is None else (quorum.leader_id, quorum.epoch))
+        time.sleep(1.0)
+        return len(seen) >= 3 and len(set(seen[-3:])) == 1 and seen[-1][0] >= 0
+    _until(settled, timeout, "a stable quorum leader")
+    return seen[-1][0]
+
+
 def _fenced_lines(cluster: LocalCluster, node_id: int) -> list[str]:
     return [line for line in cluster.node(node_id).log().splitlines()
             if re.search(r"broker \d+ fenced \(", line)]
@@ -105,9 +119,7 @@ def measure(root: Path, partitions: int, extra: dict[str, str], timeout: float
     counter = RequestCounter()
     with LocalCluster(root, nodes=3, extra_config=extra, link_tap=counter) as cluster:
         cluster.start()
-        quorum = describe_quorum(cluster.bootstrap)
-        assert quorum is not None
-        controller = quorum.leader_id
+        controller = _stable_controller(cluster.bootstrap, timeout)
         kept, killed = [n for n in cluster.node_ids if n != controller]
         # Preferred leaders alternate between the two others, the controller last: with
         # `killed` gone every partition is led by `kept`, never by the controller.
@@ -147,6 +159,12 @@ def measure(root: Path, partitions: int, extra: dict[str, str], timeout: float
             expanded = float("nan")
         expanded_total = time.monotonic() - started
         fenced = _fenced_lines(cluster, controller)[before_fenced:]
+        quorum = describe_quorum(survivors)
+        if quorum is None or quorum.leader_id != controller:
+            # Requests to another controller (or made in-process) were not counted.
+            return {"partitions": partitions, "failed": f"the active controller moved from "
+                    f"{controller} to {quorum and quorum.leader_id} during the run",
+                    "healthy_fenced": fenced}
         return {"partitions": partitions, "create_s": created, "shrink_s": shrunk,
                 "expand_s": expanded if expanded == expanded else None,
                 "waited_s": expanded_total,
