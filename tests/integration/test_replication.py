@@ -97,8 +97,13 @@ class AckingProducer:
         while not self._stop.is_set():
             value = b"v%07d" % self.sent
             where = {} if self.partitions is None else {"partition": self.sent % self.partitions}
-            self._producer.produce(self.topic, value, key=b"k%d" % (self.sent % 13),
-                                   on_delivery=self._on_delivery, **where)
+            try:
+                self._producer.produce(self.topic, value, key=b"k%d" % (self.sent % 13),
+                                       on_delivery=self._on_delivery, **where)
+            except BufferError:
+                # The client's queue is full (acks=all slower than we write): wait for room.
+                self._producer.poll(0.05)
+                continue
             self.sent += 1
             self._producer.poll(0)
             if self.sent % 50 == 0:
