@@ -140,3 +140,41 @@ def test_a_heartbeat_is_answered_and_counted_while_a_decision_holds_the_lock(
         await _stop(ctrl)
 
     asyncio.run(run())
+
+
+class _Clock:
+    """time.monotonic for the controller alone (asyncio keeps the real one)."""
+
+    def __init__(self) -> None:
+        self.now = time.monotonic()
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_a_stalled_controller_judges_nobody_until_it_has_read_its_heartbeats(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Heartbeats that arrived while this process did not run (a long CPU burst) sit unread
+    in socket buffers: the first fencing check after the stall fences nobody; the next one
+    judges as usual, so a dead broker is still fenced."""
+    async def run() -> None:
+        ctrl = await _three_brokers(tmp_path)
+        clock = _Clock()
+        monkeypatch.setattr("rillet.controller.controller.time", clock)
+        epochs = {b: ctrl.image.brokers[b].epoch for b in (1, 2, 3)}
+        offset = ctrl.raft.applied_offset
+        await ctrl.fence_expired_brokers()          # activates: everyone gets a session
+        clock.now += 0.5
+        await ctrl.fence_expired_brokers()
+        clock.now += 15.0                           # the stall: past the 9 s session
+        await ctrl.fence_expired_brokers()
+        assert ctrl.image.live_broker_ids == {1, 2, 3}, "fenced right after a stall"
+        clock.now += 0.1                            # what arrived meanwhile is read now
+        for b in (1, 3):
+            await ctrl.broker_heartbeat(b, epochs[b], offset, False)
+        clock.now += 0.5
+        await ctrl.fence_expired_brokers()
+        assert ctrl.image.live_broker_ids == {1, 3}, "broker 2 sent nothing: fenced"
+        await _stop(ctrl)
+
+    asyncio.run(run())
