@@ -53,10 +53,11 @@ class Leader:
         self.wanted: set[IsrChange] = set()
         self.refused: list[tuple[IsrChange, errors.KafkaError]] = []
 
-    def manager(self, channel: FakeChannel) -> AlterPartitionManager:
+    def manager(self, channel: FakeChannel | None) -> AlterPartitionManager:
         m = AlterPartitionManager(1, lambda c: c in self.wanted,
                                   lambda c, e: self.refused.append((c, e)), backoff_s=0)
-        m.attach(channel)
+        if channel is not None:
+            m.attach(channel)
         return m
 
     def want(self, m: AlterPartitionManager, *changes: IsrChange) -> None:
@@ -149,8 +150,7 @@ def test_a_change_the_leader_no_longer_wants_is_not_sent() -> None:
 def test_without_a_channel_nothing_is_lost() -> None:
     async def run() -> None:
         leader = Leader()
-        m = AlterPartitionManager(1, lambda c: c in leader.wanted,
-                                  lambda c, e: leader.refused.append((c, e)), backoff_s=0)
+        m = leader.manager(None)
         m.start()
         leader.want(m, _change(0))
         await _until(lambda: m.requests_sent >= 2)   # retried, not dropped
