@@ -17,6 +17,8 @@ Names follow Kafka's MBeans with a rillet_ prefix, snake case, Prometheus suffix
   rillet_server_bytes_out_total                      fetch bytes sent to consumers
   rillet_server_replication_bytes_out_total          fetch bytes sent to follower replicas
   rillet_replica_isr_shrinks_total / _expands_total  committed ISR changes this broker led
+  rillet_replica_alter_partition_requests_total      AlterPartition requests this broker sent
+  rillet_replica_alter_partition_changes_total       partition ISR changes they carried
   rillet_replica_under_replicated_partitions         led here, |ISR| < |replicas|
   rillet_replica_leader_count                        partitions led here
   rillet_replica_partition_count                     partitions with a replica here
@@ -224,6 +226,12 @@ class _ScrapeCollector(Collector):
         broker = self.broker
         if broker.controller is None:
             return  # storage and quorum not started yet: nothing to walk
+        sender = broker.replication.alter_partitions
+        yield _counter("rillet_replica_alter_partition_requests",
+                       "AlterPartition requests sent (or made locally on the controller)",
+                       sender.requests_sent)
+        yield _counter("rillet_replica_alter_partition_changes",
+                       "Partition ISR changes carried by those requests", sender.changes_sent)
         counts = partition_counts(broker.image, broker.node_id)
         yield _gauge("rillet_replica_under_replicated_partitions",
                      "Partitions led by this broker whose ISR is smaller than the replica set",

@@ -72,8 +72,12 @@ class AckingProducer:
     """An idempotent acks=all confluent-kafka producer in a thread, recording what was
     acknowledged, in acknowledgement order."""
 
-    def __init__(self, bootstrap: str, topic: str, **config: Any) -> None:
+    def __init__(self, bootstrap: str, topic: str, partitions: int | None = None,
+                 **config: Any) -> None:
+        """`partitions`: write to each of that many partitions in turn (by default the
+        partitioner spreads 13 keys)."""
         self.topic = topic
+        self.partitions = partitions
         self.acked: list[Write] = []
         self.errors: list[str] = []
         self.sent = 0
@@ -92,8 +96,14 @@ class AckingProducer:
     def _run(self) -> None:
         while not self._stop.is_set():
             value = b"v%07d" % self.sent
-            self._producer.produce(self.topic, value, key=b"k%d" % (self.sent % 13),
-                                   on_delivery=self._on_delivery)
+            where = {} if self.partitions is None else {"partition": self.sent % self.partitions}
+            try:
+                self._producer.produce(self.topic, value, key=b"k%d" % (self.sent % 13),
+                                       on_delivery=self._on_delivery, **where)
+            except BufferError:
+                # The client's queue is full (acks=all slower than we write): wait for room.
+                self._producer.poll(0.05)
+                continue
             self.sent += 1
             self._producer.poll(0)
             if self.sent % 50 == 0:

@@ -3,12 +3,15 @@ decisions, durable replay."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
 
 from rillet.defs.broker_config import BrokerConfig, Voter
 from rillet.controller.controller import Controller
+from rillet.controller.decision_lock import NORMAL
+from rillet.controller.isr import IsrChange
 from rillet.controller.topics import TopicSpec
 from rillet.metadata.log import METADATA_TOPIC, MetadataLog
 from rillet.protocol import errors
@@ -75,6 +78,103 @@ def test_create_partitions_refuses_assignments_of_another_replication_factor(
         assert len(ctrl.image.topics["t"].partitions) == 1
         await ctrl.create_partitions("t", 2, [[1]], False)
         assert len(ctrl.image.topics["t"].partitions) == 2
+        await _stop(ctrl)
+
+    asyncio.run(run())
+
+
+async def _three_brokers(root: Path) -> Controller:
+    """The controller of _controller with brokers 2 and 3 registered and unfenced too."""
+    ctrl = await _controller(root)
+    for b in (2, 3):
+        epoch = await ctrl.register_broker(b, "127.0.0.1", 9092 + b, None, f"incarnation-{b}")
+        await ctrl.broker_heartbeat(b, epoch, ctrl.raft.applied_offset, False)
+    assert ctrl.image.live_broker_ids == {1, 2, 3}
+    return ctrl
+
+
+def test_a_batch_of_isr_changes_is_one_metadata_batch_answered_per_partition(
+        tmp_path: Path) -> None:
+    async def run() -> None:
+        ctrl = await _three_brokers(tmp_path)
+        partitions = 50
+        [created] = await ctrl.create_topics([TopicSpec(
+            "t", assignments={p: [1, 2, 3] for p in range(partitions)})])
+        assert created.error is None
+        parts = ctrl.image.topics["t"].partitions
+        changes = [IsrChange("t", p, parts[p].leader_epoch, parts[p].partition_epoch, (1, 2))
+                   for p in range(partitions)]
+        # One decided from stale state: refused alone, the others go through.
+        changes[7] = IsrChange("t", 7, parts[7].leader_epoch, parts[7].partition_epoch - 1,
+                               (1, 2))
+        end = ctrl.raft.log.end_offset
+        answers = await ctrl.alter_partitions(1, changes)
+        assert isinstance(answers[7], errors.InvalidUpdateVersion)
+        assert answers[:7] + answers[8:] == [None] * (partitions - 1)
+        batches = list(ctrl.raft.log.committed_batches(end, ctrl.raft.log.end_offset))
+        assert len(batches) == 1 and len(batches[0][1]) == partitions - 1
+        isrs = {p: part.isr for p, part in ctrl.image.topics["t"].partitions.items()}
+        assert isrs == {p: (1, 2, 3) if p == 7 else (1, 2) for p in range(partitions)}
+        await _stop(ctrl)
+
+    asyncio.run(run())
+
+
+def test_a_heartbeat_is_answered_and_counted_while_a_decision_holds_the_lock(
+        tmp_path: Path) -> None:
+    """The bug: heartbeats queued behind a few hundred AlterPartitions on the decision lock
+    until the controller fenced their brokers. A heartbeat that changes nothing needs no
+    lock, and counts from its arrival."""
+    async def run() -> None:
+        ctrl = await _three_brokers(tmp_path)
+        epoch = ctrl.image.brokers[2].epoch
+        async with ctrl._lock.hold(NORMAL):   # an ISR or topic decision being committed
+            before = time.monotonic()
+            state = await asyncio.wait_for(
+                ctrl.broker_heartbeat(2, epoch, ctrl.raft.applied_offset, False), 5)
+            assert not state.fenced and state.caught_up
+            assert ctrl._liveness.silence(2, time.monotonic()) <= time.monotonic() - before
+            # A stale epoch is still refused without the lock.
+            with pytest.raises(errors.StaleBrokerEpoch):
+                await asyncio.wait_for(ctrl.broker_heartbeat(2, epoch - 1, 0, False), 5)
+        await _stop(ctrl)
+
+    asyncio.run(run())
+
+
+class _Clock:
+    """time.monotonic for the controller alone (asyncio keeps the real one)."""
+
+    def __init__(self) -> None:
+        self.now = time.monotonic()
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_a_stalled_controller_judges_nobody_until_it_has_read_its_heartbeats(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Heartbeats that arrived while this process did not run (a long CPU burst) sit unread
+    in socket buffers: the first fencing check after the stall fences nobody; the next one
+    judges as usual, so a dead broker is still fenced."""
+    async def run() -> None:
+        ctrl = await _three_brokers(tmp_path)
+        clock = _Clock()
+        monkeypatch.setattr("rillet.controller.controller.time", clock)
+        epochs = {b: ctrl.image.brokers[b].epoch for b in (1, 2, 3)}
+        offset = ctrl.raft.applied_offset
+        await ctrl.fence_expired_brokers()          # activates: everyone gets a session
+        clock.now += 0.5
+        await ctrl.fence_expired_brokers()
+        clock.now += 15.0                           # the stall: past the 9 s session
+        await ctrl.fence_expired_brokers()
+        assert ctrl.image.live_broker_ids == {1, 2, 3}, "fenced right after a stall"
+        clock.now += 0.1                            # what arrived meanwhile is read now
+        for b in (1, 3):
+            await ctrl.broker_heartbeat(b, epochs[b], offset, False)
+        clock.now += 0.5
+        await ctrl.fence_expired_brokers()
+        assert ctrl.image.live_broker_ids == {1, 3}, "broker 2 sent nothing: fenced"
         await _stop(ctrl)
 
     asyncio.run(run())

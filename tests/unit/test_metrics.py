@@ -124,8 +124,12 @@ def test_exposition_walks_partitions_logs_and_groups():
     served.count(("t", 0), "follower", 300, "zone-b")
     served.count(("t", 1), "leader", 20, "")
     broker = _broker(controller=object(), image=image, logs=logs, coordinator=coordinator,
-                     lifecycle=None, replication=SimpleNamespace(consumer_fetches=served))
+                     lifecycle=None, replication=SimpleNamespace(
+                         consumer_fetches=served,
+                         alter_partitions=SimpleNamespace(requests_sent=2, changes_sent=300)))
     s = _samples(BrokerMetrics(broker))
+    assert s[("rillet_replica_alter_partition_requests_total", ())] == 2
+    assert s[("rillet_replica_alter_partition_changes_total", ())] == 300
     assert s[("rillet_server_consumer_fetch_bytes_total", (("role", "follower"),))] == 300
     assert s[("rillet_server_consumer_fetches_total", (("role", "leader"),))] == 1
     assert s[("rillet_replica_under_replicated_partitions", ())] == 1

@@ -29,6 +29,7 @@ from ..protocol.codec import (FramingError, decode_response, encode_request, req
 from ..raft.node import RaftNode, VoterAddress
 from . import remote
 from .controller import ACTIVE_WAIT_S, BrokerState, Controller
+from .isr import IsrAnswer, IsrChange
 from .topics import TopicResult, TopicSpec
 
 log = logging.getLogger(__name__)
@@ -194,18 +195,26 @@ class ControllerChannel:
                                     ACTIVE_WAIT_S)
         return results
 
-    async def alter_partition(self, topic: str, partition: int, leader_id: int,
-                              leader_epoch: int, partition_epoch: int,
-                              new_isr: list[int]) -> None:
-        """A leader's ISR change (AlterPartition)."""
+    async def alter_partitions(self, leader_id: int, changes: list[IsrChange]
+                               ) -> list[IsrAnswer]:
+        """A leader's ISR changes, all in one AlterPartition; one answer per change, in
+        order. Raises (NotController, KafkaClientError) when the request as a whole got no
+        answer: then nothing is known of any change."""
         if self.is_local:
-            return await self._controller.alter_partition(
-                topic, partition, leader_id, leader_epoch, partition_epoch, new_isr)
-        info = self._view.image.topics.get(topic)
-        if info is None:
-            raise errors.NotController(f"topic {topic!r} is not known here yet")
-        response = await self.request(remote.ALTER_PARTITION, remote.ALTER_PARTITION_VERSION,
-                                      remote.alter_partition_body(
-                                          info.topic_id, partition, leader_id, leader_epoch,
-                                          partition_epoch, new_isr))
-        remote.check_alter_partition(response)
+            return await self._controller.alter_partitions(leader_id, changes)
+        image = self._view.image
+        topic_ids = {c.topic: image.topics[c.topic].topic_id for c in changes
+                     if c.topic in image.topics}
+        # A topic this node does not know yet cannot be named by id: asked again later.
+        answers: list[IsrAnswer] = [errors.NotController(f"topic {c.topic!r} is not known "
+                                                         f"here yet") for c in changes]
+        known = [i for i, c in enumerate(changes) if c.topic in topic_ids]
+        if known:
+            sent = [changes[i] for i in known]
+            response = await self.request(
+                remote.ALTER_PARTITION, remote.ALTER_PARTITION_VERSION,
+                remote.alter_partition_body(leader_id, sent, topic_ids))
+            for i, answer in zip(known, remote.alter_partition_answers(response, sent,
+                                                                       topic_ids)):
+                answers[i] = answer
+        return answers

@@ -3,11 +3,12 @@
 Decide, then apply: each operation computes records from the current image
 without touching it; `_commit` appends them to the metadata log and only
 then replays them into a new image. Operations are serialized by one lock,
-so two decisions never race on the same image.
+so two decisions never race on the same image; decisions about broker liveness
+(registration, unfencing, fencing) go first (decision_lock.py), and a heartbeat that
+changes nothing is answered from the image without the lock at all.
 """
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
@@ -17,14 +18,16 @@ from typing import Any, AsyncIterator, Callable, Mapping
 from ..defs.config_error import ConfigError
 from ..metadata import records as mrec
 from ..metadata.delta import MetadataDelta, apply_batches, between
-from ..metadata.image import TOPIC_RESOURCE, MetadataImage, replay
+from ..metadata.image import TOPIC_RESOURCE, BrokerInfo, MetadataImage, replay
 from ..protocol import errors
 from ..defs.topic_defs import validate_topic_configs
 from ..defs.acl import AclBinding
 from ..security.acl import AclFilter
-from . import election, leader_balance, reassignment, security
+from . import election, isr, leader_balance, reassignment, security
 from .broker_configs import decide_broker_configs
 from .brokers import decide_unregister
+from .decision_lock import NORMAL, URGENT, DecisionLock
+from .liveness import BrokerLiveness
 from .topics import (TopicResult, TopicSpec, check_new_partitions, decide_new_partitions,
                      decide_topic)
 
@@ -36,7 +39,10 @@ PRODUCER_ID_BLOCK = 1000
 # How long a decision waits for this node to become the active controller (a fresh
 # election) before answering NOT_CONTROLLER.
 ACTIVE_WAIT_S = 5.0
-
+# A fencing check this long after the previous one means this process itself did not run
+# (a stalled event loop): heartbeats may sit unread in socket buffers, so nobody is judged
+# before the next check.
+STALL_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -51,24 +57,25 @@ class Controller:
     """Decides on the active controller; on every node, replays what the quorum committed.
 
     Owns the metadata image (replaced whole on each committed batch) and, on the
-    active controller, the in-memory broker heartbeat table. Decisions run under
-    one lock and only while this node is the active controller (Raft leader with
-    its log applied); the records they produce change the image only once
+    active controller, the broker heartbeat table (liveness.py). Decisions run under
+    one lock (decision_lock.py) and only while this node is the active controller (Raft
+    leader with its log applied); the records they produce change the image only once
     committed and replayed, on the leader exactly as on every follower.
     """
 
     def __init__(self, cluster_id: str, node_id: int, config: Any) -> None:
         self._node_id = node_id
         self._config = config
-        self._lock = asyncio.Lock()
+        self._lock = DecisionLock()
         self.image = MetadataImage(cluster_id=cluster_id)
         self._listeners: list[MetadataListener] = []
         self._pid_next = 0
         self._pid_end = 0
         self._pid_epoch = -1   # the Raft epoch the producer-id block above was taken in
         self.raft: Any = None   # the RaftNode, attached once both exist
-        self._heartbeats: dict[int, float] = {}
-        self._active_since: float | None = None
+        self._liveness = BrokerLiveness()
+        self._last_check: float | None = None   # when the last fencing check ended
+        self._skipped_check = False
 
     def _defaults(self) -> tuple[int, int]:
         return self._config["num.partitions"], self._config["default.replication.factor"]
@@ -111,13 +118,14 @@ class Controller:
         return None if self.raft is None else self.raft.leader_id
 
     @contextlib.asynccontextmanager
-    async def _exclusive(self) -> AsyncIterator[None]:
-        """The decision lock, held only while this node is the active controller."""
+    async def _exclusive(self, urgent: bool = NORMAL) -> AsyncIterator[None]:
+        """The decision lock, held only while this node is the active controller;
+        `urgent` (broker liveness) goes before every waiting normal decision."""
         if not await self.raft.wait_for(lambda: self.raft.is_active, ACTIVE_WAIT_S):
             raise errors.NotController(
                 f"node {self._node_id} is not the active controller "
                 f"(leader: {self.raft.leader_id})")
-        async with self._lock:
+        async with self._lock.hold(urgent):
             if not self.raft.is_active:
                 raise errors.NotController(f"node {self._node_id} lost the quorum leadership")
             if self._pid_epoch != self.raft.epoch:
@@ -139,11 +147,12 @@ class Controller:
                               endpoints: tuple[tuple[str, str, int], ...] = ()) -> int:
         """Registers (or re-registers) a broker, fenced until it has caught up; its epoch.
         ``endpoints``: (LISTENER, host, port) of each broker listener, inter-broker first."""
-        async with self._exclusive():
+        arrived = time.monotonic()
+        async with self._exclusive(URGENT):
             known = self.image.brokers.get(node_id)
             if known and (known.host, known.port, known.rack, known.incarnation,
                           known.endpoints) == (host, port, rack, incarnation, endpoints):
-                self._heartbeats[node_id] = time.monotonic()
+                self._liveness.touch(node_id, arrived)
                 return known.epoch
             epoch = (known.epoch + 1) if known else 0
             await self._commit([{"type": mrec.REGISTER_BROKER, "node_id": node_id,
@@ -158,20 +167,32 @@ class Controller:
                 # ISR of it alone stays (on_broker_leaving never empties one): without
                 # KIP-966's eligible leader replicas that partition has no better choice.
                 await self._leave(node_id)
-            self._heartbeats[node_id] = time.monotonic()
+            self._liveness.touch(node_id, arrived)
             return epoch
+
+    def _registered(self, node_id: int, broker_epoch: int) -> BrokerInfo:
+        known = self.image.brokers.get(node_id)
+        if known is None:
+            raise errors.BrokerIdNotRegistered(f"broker {node_id} is not registered")
+        if known.epoch != broker_epoch:
+            raise errors.StaleBrokerEpoch(
+                f"broker {node_id} epoch {broker_epoch} is not the registered {known.epoch}")
+        return known
 
     async def broker_heartbeat(self, node_id: int, broker_epoch: int, metadata_offset: int,
                                want_shutdown: bool) -> BrokerState:
-        async with self._exclusive():
-            known = self.image.brokers.get(node_id)
-            if known is None:
-                raise errors.BrokerIdNotRegistered(f"broker {node_id} is not registered")
-            if known.epoch != broker_epoch:
-                raise errors.StaleBrokerEpoch(
-                    f"broker {node_id} epoch {broker_epoch} is not the registered "
-                    f"{known.epoch}")
-            self._heartbeats[node_id] = time.monotonic()
+        # Alive as of its arrival, whatever it waits for next.
+        arrived = time.monotonic()
+        if self.is_active:
+            known = self._registered(node_id, broker_epoch)
+            self._liveness.touch(node_id, arrived)
+            caught_up = metadata_offset >= known.registered_offset
+            if not want_shutdown and not (known.fenced and caught_up):
+                # Nothing to decide: the answer is in the image, no lock needed.
+                return BrokerState(caught_up, known.fenced, False)
+        async with self._exclusive(URGENT):
+            known = self._registered(node_id, broker_epoch)
+            self._liveness.touch(node_id, arrived)
             caught_up = metadata_offset >= known.registered_offset
             if want_shutdown:
                 if not known.fenced:
@@ -188,23 +209,33 @@ class Controller:
     async def fence_expired_brokers(self) -> None:
         """Active controller, periodically: fence brokers whose heartbeats stopped."""
         if not self.is_active:
-            self._active_since = None
+            self._liveness.deactivate()
+            self._last_check = None
             return
         now = time.monotonic()
-        if self._active_since is None:
+        late = 0.0 if self._last_check is None else now - self._last_check
+        self._last_check = now
+        if not self._liveness.active:
             # A new active controller has heard nobody yet: everyone gets a full session.
-            self._active_since = now
-            self._heartbeats = {b: now for b in self.image.brokers}
+            self._liveness.activate(self.image.brokers, now)
             # A move whose ISR allowed completion when the last controller died finishes now.
             await self.complete_reassignments()
+        if late > STALL_S and not self._skipped_check:
+            # Once only: a process that stays that slow must still fence a dead broker.
+            self._skipped_check = True
+            log.warning("fencing check %.1fs after the last one: this process was stalled; "
+                        "brokers are judged at the next check", late)
+            return
+        self._skipped_check = False
         timeout = self._config["broker.session.timeout.ms"] / 1000
-        for broker in list(self.image.live_brokers):
-            last = self._heartbeats.get(broker.node_id, self._active_since)
-            if now - last > timeout:
-                async with self._exclusive():
-                    if not self.image.brokers[broker.node_id].fenced:
-                        await self._fence(broker.node_id,
-                                          f"no heartbeat for {now - last:.1f}s")
+        for node_id in self._liveness.expired(self.image.live_broker_ids, now, timeout):
+            async with self._exclusive(URGENT):
+                # Judged again under the lock: a heartbeat may have arrived meanwhile.
+                silent = self._liveness.silence(node_id, time.monotonic())
+                broker = self.image.brokers.get(node_id)
+                if broker is not None and not broker.fenced and silent > timeout:
+                    await self._fence(node_id, f"no heartbeat for {silent:.1f}s")
+        self._last_check = time.monotonic()
 
     async def _fence(self, node_id: int, why: str) -> None:
         """Under the lock: fence `node_id` and move its leaderships to the ISR."""
@@ -228,7 +259,7 @@ class Controller:
         """UnregisterBroker: forget a broker that holds no replica (see brokers.py)."""
         async with self._exclusive():
             await self._commit(decide_unregister(self.image, node_id))
-            self._heartbeats.pop(node_id, None)
+            self._liveness.forget(node_id)
             log.info("broker %d unregistered", node_id)
 
     # -- leaders ---------------------------------------------------------------
@@ -308,33 +339,19 @@ class Controller:
 
     # -- ISR ------------------------------------------------------------------
 
-    async def alter_partition(self, topic: str, partition: int, leader_id: int,
-                              leader_epoch: int, partition_epoch: int,
-                              new_isr: list[int]) -> None:
-        """A leader's ISR change (AlterPartition), checked against the partition's state."""
+    async def alter_partitions(self, leader_id: int, changes: list[isr.IsrChange]
+                               ) -> list[isr.IsrAnswer]:
+        """One leader's AlterPartition: every change checked on its own (controller/isr.py),
+        the accepted ones committed as one metadata batch; one answer per change, in order."""
         async with self._exclusive():
-            part = self.image.partition(topic, partition)
-            if part is None:
-                raise errors.UnknownTopicOrPartition(f"{topic}-{partition} does not exist")
-            if (part.leader, part.leader_epoch) != (leader_id, leader_epoch):
-                raise errors.FencedLeaderEpoch(
-                    f"{topic}-{partition} is led by {part.leader} in epoch {part.leader_epoch}, "
-                    f"not {leader_id} in {leader_epoch}")
-            if part.partition_epoch != partition_epoch:
-                raise errors.InvalidUpdateVersion(
-                    f"{topic}-{partition} is at partition epoch {part.partition_epoch}, "
-                    f"the change was made for {partition_epoch}")
-            if leader_id not in new_isr or not set(new_isr) <= set(part.replicas):
-                raise errors.InvalidRequest(f"ISR {new_isr} must hold the leader and only "
-                                            f"replicas of {topic}-{partition}")
-            joining = [b for b in new_isr if b not in part.isr
-                       and b not in self.image.live_broker_ids]
-            if joining:
-                raise errors.IneligibleReplica(f"broker(s) {joining} are fenced or unknown")
-            # An ISR that now holds every target replica also completes a move (one record).
-            await self._commit([reassignment.with_isr(part, tuple(new_isr),
-                                                      self.image.live_broker_ids)])
-            log.info("%s-%d: ISR %s -> %s", topic, partition, list(part.isr), new_isr)
+            answers, records = isr.decide(self.image, leader_id, changes)
+            try:
+                await self._commit(records)
+            except errors.KafkaError as exc:
+                # Not committed (or not known to be): nothing of the batch was accepted.
+                return [exc if a is None else a for a in answers]
+            log.info("ISR changes from broker %d: %s", leader_id, isr.summary(changes, answers))
+            return answers
 
     # -- reassignment (KIP-455) ------------------------------------------------------
 

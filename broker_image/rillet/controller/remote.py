@@ -6,11 +6,12 @@ Pure: the transport is controller/channel.py's, the one path to the active contr
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from ..client.connection import raise_for
 from ..protocol import errors
 from .controller import BrokerState
+from .isr import IsrAnswer, IsrChange
 from .topics import TopicResult, TopicSpec
 
 CREATE_TOPICS, CREATE_TOPICS_VERSION = 19, 7
@@ -40,19 +41,41 @@ def topic_results(resp: Any) -> list[TopicResult]:
     return results
 
 
-def alter_partition_body(topic_id: uuid.UUID, partition: int, leader_id: int,
-                         leader_epoch: int, partition_epoch: int,
-                         new_isr: list[int]) -> dict[str, Any]:
-    return {"broker_id": leader_id, "broker_epoch": -1, "topics": [{
-        "topic_id": topic_id, "partitions": [{
-            "partition_index": partition, "leader_epoch": leader_epoch,
-            "new_isr": new_isr, "leader_recovery_state": 0,
-            "partition_epoch": partition_epoch}]}]}
+def alter_partition_body(leader_id: int, changes: Sequence[IsrChange],
+                         topic_ids: Mapping[str, uuid.UUID]) -> dict[str, Any]:
+    """One AlterPartition request carrying every change, grouped by topic (first-seen order).
+    `topic_ids` must name every topic of `changes`."""
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for c in changes:
+        topics.setdefault(c.topic, []).append({
+            "partition_index": c.partition, "leader_epoch": c.leader_epoch,
+            "new_isr": list(c.new_isr), "leader_recovery_state": 0,
+            "partition_epoch": c.partition_epoch})
+    return {"broker_id": leader_id, "broker_epoch": -1, "topics": [
+        {"topic_id": topic_ids[name], "partitions": parts} for name, parts in topics.items()]}
 
 
-def check_alter_partition(resp: Any) -> None:
-    raise_for(resp.error_code, "alter partition")
-    raise_for(resp.topics[0].partitions[0].error_code, "alter partition")
+def alter_partition_answers(resp: Any, changes: Sequence[IsrChange],
+                            topic_ids: Mapping[str, uuid.UUID]) -> list[IsrAnswer]:
+    """One answer per change, in order, from the controller's response: the request's
+    error for all when it has one, else each partition's own; a partition the response
+    leaves out is answered as not attempted (UNKNOWN_SERVER_ERROR, retried)."""
+    if resp.error_code:
+        error = errors.error_for_code(int(resp.error_code))("alter partition")
+        return [error for _ in changes]
+    codes: dict[tuple[uuid.UUID, int], int] = {}
+    for t in resp.topics:
+        for p in t.partitions:
+            codes[(t.topic_id, int(p.partition_index))] = int(p.error_code)
+    answers: list[IsrAnswer] = []
+    for c in changes:
+        code = codes.get((topic_ids[c.topic], c.partition))
+        if code is None:
+            answers.append(errors.UnknownServerError(
+                f"{c.topic}-{c.partition} is missing from the AlterPartition response"))
+        else:
+            answers.append(errors.error_for_code(code)("alter partition") if code else None)
+    return answers
 
 
 def heartbeat_state(resp: Any) -> BrokerState:

@@ -8,8 +8,9 @@ produce requests until the high watermark passes them, fetches until new data ar
 follower it hands the partition to the fetcher of its leader (one ReplicaFetcher per source
 broker).
 
-ISR changes go to the controller as AlterPartition; they take effect when committed
-to the metadata log and replayed here, like every other metadata change.
+ISR changes go to the controller through the AlterPartitionManager (many partitions per
+AlterPartition request); they take effect when committed to the metadata log and replayed
+here, like every other metadata change.
 
 Owned by the broker; event loop only.
 """
@@ -19,8 +20,9 @@ import asyncio
 import logging
 import ssl
 import time
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable
 
+from ..controller.isr import IsrChange
 from ..defs.broker_config import BrokerConfig
 from ..metadata.delta import MetadataDelta, from_empty
 from ..metadata.image import MetadataImage, PartitionInfo
@@ -31,6 +33,7 @@ from ..storage.log import AppendInfo, PartitionLog
 from ..storage.manager import LogManager
 from ..tasks import cancel_and_wait
 from ..topic_config import effective
+from .alter_partition_manager import AlterPartitionManager, IsrChannel
 from .fetcher import FollowerSide, ReplicaFetcher
 from .leader import PartitionLeaderState
 from .purgatory import AcksWaiters, FetchWaiters
@@ -39,10 +42,6 @@ from .throttle import ReplicationThrottles
 
 log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
-ALTER_PARTITION = 56
-# The controller's own "no" to an AlterPartition: the change is certainly not committed.
-_REJECTIONS = (errors.FencedLeaderEpoch, errors.InvalidUpdateVersion, errors.InvalidRequest,
-               errors.IneligibleReplica, errors.UnknownTopicOrPartition, errors.UnknownTopicId)
 
 
 def now_ms() -> float:
@@ -77,14 +76,6 @@ def leadership_summary(led: Iterable[tuple[TopicPartition, int]]) -> str:
     return f"{count} partition{'s' if count != 1 else ''}: {', '.join(parts)}"
 
 
-class IsrChannel(Protocol):
-    """Where ISR changes go: the active controller (controller/channel.py)."""
-
-    async def alter_partition(self, topic: str, partition: int, leader_id: int,
-                              leader_epoch: int, partition_epoch: int,
-                              new_isr: list[int]) -> None: ...
-
-
 class ReplicaManager:
     def __init__(self, node_id: int, config: Callable[[], BrokerConfig],
                  metadata: MetadataView, logs: LogManager,
@@ -96,8 +87,9 @@ class ReplicaManager:
         self.config = config()   # as started: replica.lag.time.max.ms is static
         self.metadata = metadata
         self.logs = logs
-        # Where ISR changes go, once the quorum runs (attach).
-        self.channel: IsrChannel | None = None
+        # ISR changes on their way to the controller (the channel comes with attach).
+        self.alter_partitions = AlterPartitionManager(node_id, self._wants_isr_change,
+                                                      self._isr_change_refused)
         self.leaders: dict[TopicPartition, PartitionLeaderState] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.throttles = ReplicationThrottles(self.node_id)
@@ -114,11 +106,12 @@ class ReplicaManager:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def attach(self, channel: IsrChannel) -> None:
-        self.channel = channel
+        self.alter_partitions.attach(channel)
 
     def start(self) -> None:
         """Take up the roles the image gives us (after catch-up, logs in place)."""
         self.adopt(self.metadata.image)
+        self.alter_partitions.start()
         self._isr_task = asyncio.create_task(self._isr_loop())
 
     def adopt(self, image: MetadataImage) -> None:
@@ -130,6 +123,7 @@ class ReplicaManager:
     async def stop(self) -> None:
         self._stopped = True
         await cancel_and_wait([self._isr_task])
+        await self.alter_partitions.stop()
         for fetcher in list(self.fetchers.values()):
             await fetcher.stop()
         self.fetchers.clear()
@@ -354,32 +348,26 @@ class ReplicaManager:
         if proposed is None:
             return
         state.pending_isr = proposed
-        asyncio.ensure_future(self._alter_isr(tp, state, proposed))
+        log.debug("%s-%d: proposing ISR %s (was %s)", tp[0], tp[1], list(proposed),
+                  list(state.isr))
+        self.alter_partitions.submit(IsrChange(tp[0], tp[1], state.leader_epoch,
+                                               state.partition_epoch, proposed))
 
-    async def _alter_isr(self, tp: TopicPartition, state: PartitionLeaderState,
-                         proposed: tuple[int, ...]) -> None:
-        log.info("%s-%d: proposing ISR %s (was %s)", tp[0], tp[1], list(proposed),
-                 list(state.isr))
-        while True:
-            try:
-                if self.channel is None:
-                    raise errors.NotController("no controller channel yet")
-                await self.channel.alter_partition(
-                    tp[0], tp[1], self.node_id, state.leader_epoch, state.partition_epoch,
-                    list(proposed))
-                return
-            except Exception as exc:
-                log.info("%s-%d: ISR change %s not accepted: %s", tp[0], tp[1],
-                         list(proposed), exc)
-                definitive = isinstance(exc, _REJECTIONS)
-                await asyncio.sleep(0.5)
-                if self.leaders.get(tp) is not state or state.pending_isr != proposed:
-                    return   # a committed change (or a new epoch) answered it meanwhile
-                if definitive:
-                    state.pending_isr = None
-                    return
-                # Outcome unknown (no controller, timeout): the change may be committed, so
-                # the high watermark keeps counting the joiner; ask again (Kafka retries too).
+    def _wants_isr_change(self, change: IsrChange) -> bool:
+        """We still lead the partition and still want exactly `change`."""
+        state = self.leaders.get(change.tp)
+        return (state is not None and state.pending_isr == change.new_isr
+                and (state.leader_epoch, state.partition_epoch)
+                == (change.leader_epoch, change.partition_epoch))
+
+    def _isr_change_refused(self, change: IsrChange, error: Exception) -> None:
+        # Certainly not committed: the maximal ISR drops the joiner and the next check may
+        # propose again, from the metadata as it is by now.
+        if self._wants_isr_change(change):
+            log.info("%s-%d: ISR change %s refused: %s", change.topic, change.partition,
+                     list(change.new_isr), error)
+            state = self.leaders[change.tp]
+            state.pending_isr = None
 
     def leader_high_watermark(self, tp: TopicPartition) -> int | None:
         """As a follower of `tp`: the leader's high watermark when it last answered us."""

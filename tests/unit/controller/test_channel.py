@@ -9,6 +9,7 @@ import pytest
 
 from rillet.defs.broker_config import Voter
 from rillet.controller.channel import ControllerChannel
+from rillet.controller.isr import IsrAnswer, IsrChange
 from rillet.controller.topics import TopicResult, TopicSpec
 from rillet.metadata.image import MetadataImage
 from rillet.metadata.view import MetadataView
@@ -34,8 +35,13 @@ class FakeController:
         self.calls.append("create_topics")
         return [TopicResult(s.name) for s in specs]
 
-    async def alter_partition(self, *args: Any) -> None:
-        self.calls.append("alter_partition")
+    async def alter_partitions(self, leader_id: int, changes: list[IsrChange]
+                               ) -> list[IsrAnswer]:
+        self.calls.append("alter_partitions")
+        return [None for _ in changes]
+
+
+CHANGE = IsrChange("t", 0, 0, 0, (1,))
 
 
 def _channel(leader_id: int | None) -> tuple[ControllerChannel, FakeController]:
@@ -50,18 +56,19 @@ def test_the_quorum_leader_calls_its_own_controller() -> None:
     channel, controller = _channel(leader_id=1)
     assert channel.is_local and channel.leader() is None
     results = asyncio.run(channel.create_topics([TopicSpec("t")]))
-    asyncio.run(channel.alter_partition("t", 0, 1, 0, 0, [1]))
+    answers = asyncio.run(channel.alter_partitions(1, [CHANGE]))
     assert [r.name for r in results] == ["t"] and results[0].error is None
-    assert controller.calls == ["create_topics", "alter_partition"]
+    assert answers == [None]
+    assert controller.calls == ["create_topics", "alter_partitions"]
 
 
 def test_another_node_asks_the_leader_it_knows() -> None:
     channel, controller = _channel(leader_id=2)
     assert not channel.is_local
     assert channel.leader() == Voter(2, "127.0.0.1", 2)
-    # Not a topic this node knows: refused before anything is sent.
-    with pytest.raises(errors.NotController):
-        asyncio.run(channel.alter_partition("t", 0, 1, 0, 0, [1]))
+    # Not a topic this node knows: answered (to be asked again) before anything is sent.
+    [answer] = asyncio.run(channel.alter_partitions(1, [CHANGE]))
+    assert isinstance(answer, errors.NotController)
     assert controller.calls == []
 
 
