@@ -35,11 +35,12 @@ export CONTAINERS_CONF=${CONTAINERS_CONF:-$cache_root/containers.conf}
 say() { echo "kind.sh: $*" >&2; }
 
 # What `down` must leave exactly as `up` found it: links, addresses, routes, firewall, the kernel
-# settings a privileged node could reach (all of /proc/sys but per-boot noise).
+# settings a privileged node could reach (all of /proc/sys but counters). Links named vethN are
+# left out: podman makes and removes one per container, for any user of podman on this machine.
 machine_state() {
-  echo "## ip link"; ip -o link show | sed -E 's/^[0-9]+: //; s/ link\/.*//' | sort
-  echo "## ip addr"; ip -o addr show | awk '{print $2, $3, $4}' | sort
-  echo "## ip route"; ip route show table all | sort
+  echo "## ip link"; ip -o link show | sed -E 's/^[0-9]+: //; s/ link\/.*//' | grep -vE '^veth[0-9]+@' | sort
+  echo "## ip addr"; ip -o addr show | awk '{print $2, $3, $4}' | grep -vE '^veth[0-9]+ ' | sort
+  echo "## ip route"; ip route show table all | grep -vE " dev veth[0-9]+ " | sort
   echo "## iptables"; iptables-save | grep -v '^#' | sed -E 's/\[[0-9]+:[0-9]+\]//'
   echo "## ip6tables"; ip6tables-save 2>/dev/null | grep -v '^#' | sed -E 's/\[[0-9]+:[0-9]+\]//'
   echo "## nft"; nft list ruleset 2>/dev/null
