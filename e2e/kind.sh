@@ -192,7 +192,7 @@ YAML
   # kubectl on this machine reaches the control plane's own address (no port publishing: the
   # node network is internal, without NAT)
   sed -E "s#server: https://.*#server: $api_server#" "$state/kind-kubeconfig" > "$kubeconfig"
-  kubectl_ apply -f "$here/kind/coredns.yaml" >/dev/null
+  kubectl_ apply -f "$here/kind/network.yaml" -f "$here/kind/coredns.yaml" >/dev/null
   wait_for "4 nodes Ready" 300 nodes_ready
   wait_for "CoreDNS available" 180 kubectl_ -n kube-system rollout status deploy/coredns --timeout=5s
   say "up in $((SECONDS - t0)) s (cluster $((SECONDS - tb)) s); KUBECONFIG=$kubeconfig"
