@@ -35,18 +35,25 @@ export CONTAINERS_CONF=${CONTAINERS_CONF:-$cache_root/containers.conf}
 say() { echo "kind.sh: $*" >&2; }
 
 # What `down` must leave exactly as `up` found it: links, addresses, routes, firewall, the kernel
-# settings a privileged node could reach (all of /proc/sys but counters). Links named vethN are
-# left out: podman makes and removes one per container, for any user of podman on this machine.
-machine_state() {
-  echo "## ip link"; ip -o link show | sed -E 's/^[0-9]+: //; s/ link\/.*//' | grep -vE '^veth[0-9]+@' | sort
-  echo "## ip addr"; ip -o addr show | awk '{print $2, $3, $4}' | grep -vE '^veth[0-9]+ ' | sort
-  echo "## ip route"; ip route show table all | grep -vE " dev veth[0-9]+ " | sort
+# settings a privileged node could reach (all of /proc/sys but counters), and podman's objects of
+# ours. Left out: links named vethN (podman makes and removes one per container, for any user of
+# podman here) and the local stand-in's bridge rillet0* (e2e/local-cluster remakes it per run).
+machine_state() (
+  set +e +o pipefail  # an empty section is fine (no ip6tables rules, say)
+  noise='^(veth[0-9]+|rillet0)|dev (veth[0-9]+|rillet0)'
+  echo "## ip link"; ip -o link show | sed -E 's/^[0-9]+: //; s/ link\/.*//' | grep -vE "$noise" | sort
+  echo "## ip addr"; ip -o addr show | awk '{print $2, $3, $4}' | grep -vE "$noise" | sort
+  echo "## ip route"; ip route show table all | grep -vE "$noise" | sort
   echo "## iptables"; iptables-save | grep -v '^#' | sed -E 's/\[[0-9]+:[0-9]+\]//'
   echo "## ip6tables"; ip6tables-save 2>/dev/null | grep -v '^#' | sed -E 's/\[[0-9]+:[0-9]+\]//'
   echo "## nft"; nft list ruleset 2>/dev/null
+  echo "## podman objects of ours"
+  podman ps -a --format '{{.Names}}' | grep rillet-kind
+  podman network ls --format '{{.Name}}' | grep rillet-kind
+  podman volume ls --format '{{.Name}} {{.Labels}}' | grep rillet-kind
   echo "## sysctl"
-  sysctl -a 2>/dev/null | grep -vE '^(fs\.(dentry-state|inode-nr|inode-state|file-nr|aio-nr|quota\.)|kernel\.(random\.|ns_last_pid|pty\.nr|sched_domain)|net\.netfilter\.nf_conntrack_count|net\.(ipv4|ipv6)\.(conf|neigh)\.(veth|podman|rillet|k8s|cni)|vm\.(stat_refresh|drop_caches))'
-}
+  sysctl -a 2>/dev/null | grep -vE '^(fs\.(dentry-state|inode-nr|inode-state|file-nr|aio-nr|quota\.)|kernel\.(random\.|ns_last_pid|pty\.nr|sched_domain)|net\.netfilter\.nf_conntrack_count|net\.(ipv4|ipv6)\.(conf|neigh)\.(veth|podman|rillet0|k8s|cni)|vm\.(stat_refresh|drop_caches))'
+)
 
 ensure_containers_conf() {
   # podman here needs explicit default_ulimits (root lacks CAP_SYS_RESOURCE): the file the local
