@@ -157,7 +157,7 @@ up() {
   ensure_containers_conf
   local built; built=$("$here/kind/build")
   kind_bin=$(sed -n 1p <<<"$built"); node_image=$(sed -n 2p <<<"$built")
-  k8s_bin=$(dirname "$(ls "$cache_root"/kind/k8s/*/bin/kubelet | tail -1)")
+  k8s_bin=$(sed -n 3p <<<"$built")
   local tb=$SECONDS
   write_podman_wrapper
   ensure_network
