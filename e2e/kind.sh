@@ -221,6 +221,7 @@ down() {
     if diff <(cat "$state/machine-before") <(machine_state) > "$state/machine-diff"; then
       say "machine as before up: links, addresses, routes, iptables, nft, sysctl identical"
       rm -f "$state/machine-before" "$state/machine-diff"
+      rmdir "$state" 2>/dev/null || true
     else
       say "the machine differs from before up (kept in $state/machine-diff):"
       cat "$state/machine-diff" >&2
