@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from localk8s import cluster, host, images  # noqa: E402
 from localk8s.host import Layout  # noqa: E402
 from localk8s.kube import Kube  # noqa: E402
+from localk8s.testing import restricted_namespace  # noqa: E402
 from mission import Mission, expected_rows  # noqa: E402
 
 NAMESPACE = "rillet-demo"
@@ -95,9 +96,10 @@ def up(args: argparse.Namespace) -> int:
     stages.start(f"helm install the operator (release {RELEASE} in {OPERATOR_NS})")
     _run(["kubectl", "apply", "--server-side", "--force-conflicts", "-f",
           str(layout.repo / "crds")], kubeconfig)
+    if kube.get_or_none("Namespace", OPERATOR_NS) is None:   # the operator's pods: restricted
+        kube.create(restricted_namespace(OPERATOR_NS))
     _run([helm, "upgrade", "--install", RELEASE, str(layout.repo / "helm" / "rillet"),
-          "--namespace", OPERATOR_NS, "--create-namespace", "--wait", "--timeout", "300s"],
-         kubeconfig)
+          "--namespace", OPERATOR_NS, "--wait", "--timeout", "300s"], kubeconfig)
 
     m = Mission(kube, str(kubeconfig), NAMESPACE, report=stages.info)
     if kube.get_or_none("Namespace", NAMESPACE) is not None:

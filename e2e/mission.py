@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from localk8s.kube import ApiError, Kube
+from localk8s.testing import RESTRICTED_CONTAINER, RESTRICTED_POD, restricted_namespace
 
 REPO = Path(__file__).resolve().parents[1]
 SPARK_IMAGE = "rillet/spark:dev"
@@ -111,8 +112,7 @@ class Mission:
 
     def create_namespace(self) -> None:
         if self.kube.get_or_none("Namespace", self.ns) is None:
-            self.kube.create({"apiVersion": "v1", "kind": "Namespace",
-                              "metadata": {"name": self.ns}})
+            self.kube.create(restricted_namespace(self.ns))
         self.wait(f"service account default in {self.ns}",
                   lambda: self.kube.get_or_none("ServiceAccount", "default", self.ns), 60)
 
@@ -191,10 +191,11 @@ class Mission:
         self.kube.create({"apiVersion": "batch/v1", "kind": "Job",
                           "metadata": {"name": name, "namespace": self.ns},
                           "spec": {"backoffLimit": 0, "template": {"spec": {
-                              "restartPolicy": "Never",
+                              "restartPolicy": "Never", "securityContext": RESTRICTED_POD,
                               "containers": [{
                                   "name": "producer", "image": SPARK_IMAGE,
                                   "imagePullPolicy": "IfNotPresent",
+                                  "securityContext": RESTRICTED_CONTAINER,
                                   "command": ["python3", "-m", "rillet_spark.produce",
                                               "--bootstrap-servers", self.bootstrap(),
                                               "--topic", self.topic, "--rate", str(p.rate),
@@ -304,12 +305,13 @@ class Mission:
         self.kube.create({"apiVersion": "batch/v1", "kind": "Job",
                           "metadata": {"name": name, "namespace": self.ns},
                           "spec": {"backoffLimit": 0, "template": {"spec": {
-                              "restartPolicy": "Never",
+                              "restartPolicy": "Never", "securityContext": RESTRICTED_POD,
                               "volumes": [{"name": "data", "persistentVolumeClaim": {
                                   "claimName": DATA_CLAIM}}],
                               "containers": [{
                                   "name": "show", "image": SPARK_IMAGE,
                                   "imagePullPolicy": "IfNotPresent",
+                                  "securityContext": RESTRICTED_CONTAINER,
                                   "command": ["python3", "-m", "rillet_spark.show", "/data/out",
                                               "--json"],
                                   "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]}}}})

@@ -3,6 +3,7 @@ downward-API field paths, the CRI log format, the Dockerfile inputs the image ca
 probe thresholds."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from localk8s.agent import _cri_log_lines
@@ -13,7 +14,8 @@ import pytest
 from localk8s.images import (DebootstrapProgress, ImageSpec, _build_step, _copy_sources,
                              inputs_hash, run_reporting)
 from localk8s.probes import ProbeState
-from localk8s.volumes import expand, field_value
+from localk8s.pods import non_root_refusal, security_args
+from localk8s.volumes import VolumeWriter, expand, field_value
 
 POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "labels": {"b": "2", "a": "1"}},
        "spec": {"nodeName": "rillet-e2e-b"}, "status": {"podIP": "198.18.0.9", "hostIP": "198.18.0.1"}}
@@ -110,3 +112,42 @@ def test_kubectl_is_built_only_when_none_is_on_path(tmp_path: Path, monkeypatch)
     assert cluster.os.environ["PATH"] == f"{tmp_path / 'bin'}:/usr/bin"
     monkeypatch.setattr(cluster.shutil, "which", lambda name: "/opt/k/kubectl")
     assert cluster.ensure_kubectl(None) == "/opt/k/kubectl" and built == ["kubectl"]
+
+
+def test_security_contexts_become_podman_flags_container_over_pod() -> None:
+    pod = {"runAsUser": 1000, "runAsNonRoot": True, "fsGroup": 2000}
+    container = {"runAsUser": 1001, "readOnlyRootFilesystem": True,
+                 "allowPrivilegeEscalation": False,
+                 "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}
+    assert security_args(pod, container) == [
+        "--user", "1001", "--group-add", "2000", "--read-only", "--read-only-tmpfs=false",
+        "--cap-drop", "all",
+        "--cap-add", "NET_BIND_SERVICE", "--security-opt", "no-new-privileges"]
+    assert security_args({}, {}) == []
+    assert security_args({"runAsUser": 5, "runAsGroup": 6}, {}) == ["--user", "5:6"]
+
+
+def test_fs_group_makes_a_claims_files_group_writable(tmp_path) -> None:
+    claim = tmp_path / "claim"
+    (claim / "sub").mkdir(parents=True)
+    (claim / "sub" / "f").write_text("x")
+    os.chmod(claim / "sub" / "f", 0o600)
+    pod = {"metadata": {"namespace": "ns"},
+           "spec": {"securityContext": {"fsGroup": 4321},
+                    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "c"}}]}}
+    VolumeWriter(None, pod, tmp_path / "vols", lambda ns, name: claim).prepare()
+    for p in (claim, claim / "sub", claim / "sub" / "f"):
+        assert os.stat(p).st_gid == 4321
+    assert os.stat(claim / "sub").st_mode & 0o2070 == 0o2070
+    assert os.stat(claim / "sub" / "f").st_mode & 0o777 == 0o660
+
+
+def test_run_as_non_root_is_checked_against_the_images_user_as_the_kubelet_does() -> None:
+    strict = {"runAsNonRoot": True}
+    assert non_root_refusal(strict, {}, "1001:1001") is None
+    assert "will run as root" in non_root_refusal(strict, {}, "")
+    assert "will run as root" in non_root_refusal(strict, {}, "root")
+    assert "non-numeric user (spark)" in non_root_refusal(strict, {}, "spark")
+    assert non_root_refusal(strict, {"runAsUser": 185}, "") is None
+    assert "breaks non-root" in non_root_refusal({}, {"runAsNonRoot": True, "runAsUser": 0}, "")
+    assert non_root_refusal({}, {}, "") is None

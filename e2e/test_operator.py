@@ -22,7 +22,8 @@ import pytest
 import yaml
 
 from localk8s.kube import ApiError, Kube
-from localk8s.testing import pod_ready
+from localk8s.testing import (RESTRICTED_CONTAINER, RESTRICTED_POD, pod_ready,
+                             restricted_namespace)
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -123,7 +124,7 @@ def operator(k8s, helm) -> Iterator[tuple[str, str]]:
         yield ns, release
         return
     ns = f"rillet-system-{uuid.uuid4().hex[:5]}"
-    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    kube.create(restricted_namespace(ns))
     release = f"op{uuid.uuid4().hex[:4]}"
     out = helm_run(helm, k8s.kubeconfig, "install", release, str(REPO / "helm" / "rillet"),
                    "--namespace", ns, *values)
@@ -147,7 +148,7 @@ def cluster_ns(k8s, operator) -> Iterator[str]:
     """A namespace with the example Cluster (3 brokers, zone-aware, persistent) Ready in it."""
     kube = k8s.kube
     ns = f"e2e-rillet-{uuid.uuid4().hex[:5]}"
-    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    kube.create(restricted_namespace(ns))
     cluster = _manifest("cluster.yaml")
     cluster["metadata"]["namespace"] = ns
     kube.request("POST", _cr_path(ns, "clusters"), cluster)
@@ -186,7 +187,7 @@ def start_job(kube: Kube, ns: str, args: list[str], env: list[dict] | None = Non
     entries; `secrets`: Secret name -> where the container mounts it."""
     name = f"client-{uuid.uuid4().hex[:6]}"
     container = {"name": "client", "image": CLIENT_IMAGE, "imagePullPolicy": "IfNotPresent",
-                 "args": args, "env": env or [],
+                 "args": args, "env": env or [], "securityContext": RESTRICTED_CONTAINER,
                  "volumeMounts": [{"name": f"s{i}", "mountPath": path, "readOnly": True}
                                   for i, path in enumerate((secrets or {}).values())]}
     volumes = [{"name": f"s{i}", "secret": {"secretName": secret}}
@@ -194,7 +195,8 @@ def start_job(kube: Kube, ns: str, args: list[str], env: list[dict] | None = Non
     kube.create({"apiVersion": "batch/v1", "kind": "Job",
                  "metadata": {"name": name, "namespace": ns},
                  "spec": {"backoffLimit": 0, "template": {"spec": {
-                     "restartPolicy": "Never", "containers": [container],
+                     "restartPolicy": "Never", "securityContext": RESTRICTED_POD,
+                     "containers": [container],
                      "volumes": volumes}}}})
     return name
 
@@ -300,6 +302,30 @@ def test_cluster_ready_with_brokers_in_three_zones_and_racks(k8s, cluster_ns):
     printed = kubectl(k8s.kubeconfig, "get", "rlc", "-n", ns, "-o", "wide")
     assert printed.returncode == 0 and "BOOTSTRAP" in printed.stdout, printed
     assert f"{CLUSTER}-bootstrap.{ns}" in printed.stdout
+
+
+def test_the_brokers_run_unprivileged_in_a_namespace_enforcing_restricted(k8s, cluster_ns):
+    """The namespace enforces the restricted Pod Security Standard (the API server's
+    PodSecurity admission refuses any pod breaking it), and the brokers are Ready there: as
+    user 1001, not root, with a read-only root filesystem and no capabilities. The broker
+    StatefulSet, sent again as a server-side dry run, draws no PodSecurity warning."""
+    kube, ns = k8s.kube, cluster_ns
+    labels = kube.get("Namespace", ns)["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    pod = kube.get("Pod", f"{CLUSTER}-broker-0", ns)
+    assert pod_ready(pod)
+    assert "as uid 1001 " in kube.logs(f"{CLUSTER}-broker-0", ns, "broker")   # its start line
+    broker = pod["spec"]["containers"][0]["securityContext"]
+    assert broker["readOnlyRootFilesystem"] is True and broker["capabilities"]["drop"] == ["ALL"]
+    sts = kube.get("StatefulSet", f"{CLUSTER}-broker", ns)
+    for key in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"):
+        sts["metadata"].pop(key, None)
+    sts.pop("status", None)
+    dry = subprocess.run(["kubectl", "apply", "--dry-run=server", "-f", "-"],
+                         input=json.dumps(sts), capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "KUBECONFIG": k8s.kubeconfig})
+    assert dry.returncode == 0, dry.stderr
+    assert "PodSecurity" not in dry.stderr, dry.stderr
 
 
 def test_topic_ready_and_every_partition_spans_three_racks(k8s, cluster_ns):

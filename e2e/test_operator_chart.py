@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import yaml
 
-CHART = Path(__file__).resolve().parents[1] / "helm" / "rillet"
+REPO = Path(__file__).resolve().parents[1]
+CHART = REPO / "helm" / "rillet"
+sys.path.insert(0, str(REPO))
+from tests.pod_security import restricted_violations  # noqa: E402
 
 
 def _helm(helm: str, *args: str) -> str:
@@ -94,3 +98,18 @@ def test_two_releases_share_no_cluster_scoped_object_but_the_crds(helm):
                              "resources": ["clusterroles"], "verbs": ["bind"],
                              "resourceNames": [node_reader]}]
     assert not names["one"] & names["two"], names["one"] & names["two"]
+
+
+def test_the_operator_pod_meets_the_restricted_standard_with_a_writable_tmp(helm):
+    """Its root filesystem is read-only, yet it writes its client key for ssl: /tmp is an
+    in-memory emptyDir (without it every secured Cluster's reconcile fails)."""
+    dep = next(d for d in _render(helm) if d["kind"] == "Deployment")
+    pod = dep["spec"]["template"]["spec"]
+    assert restricted_violations(pod) == []
+    container = pod["containers"][0]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    tmp = next(m for m in container["volumeMounts"] if m["mountPath"] == "/tmp")
+    assert next(v for v in pod["volumes"] if v["name"] == tmp["name"])["emptyDir"]
+    mine = _render(helm, "securityContext.runAsUser=1000720000")
+    assert next(d for d in mine if d["kind"] == "Deployment")["spec"]["template"]["spec"][
+        "containers"][0]["securityContext"]["runAsUser"] == 1000720000

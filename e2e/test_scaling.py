@@ -15,6 +15,7 @@ from typing import Iterator
 import pytest
 
 from localk8s.kube import Kube
+from localk8s.testing import restricted_namespace
 from test_operator import (ZONE, _cr_path, _debug, columns, condition, delete_namespace,
                            events, get_cr, job_result, kubectl, operator, patch_cr, run_job,
                            start_job, wait_event)  # noqa: F401 (fixture)
@@ -35,7 +36,7 @@ def scaled(k8s, operator) -> Iterator[dict]:  # noqa: F811
     """A 3-broker zone-aware Cluster with two Topics, bulk data, and the stream Job running."""
     kube = k8s.kube
     ns = f"e2e-scale-{uuid.uuid4().hex[:5]}"
-    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    kube.create(restricted_namespace(ns))
     kube.request("POST", _cr_path(ns, "clusters"), {
         "apiVersion": "rillet.io/v1alpha1", "kind": "Cluster",
         "metadata": {"name": CLUSTER, "namespace": ns},

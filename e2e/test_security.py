@@ -15,6 +15,7 @@ import pytest
 from cryptography import x509
 
 from localk8s.kube import Kube
+from localk8s.testing import restricted_namespace
 from test_operator import (_cr_path, _debug, condition, delete_namespace, get_cr, job_result,
                            kubectl, operator, patch_cr, run_job, start_job)  # noqa: F401 (fixture)
 
@@ -55,7 +56,7 @@ def _acls(prefix: str) -> dict:
 def secured(k8s, operator) -> Iterator[str]:  # noqa: F811
     kube = k8s.kube
     ns = f"e2e-sec-{uuid.uuid4().hex[:5]}"
-    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    kube.create(restricted_namespace(ns))
     try:
         _apply(kube, ns, "clusters", "Cluster", CLUSTER, {
             # Ephemeral: the renewal rolls every broker, each back with an empty disk (its

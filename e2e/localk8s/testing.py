@@ -1,4 +1,6 @@
-"""Helpers for e2e tests: manifests of the e2e echo image and bounded waits on pods."""
+"""Helpers for e2e tests: manifests of the e2e echo image, namespaces that enforce the
+restricted Pod Security Standard and what a test's own pods need to run in them, and bounded
+waits on pods."""
 from __future__ import annotations
 
 import json
@@ -11,6 +13,22 @@ from typing import Any
 from .kube import ApiError, Kube
 
 ECHO_IMAGE = "rillet/e2e-echo:dev"
+
+# The product runs where platform teams enforce the restricted standard: the API server's
+# PodSecurity admission refuses any pod in these namespaces that breaks it (enforce), and
+# answers a warning for it (warn), so a test sees a refusal as an API error, not a hang.
+RESTRICTED_LABELS = {"pod-security.kubernetes.io/enforce": "restricted",
+                     "pod-security.kubernetes.io/enforce-version": "latest",
+                     "pod-security.kubernetes.io/warn": "restricted",
+                     "pod-security.kubernetes.io/warn-version": "latest"}
+# A test's own pods (client Jobs) under it; their images' USER is numeric and not root.
+RESTRICTED_POD = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def restricted_namespace(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": dict(RESTRICTED_LABELS)}}
 
 
 def echo_container(name: str = "echo", **extra: Any) -> dict:

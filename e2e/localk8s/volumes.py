@@ -80,6 +80,7 @@ class VolumeWriter:
         if "emptyDir" in vol:
             target.mkdir(parents=True, exist_ok=True)
             os.chmod(target, 0o777)
+            self._own(target)
             return target
         if "hostPath" in vol:
             path = Path(vol["hostPath"]["path"])
@@ -87,7 +88,9 @@ class VolumeWriter:
                 path.mkdir(parents=True, exist_ok=True)
             return path
         if "persistentVolumeClaim" in vol:
-            return self.pv_lookup(self.ns, vol["persistentVolumeClaim"]["claimName"])
+            path = self.pv_lookup(self.ns, vol["persistentVolumeClaim"]["claimName"])
+            self._own(path)
+            return path
         files: dict[str, tuple[bytes, int]] = {}
         if "configMap" in vol:
             self._configmap(vol["configMap"], files, vol["configMap"].get("defaultMode", 0o644))
@@ -110,6 +113,22 @@ class VolumeWriter:
             raise VolumeError(f"volume {name}: unsupported type {sorted(set(vol) - {'name'})}")
         write_files(target, files)
         return target
+
+    def _own(self, path: Path) -> None:
+        """The pod's fsGroup, as the kubelet applies it to volumes that support ownership
+        (fsGroupChangePolicy Always): every file and folder gets that group, group read and
+        write, and folders the setgid bit, so a non-root user of the pod can write there."""
+        gid = (self.pod["spec"].get("securityContext") or {}).get("fsGroup")
+        if gid is None:
+            return
+        for folder, dirs, files in os.walk(path):
+            os.chown(folder, -1, gid)
+            os.chmod(folder, os.stat(folder).st_mode & 0o7777 | 0o2070)
+            for name in files:
+                f = os.path.join(folder, name)
+                if not os.path.islink(f):
+                    os.chown(f, -1, gid)
+                    os.chmod(f, os.stat(f).st_mode & 0o7777 | 0o060)
 
     # ---- sources ------------------------------------------------------------------------------
 

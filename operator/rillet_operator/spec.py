@@ -44,6 +44,9 @@ class PodTemplate:
     labels: tuple[tuple[str, str], ...] = ()
     annotations: tuple[tuple[str, str], ...] = ()
     priority_class_name: str | None = None
+    # None: the restricted Pod Security Standard's defaults (builders/security_context.py).
+    security_context: dict | None = None
+    container_security_context: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,7 @@ def parse_storage(raw: Mapping[str, Any] | None) -> Storage:
 
 def parse_cluster(name: str, namespace: str, spec: Mapping[str, Any]) -> ClusterSpec:
     pod = ((spec.get("template") or {}).get("pod")) or {}
+    broker_container = ((spec.get("template") or {}).get("brokerContainer")) or {}
     pdb = spec.get("pdb") or {}
     max_unavailable = pdb.get("maxUnavailable", 1)
     if isinstance(max_unavailable, bool) or not isinstance(max_unavailable, int) \
@@ -178,7 +182,9 @@ def parse_cluster(name: str, namespace: str, spec: Mapping[str, Any]) -> Cluster
             tolerations=tuple(pod.get("tolerations") or ()),
             labels=tuple(sorted((pod.get("labels") or {}).items())),
             annotations=tuple(sorted((pod.get("annotations") or {}).items())),
-            priority_class_name=pod.get("priorityClassName") or None),
+            priority_class_name=pod.get("priorityClassName") or None,
+            security_context=pod.get("securityContext"),
+            container_security_context=broker_container.get("securityContext")),
         pdb_max_unavailable=max_unavailable,
         rebalance=parse_rebalance(spec.get("rebalance")),
         listeners=parse_listeners(spec.get("listeners")),

@@ -286,7 +286,7 @@ def start_script(spec: ClusterSpec) -> str:
         f' --set "listeners=$listeners"'
         f' --set "advertised.listeners={advertised}"',
         f'if [ -s {RACK_FILE} ]; then set -- "$@" --set "broker.rack=$(cat {RACK_FILE})"; fi',
-        'echo "rillet: starting node $ordinal ($roles) with $*" >&2',
+        'echo "rillet: starting node $ordinal ($roles) as uid $(id -u) with $*" >&2',
         'exec rillet serve "$@"',
     ])
 

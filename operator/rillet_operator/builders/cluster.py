@@ -13,6 +13,7 @@ from rillet.defs.dynamic_keys import DYNAMIC_KEYS
 from ..spec import ClusterSpec
 from . import broker_config as bc
 from . import names
+from . import security_context as sc
 
 
 CERT_ANNOTATION = "rillet.io/broker-cert"
@@ -114,6 +115,7 @@ def config_hash(spec: ClusterSpec, cluster_id: str, admin_http: bool) -> str:
 
 def _rack_init(spec: ClusterSpec) -> dict:
     return {"name": "rack", "image": spec.image, "imagePullPolicy": spec.image_pull_policy,
+            "securityContext": sc.container_security_context(spec),
             "command": ["python3", "-c", bc.RACK_INIT_SCRIPT],
             "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
                     {"name": "RACK_TOPOLOGY_KEY", "value": spec.rack_topology_key}],
@@ -140,19 +142,22 @@ def statefulset(spec: ClusterSpec, cluster_id: str, admin_http: bool,
         "ports": ports,
         "volumeMounts": [{"name": "data", "mountPath": bc.DATA_MOUNT},
                          {"name": "config", "mountPath": bc.CONFIG_MOUNT, "readOnly": True},
-                         {"name": "rack", "mountPath": bc.RACK_MOUNT}],
+                         {"name": "rack", "mountPath": bc.RACK_MOUNT},
+                         {"name": "tmp", "mountPath": "/tmp"}],
+        "securityContext": sc.container_security_context(spec),
+        "resources": sc.resources(spec),
         **_probes(admin_http),
     }
-    if spec.resources:
-        container["resources"] = spec.resources
     volumes = [{"name": "config", "configMap": {"name": names.config_map(spec.name)}},
-               {"name": "rack", "emptyDir": {}}]
+               {"name": "rack", "emptyDir": {}},
+               {"name": "tmp", "emptyDir": {}}]
     if spec.secured:
         container["volumeMounts"].append({"name": "certs", "mountPath": bc.CERTS_MOUNT,
                                           "readOnly": True})
         volumes.append({"name": "certs", "secret": {"secretName": names.broker_certs(spec.name)}})
     pod_spec: dict = {
         "serviceAccountName": names.service_account(spec.name),
+        "securityContext": sc.pod_security_context(spec),
         "terminationGracePeriodSeconds": 30,
         "containers": [container],
         "volumes": volumes,

@@ -52,7 +52,7 @@ def test_statefulset_identity_storage_rack_and_policies():
     broker = pod["containers"][0]
     assert broker["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": 8080}
     assert broker["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": 8080}
-    assert {v["name"] for v in pod["volumes"]} == {"config", "rack"}  # data is a claim
+    assert {v["name"] for v in pod["volumes"]} == {"config", "rack", "tmp"}  # data: a claim
 
 
 def test_ephemeral_storage_and_no_rack():
