@@ -42,7 +42,7 @@ from rillet.storage.log_config import LogConfig
 from rillet.storage.log_loader import LogLoader, rebuild_producer_state
 from rillet.storage.offset_files import (HIGH_WATERMARK_NAME, LOG_START_NAME, write_offset_file,
                                          write_recovery_point)
-from rillet.storage.producer_state import CompletedTxn, ProducerStateManager
+from rillet.storage.producer_state import ProducerStateManager
 from rillet.storage.segment import LogSegment
 from rillet.storage.transactions import index_aborts, marker_in
 from rillet.storage.txn_index import AbortedTxn
@@ -225,13 +225,14 @@ class PartitionLog:
         markers = [marker_in(data, h) for h in headers]
         now_ms = self.local.now_ms()
         self.local.write(data, [(h, h.base_offset, h.max_timestamp) for h in headers], now_ms)
-        completed: list[CompletedTxn] = []
         for header, marker in zip(headers, markers):
             ended = self.producer_state.replay(header, marker)
             if ended is not None:
-                completed.append(ended)
+                # Indexed at once: an abort's stable offset is the one at its marker, before
+                # later batches of the chunk open or close other transactions (as the leader
+                # and a replay from disk record it).
+                index_aborts(self.producer_state, [ended], self.local.segment_holding)
             self.epochs.assign(header.partition_leader_epoch, header.base_offset)
-        index_aborts(self.producer_state, completed, self.local.segment_holding)
         self._snapshot_if_rolled()
         return AppendInfo(headers[0].base_offset, headers[-1].last_offset, -1, self.log_start_offset)
 

@@ -179,6 +179,25 @@ def test_follower_replay_builds_the_same_state(tmp_path: Path) -> None:
     assert follower.aborted_transactions(0, 5) == leader.aborted_transactions(0, 5)
 
 
+def test_a_follower_indexes_each_abort_with_the_stable_offset_at_its_marker(
+        tmp_path: Path) -> None:
+    """Two aborts in one replicated chunk: P2 opens first, P1 after it, P1 aborts, then P2.
+    P1's entry must say the stable offset was P2's first offset when P1 aborted, as the
+    leader's does; taken after the whole chunk it would skip P2's abort in a search."""
+    leader = open_log(tmp_path / "leader")
+    append(leader, txn(2, 0))                    # 0-1: P2 opens
+    append(leader, txn(1, 0))                    # 2-3: P1 opens
+    append(leader, marker(1, commit=False))      # 4: P1 aborts, P2 still open
+    append(leader, marker(2, commit=False))      # 5: P2 aborts
+    follower = open_log(tmp_path / "follower")
+    data = bytearray(b"".join(batch for _, batch in leader.batches()))
+    follower.append_replicated(data, parse_batches(data, strict=False))
+    expected = leader.aborted_transactions(0, 6)
+    assert [(t.producer_id, t.last_stable_offset) for t in expected] == [(1, 0), (2, 6)]
+    assert follower.aborted_transactions(0, 6) == expected
+    assert follower.aborted_transactions(0, 5) == leader.aborted_transactions(0, 5)
+
+
 def test_cleaner_drops_aborted_batches_and_stops_at_the_lso(tmp_path: Path) -> None:
     import asyncio
 
