@@ -34,9 +34,18 @@ from ..tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 RETRY_BACKOFF_S = 0.5
-# The controller's own "no" to a change: it is certainly not committed.
+# The controller's own "no" to a change: asking again cannot help.
 REJECTIONS = (errors.FencedLeaderEpoch, errors.InvalidUpdateVersion, errors.InvalidRequest,
               errors.IneligibleReplica, errors.UnknownTopicOrPartition, errors.UnknownTopicId)
+# Of those, the ones that prove the change was not committed. A stale epoch or an unknown
+# partition can also answer a change asked again after its first answer was lost, when that
+# first attempt did commit: only the metadata says which ISR holds (Kafka's
+# Partition.handleAlterPartitionError keeps its pending state for those, too).
+NOT_COMMITTED = (errors.IneligibleReplica, errors.InvalidRequest)
+
+
+def proves_not_committed(error: Exception) -> bool:
+    return isinstance(error, NOT_COMMITTED)
 
 
 class IsrChannel(Protocol):

@@ -33,7 +33,7 @@ from ..storage.log import AppendInfo, PartitionLog
 from ..storage.manager import LogManager
 from ..tasks import cancel_and_wait
 from ..topic_config import effective
-from .alter_partition_manager import AlterPartitionManager, IsrChannel
+from .alter_partition_manager import AlterPartitionManager, IsrChannel, proves_not_committed
 from .fetcher import FollowerSide, ReplicaFetcher
 from .leader import PartitionLeaderState
 from .purgatory import AcksWaiters, FetchWaiters
@@ -361,13 +361,16 @@ class ReplicaManager:
                 == (change.leader_epoch, change.partition_epoch))
 
     def _isr_change_refused(self, change: IsrChange, error: Exception) -> None:
-        # Certainly not committed: the maximal ISR drops the joiner and the next check may
-        # propose again, from the metadata as it is by now.
-        if self._wants_isr_change(change):
-            log.info("%s-%d: ISR change %s refused: %s", change.topic, change.partition,
-                     list(change.new_isr), error)
-            state = self.leaders[change.tp]
-            state.pending_isr = None
+        if not self._wants_isr_change(change):
+            return
+        log.info("%s-%d: ISR change %s refused: %s", change.topic, change.partition,
+                 list(change.new_isr), error)
+        if proves_not_committed(error):
+            # The maximal ISR drops the joiner and the next check may propose again.
+            self.leaders[change.tp].pending_isr = None
+        # Otherwise the change may have committed on an earlier attempt: the maximal ISR
+        # keeps counting the joiner (so the high watermark never passes it) until the
+        # metadata brings the ISR or a new leadership, which clears the pending change.
 
     def leader_high_watermark(self, tp: TopicPartition) -> int | None:
         """As a follower of `tp`: the leader's high watermark when it last answered us."""

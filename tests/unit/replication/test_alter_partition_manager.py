@@ -8,7 +8,8 @@ from typing import Callable
 
 from rillet.controller.isr import IsrAnswer, IsrChange
 from rillet.protocol import errors
-from rillet.replication.alter_partition_manager import AlterPartitionManager, settle
+from rillet.replication.alter_partition_manager import (AlterPartitionManager,
+                                                      proves_not_committed, settle)
 
 BOUND_S = 5.0
 
@@ -171,3 +172,16 @@ def test_settle_sorts_answers_into_accepted_refused_and_retried() -> None:
     assert out.accepted == changes[:1]
     assert [c for c, _ in out.refused] == changes[1:2]
     assert out.retry == changes[2:]
+
+
+def test_only_a_refusal_that_proves_nothing_committed_drops_the_pending_isr() -> None:
+    """A change asked again after a lost answer may already be committed: the controller then
+    answers a stale partition epoch or leader epoch, and the leader must keep counting the
+    joiner until the metadata says (else its high watermark could pass a replica that is in
+    the controller's ISR and may be elected)."""
+    assert proves_not_committed(errors.IneligibleReplica("fenced broker"))
+    assert proves_not_committed(errors.InvalidRequest("named twice"))
+    for stale in (errors.InvalidUpdateVersion("epoch 6, not 5"),
+                  errors.FencedLeaderEpoch("epoch 3"),
+                  errors.UnknownTopicOrPartition("t-0")):
+        assert not proves_not_committed(stale)
