@@ -14,7 +14,7 @@ import pytest
 from localk8s.images import (DebootstrapProgress, ImageSpec, _build_step, _copy_sources,
                              inputs_hash, run_reporting)
 from localk8s.probes import ProbeState
-from localk8s.pods import non_root_refusal, security_args
+from localk8s.security import non_root_refusal, security_args
 from localk8s.volumes import VolumeWriter, expand, field_value
 
 POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "labels": {"b": "2", "a": "1"}},

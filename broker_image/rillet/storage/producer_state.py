@@ -20,8 +20,10 @@ InvalidTxnState; a marker from an older producer epoch InvalidProducerEpoch, fro
 coordinator epoch TransactionCoordinatorFenced. Producers with an open transaction are
 never expired nor dropped with deleted segments: their first offset holds the last stable
 offset (LSO) back. A transaction whose marker is written but not yet below the high
-watermark still holds the LSO (``unreplicated``), so a marker a new leader may lack is
-never read past.
+watermark still holds the LSO (``unreplicated``), so while this process runs a marker a
+new leader may lack is never read past. Known gap (Kafka has it too): after a restart,
+``unreplicated`` is rebuilt only from markers after the snapshot's offset, so a marker
+before it but not yet below the high watermark no longer holds the LSO.
 
 Appends are staged (``begin`` -> ``ProducerAppend.check/record`` -> ``commit``)
 so a request whose second batch fails leaves no trace of the first.
