@@ -394,6 +394,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    # A SIGTERM (e.g. `timeout`) unwinds like Ctrl-C, so every `finally` stops its brokers
+    # (started in their own sessions, they would outlive this process).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.warmup_records is None:
         args.warmup_records = args.records
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]

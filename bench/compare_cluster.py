@@ -251,6 +251,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--step-timeout", type=float, default=600)
     parser.add_argument("--systems", default="rillet,kafka")
     args = parser.parse_args(argv)
+    # A SIGTERM (e.g. `timeout`) unwinds like Ctrl-C, so every `finally` stops its brokers
+    # (started in their own sessions, they would outlive this process).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.warmup_records is None:
         args.warmup_records = args.records
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
