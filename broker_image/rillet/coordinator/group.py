@@ -99,7 +99,7 @@ class Group(GroupStateMachine):
             self.static_members[req.group_instance_id] = member_id
         if self.state == GroupState.PREPARING_REBALANCE and self._initial_join:
             self._new_member_added = True
-        self._maybe_prepare_rebalance(now)
+        self._maybe_prepare_rebalance(now, f"member {member_id} joined")
 
     def _update_member_and_rebalance(self, member: Member, req: JoinRequest, now: int,
                                      callback: JoinCallback) -> None:
@@ -111,7 +111,7 @@ class Group(GroupStateMachine):
         member.session_timeout_ms = req.session_timeout_ms
         member.join_callback = callback
         self._touch(member, now)
-        self._maybe_prepare_rebalance(now)
+        self._maybe_prepare_rebalance(now, f"member {member.member_id} rejoined")
 
     def _rejoin_static_member(self, req: JoinRequest, new_id: str, now: int,
                               callback: JoinCallback) -> None:
@@ -148,7 +148,7 @@ class Group(GroupStateMachine):
                                 self.protocol_name, old_leader or ""))
             return
         member.join_callback = callback
-        self._maybe_prepare_rebalance(now)
+        self._maybe_prepare_rebalance(now, f"static member {req.group_instance_id} rejoined")
 
     # -- SyncGroup -------------------------------------------------------------
 
@@ -224,7 +224,7 @@ class Group(GroupStateMachine):
             return NONE
         if member_id not in self.members:
             return errors.UnknownMemberId.code
-        self.remove_member(member_id, now)
+        self.remove_member(member_id, now, "left the group")
         return NONE
 
     # -- offsets -----------------------------------------------------------------

@@ -16,12 +16,15 @@ change it guards can never interleave with another request.
 """
 from __future__ import annotations
 
+import logging
 from typing import Callable
 
 from ..protocol import errors
 from ..protocol.consumer_protocol import parse_subscription_topics
 from .group_types import (NONE, GroupConfig, GroupState, JoinResult, Member,
                           OffsetAndMetadata, SyncResult)
+
+log = logging.getLogger(__name__)
 
 
 class GroupStateMachine:
@@ -115,13 +118,17 @@ class GroupStateMachine:
 
     # -- rebalance -------------------------------------------------------------
 
-    def _maybe_prepare_rebalance(self, now: int) -> None:
+    def _maybe_prepare_rebalance(self, now: int, reason: str) -> None:
         if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY):
-            self._prepare_rebalance(now)
+            self._prepare_rebalance(now, reason)
         elif self.state == GroupState.PREPARING_REBALANCE:
             self._try_complete_join(now)
 
-    def _prepare_rebalance(self, now: int) -> None:
+    def _prepare_rebalance(self, now: int, reason: str) -> None:
+        # One line per rebalance, as Kafka's coordinator logs: what a user reads when a
+        # group keeps rebalancing or waits for a member that does not rejoin.
+        log.info("group %s: preparing to rebalance in state %s, generation %d (%s)",
+                 self.group_id, self.state.value, self.generation_id, reason)
         if self.state == GroupState.COMPLETING_REBALANCE:
             for m in self.members.values():
                 m.assignment = b""
@@ -171,6 +178,8 @@ class GroupStateMachine:
         self.protocol_name = self.select_protocol()
         if self.leader_id not in self.members:
             self.leader_id = next(iter(self.members))
+        log.info("group %s: generation %d with %d member(s), protocol %s", self.group_id,
+                 self.generation_id, len(self.members), self.protocol_name)
         self._transition(GroupState.COMPLETING_REBALANCE, now)
         self.pending_sync = set(self.members)
         self.sync_deadline = now + self._max_rebalance_timeout()
@@ -195,14 +204,14 @@ class GroupStateMachine:
             self.leader_id = next(iter(self.members), None)
         return member
 
-    def remove_member(self, member_id: str, now: int) -> None:
+    def remove_member(self, member_id: str, now: int, reason: str) -> None:
         member = self._remove(member_id)
         if member.join_callback is not None:
             member.join_callback(JoinResult(errors.UnknownMemberId.code, member_id))
         if member.sync_callback is not None:
             member.sync_callback(SyncResult(errors.UnknownMemberId.code))
         if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(now)
+            self._prepare_rebalance(now, f"member {member_id} {reason}")
         elif self.state == GroupState.PREPARING_REBALANCE:
             self._try_complete_join(now)
 
@@ -217,12 +226,12 @@ class GroupStateMachine:
             if mid not in self.members or self._kept_alive(m):
                 continue
             if now >= m.heartbeat_deadline:
-                self.remove_member(mid, now)  # session timeout
+                self.remove_member(mid, now, "missed its session timeout")
         if self.state == GroupState.COMPLETING_REBALANCE and self.sync_deadline is not None \
                 and now >= self.sync_deadline:
             for mid in list(self.pending_sync):
                 if mid in self.members:
-                    self.remove_member(mid, now)
+                    self.remove_member(mid, now, "did not sync in time")
         if self.state == GroupState.PREPARING_REBALANCE and self.rebalance_deadline is not None:
             if now >= self.rebalance_deadline:
                 self._on_rebalance_deadline(now)

@@ -286,3 +286,25 @@ def test_follower_rejoin_in_stable_group_gets_current_generation() -> None:
     g.join(req(member_id=follower.member_id, client="b" if follower is b_box.value else "a"),
            50, again)
     assert again.value.generation_id == follower.generation_id and g.state == GroupState.STABLE
+
+
+def test_leader_rejoin_in_stable_group_starts_a_generation_and_says_why(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # Kafka's rule: a rejoining leader may bring new metadata, so it rebalances; the
+    # other members must rejoin (kafka-python 3.0.12's leader rejoins once more after a
+    # poll timed out mid-join, which a consumer that stops polling never answers).
+    g, _ = make()
+    a = join_new(g, 0, client="a").value
+    b_box = join_new(g, 0, client="b")
+    a_box = Box()
+    g.join(req(member_id=a.member_id, client="a"), 0, a_box)
+    sync_all(g, 0, [a_box.value, b_box.value])
+    leader = a_box.value if a_box.value.leader == a_box.value.member_id else b_box.value
+    assert g.state == GroupState.STABLE
+    caplog.set_level("INFO", logger="rillet.coordinator.group_state")
+    again = Box()
+    g.join(req(member_id=leader.member_id, client="a" if leader is a_box.value else "b"),
+           50, again)
+    assert again.value is None and g.state == GroupState.PREPARING_REBALANCE
+    assert f"member {leader.member_id} rejoined" in caplog.text
+    assert "preparing to rebalance in state Stable, generation 2" in caplog.text
