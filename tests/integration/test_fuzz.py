@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 
 from rillet.protocol.build import build
 from rillet.protocol.codec import encode_request, request_schema
-from rillet.protocol.errors import CorruptMessage, InvalidRequest, NotLeaderOrFollower
+from rillet.protocol.bounds import MAX_REQUEST_ELEMENTS
+from rillet.protocol.errors import (CorruptMessage, InvalidRequest, NotLeaderOrFollower,
+                                    UnknownTopicOrPartition)
 from rillet.records import Compression, Record, encode_batch
 from tests import tagged_frames
 from tests.bombs import zstd_rle_bomb
@@ -21,7 +23,7 @@ from tests.fuzz import campaign
 from tests.fuzz import targets as campaign_targets
 from tests.harness import BrokerProcess
 
-from ..wire import Wire
+from ..wire import Wire, compact_array, compact_string, request_header_v2, tags
 
 
 def _valid_frames() -> list[bytes]:
@@ -131,6 +133,40 @@ def _hit_and_check(host: str, port: int, node: BrokerProcess) -> None:
 
 def test_the_51_byte_frame_closes_only_its_connection(fuzz_broker: BrokerProcess) -> None:
     _hit_and_check(fuzz_broker.host, fuzz_broker.port, fuzz_broker)
+
+
+def _metadata_v9(names: list[bytes]) -> bytes:
+    """A Metadata v9 request frame (no size prefix) naming ``names``, each as given."""
+    body = compact_array([compact_string(n.decode()) + tags() for n in names])
+    return request_header_v2(3, 9, 7) + body + b"\x00\x00\x00" + tags()
+
+
+def test_a_request_past_the_element_budget_closes_only_its_connection(
+        fuzz_broker: BrokerProcess) -> None:
+    """An audit's find: 4 million empty names (8 MB, far under socket.request.max.bytes) grew
+    a broker by 1.7 GB and held its event loop for minutes. Past the element budget a
+    request is malformed, however few bytes it takes; refused before anything is decoded."""
+    rss = campaign_targets.rss_kb(fuzz_broker)
+    logged = len(fuzz_broker.log_path.read_bytes())
+    frame = _metadata_v9([b""] * (MAX_REQUEST_ELEMENTS + 1))
+    with Wire(fuzz_broker.bootstrap) as w:
+        w.send_raw(struct.pack(">i", len(frame)) + frame)
+        assert w.is_closed(), "the oversized request did not close its connection"
+    new = fuzz_broker.log_path.read_bytes()[logged:].decode(errors="replace")
+    assert "array elements in one message" in new, new
+    _still_healthy(fuzz_broker)
+    # Nothing was decoded: resident memory grew by less than the frame's own size allows.
+    assert campaign_targets.rss_kb(fuzz_broker) - rss < 64 * 1024
+
+
+def test_a_topic_named_many_times_is_answered_once(fuzz_broker: BrokerProcess) -> None:
+    """As Kafka's handler takes the names as a set: 100,000 copies of one name, one answer."""
+    frame = _metadata_v9([b"never-created"] * 100_000)
+    with Wire(fuzz_broker.bootstrap, timeout=60) as w:
+        _, resp = w.request_frame(3, 9, frame)
+    assert [(t.name, t.error_code) for t in resp.topics] == [
+        ("never-created", UnknownTopicOrPartition.code)]  # auto-creation not asked for
+    _still_healthy(fuzz_broker)
 
 
 def test_a_follower_fetch_of_an_old_version_is_answered(fuzz_broker: BrokerProcess) -> None:

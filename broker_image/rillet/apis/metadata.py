@@ -81,6 +81,10 @@ async def metadata(ctx: RequestContext, req: Any) -> Any:
     requested = req.topics
     if ctx.version == 0 and not requested:
         requested = None
+    elif requested is not None:
+        # Each topic answered once, as Kafka's handler takes the names as a set: a request
+        # naming one topic a million times costs one answer, not a million.
+        requested = list({(t.name, getattr(t, "topic_id", None)): t for t in requested}.values())
     topics: list[dict[str, Any]] = []
     if requested is None:
         topics = [_topic(t, image) for t in image.topics.values()

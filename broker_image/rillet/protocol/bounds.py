@@ -11,6 +11,16 @@ section that is not empty goes to `Layout.check_tags`, which is rare enough not 
 Checks of the position against the end are made before each byte read and once at the end,
 not after every field: nothing is allocated while walking, so a position past the end only
 has to be caught before it is read from or returned.
+
+Bytes alone do not bound the cost of a message: an element can take a single byte on the wire
+(an empty compact string takes two) and tens of bytes decoded, and every element a handler
+answers costs it time on the event loop. An 8 MB Metadata request of 4 million empty names,
+well under socket.request.max.bytes, grew a broker by 1.7 GB and held its loop for minutes.
+So the check also counts the elements of every array at any depth, and refuses a message
+past a budget (MAX_REQUEST_ELEMENTS, MAX_RESPONSE_ELEMENTS) as it walks: far above what any
+client sends for the partitions a node can carry (a Fetch or Produce of 10,000 partitions
+is about 10,000 elements; a Metadata answer for 10,000 partitions at RF 3 about 70,000), far
+below what would stall the node. Tagged fields are bounded by their declared lengths alone.
 """
 from __future__ import annotations
 
@@ -22,6 +32,10 @@ from .layout import (Fixed, Layout, Malformed, PrimitiveArray, Sized, Step, Stru
                      layout_of, read_uvarint)
 
 Check = Callable[[Any, int, int], int]
+
+# Array elements (at any depth, primitive ones included) one message may hold.
+MAX_REQUEST_ELEMENTS = 250_000
+MAX_RESPONSE_ELEMENTS = 2_000_000
 
 
 def _short() -> NoReturn:
@@ -44,8 +58,13 @@ def _bad_marker(marker: int) -> NoReturn:
     raise Malformed(f"struct marker {marker} is neither -1 nor 1")
 
 
+def _over_budget(limit: int) -> NoReturn:
+    raise Malformed(f"more than {limit:,} array elements in one message")
+
+
 _HELPERS = {"_short": _short, "_too_many": _too_many, "_negative": _negative,
-            "_null_array": _null_array, "_bad_marker": _bad_marker, "uvarint": read_uvarint,
+            "_null_array": _null_array, "_bad_marker": _bad_marker,
+            "_over_budget": _over_budget, "uvarint": read_uvarint,
             "i16": struct.Struct(">h").unpack_from, "i32": struct.Struct(">i").unpack_from}
 
 
@@ -53,19 +72,26 @@ _HELPERS = {"_short": _short, "_too_many": _too_many, "_negative": _negative,
 def compiled_check(cls: type) -> Check:
     """(buffer, offset, end) -> where the ``cls`` message at offset ends; raises Malformed
     as `layout_of(cls).check` does."""
-    emitter = _Emitter()
+    emitter = _Emitter(element_budget(cls))
     emitter.layout(layout_of(cls), 1)
-    source = "\n".join(["def check(buf, pos, end):", *emitter.lines,
+    source = "\n".join(["def check(buf, pos, end):", "    elements = 0", *emitter.lines,
                         "    if pos > end: _short()", "    return pos"])
     namespace = dict(_HELPERS, **emitter.tag_checks)
     exec(compile(source, f"<bounds of {cls.__qualname__}>", "exec"), namespace)
     return namespace["check"]
 
 
+def element_budget(cls: type) -> int:
+    """How many array elements a message of type ``cls`` may hold."""
+    kind = getattr(getattr(cls, "__type__", None), "name", "")
+    return MAX_RESPONSE_ELEMENTS if kind == "response" else MAX_REQUEST_ELEMENTS
+
+
 class _Emitter:
     """Python source lines for a layout, one method per kind of step."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
         self.lines: list[str] = []
         self.tag_checks: dict[str, Callable[[Any, int, int], int]] = {}
 
@@ -141,4 +167,6 @@ class _Emitter:
             null, value = "n == -1", "n"
         self.emit(indent, f"if {null}:", "    " + ("n = 0" if nullable else "_null_array()"),
                   f"else: n = {value}",
-                  f"if n * {min_size} > end - pos: _too_many(n, end - pos)")
+                  f"if n * {min_size} > end - pos: _too_many(n, end - pos)",
+                  "elements += n",
+                  f"if elements > {self.budget}: _over_budget({self.budget})")

@@ -21,21 +21,18 @@ def parse_subscription_topics(data: bytes) -> set[str] | None:
 
 
 def parse_assignment(data: bytes) -> tuple[tuple[str, int], ...]:
-    """Partitions of a consumer-protocol Assignment (ConsumerProtocolAssignment, any version)."""
-    if len(data) < 6:
+    """Partitions of a consumer-protocol Assignment (ConsumerProtocolAssignment, any
+    version); () when it is not one. A member wrote these bytes, so every count is bounded
+    by the bytes that remain: each read past the end raises, however large the count."""
+    try:
+        r = FieldReader(data)
+        r.i16()
+        out: list[tuple[str, int]] = []
+        for _ in range(r.i32()):
+            topic = r.string()
+            if topic is None:
+                return ()
+            out += [(topic, r.i32()) for _ in range(r.i32())]
+        return tuple(out)
+    except (struct.error, UnicodeDecodeError):
         return ()
-    pos = 2
-    (topics,) = struct.unpack_from(">i", data, pos)
-    pos += 4
-    out = []
-    for _ in range(max(topics, 0)):
-        (n,) = struct.unpack_from(">h", data, pos)
-        topic = data[pos + 2:pos + 2 + n].decode("utf-8")
-        pos += 2 + n
-        (count,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        for _ in range(max(count, 0)):
-            (p,) = struct.unpack_from(">i", data, pos)
-            pos += 4
-            out.append((topic, p))
-    return tuple(out)

@@ -1,7 +1,7 @@
 """__consumer_offsets record layouts and the group -> partition mapping."""
 from __future__ import annotations
 
-from rillet.protocol.consumer_protocol import parse_subscription_topics
+from rillet.protocol.consumer_protocol import parse_assignment, parse_subscription_topics
 from rillet.coordinator.group_snapshot import GroupSnapshot, LoadedMember
 from rillet.coordinator.group_types import OffsetAndMetadata
 from rillet.coordinator.records import (GroupKey, OffsetKey, decode_group_value, decode_key,
@@ -36,3 +36,16 @@ def test_subscription_topics() -> None:
     sub = b"\x00\x01" + b"\x00\x00\x00\x02" + b"\x00\x01a" + b"\x00\x02bb" + b"\xff\xff\xff\xff"
     assert parse_subscription_topics(sub) == {"a", "bb"}
     assert parse_subscription_topics(b"\x00") is None
+
+
+def test_assignment_partitions_and_lying_counts() -> None:
+    good = (b"\x00\x01" + b"\x00\x00\x00\x01" + b"\x00\x01a" + b"\x00\x00\x00\x02"
+            + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x03" + b"\xff\xff\xff\xff")
+    assert parse_assignment(good) == (("a", 0), ("a", 3))
+    assert parse_assignment(b"") == ()
+    # A member's bytes: 2**31-1 topics, then a name of length 0 and one of length -6 (which
+    # walked the old parser backwards for about 2**31 rounds), and bad UTF-8.
+    lying = b"\x00\x00" + b"\x7f\xff\xff\xff" + b"\x00\x00" + b"\x00\x00\x00\x00" + b"\xff\xfa"
+    assert parse_assignment(lying) == ()
+    assert parse_assignment(b"\x00\x00\x00\x00\x00\x01\x00\x01\xff\x00\x00\x00\x00") == ()
+    assert parse_assignment(b"\x00\x00\x7f\xff\xff\xff" + b"\x00\x01a\x7f\xff\xff\xff") == ()
