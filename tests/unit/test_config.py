@@ -59,6 +59,13 @@ def test_topic_config_validation():
         validate_topic_configs({"cleanup.policy": "shred"})
 
 
+def test_every_bad_topic_key_is_reported_at_once():
+    with pytest.raises(ConfigError) as err:
+        validate_topic_configs({"no.such": "1", "retention.ms": "abc", "cleanup.policy": "delete"})
+    assert str(err.value) == ("unknown topic config 'no.such'; retention.ms must be a whole "
+                              "number of milliseconds, got 'abc'")
+
+
 def test_bad_advertised_listener_is_a_config_error_at_load():
     with pytest.raises(ConfigError, match="advertised|listener"):
         BrokerConfig.load(None, {"advertised.listeners": "no-port-here"})

@@ -86,20 +86,29 @@ def topic_value(broker: BrokerConfig, overrides: Mapping[str, str], key: str) ->
 
 def validate_topic_configs(configs: dict[str, str | None],
                            announce: bool = True) -> dict[str, str]:
-    """Checked overrides as strings; raises ConfigError naming the bad key. `announce`: log
-    a Kafka 3.x name's acceptance (the broker does; a caller checking a spec on every pass,
-    the operator, does not)."""
-    out = {}
+    """Checked overrides as strings; raises one ConfigError naming every bad key (a user
+    fixing a spec sees them all at once). `announce`: log a Kafka 3.x name's acceptance (the
+    broker does; a caller checking a spec on every pass, the operator, does not)."""
+    out: dict[str, str] = {}
+    problems: list[str] = []
     for key, value in configs.items():
-        d = TOPIC_DEFS.get(key)
-        if value is None and (d is not None or key in TOPIC_NO_EFFECT):
-            raise ConfigError(f"topic config {key!r} needs a value")
-        if d is None:
-            # A Kafka 3.x name: kept as given (and described as set), no effect.
-            if check_no_effect(TOPIC_NO_EFFECT, "topic", key, value, announce):
-                out[key] = value
-                continue
-            raise ConfigError(f"unknown topic config {key!r}")
-        parse_value(d.definition, value)
-        out[key] = value
+        try:
+            out[key] = _checked(key, value, announce)
+        except ConfigError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ConfigError("; ".join(problems))
     return out
+
+
+def _checked(key: str, value: str | None, announce: bool) -> str:
+    d = TOPIC_DEFS.get(key)
+    if value is None and (d is not None or key in TOPIC_NO_EFFECT):
+        raise ConfigError(f"topic config {key!r} needs a value")
+    if d is None:
+        # A Kafka 3.x name: kept as given (and described as set), no effect.
+        if value is not None and check_no_effect(TOPIC_NO_EFFECT, "topic", key, value, announce):
+            return value
+        raise ConfigError(f"unknown topic config {key!r}")
+    parse_value(d.definition, value)
+    return value
