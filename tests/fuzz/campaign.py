@@ -28,6 +28,7 @@ import argparse
 import asyncio
 import json
 import random
+import signal
 import sys
 import tempfile
 import time
@@ -251,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replay", type=Path, help="send a kept batch again, and stop")
     parser.add_argument("--to", help="with --replay: host:port to send it to instead")
     args = parser.parse_args(argv)
+    # A SIGTERM (e.g. `timeout`) unwinds like Ctrl-C, so the nodes (in their own sessions)
+    # are stopped by the `finally` and `with` blocks below instead of outliving the campaign.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.replay:
         return replay(args.replay, args.to)
     seed = args.seed if args.seed is not None else random.randrange(2**32)
