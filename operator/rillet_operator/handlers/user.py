@@ -30,10 +30,11 @@ from rillet.defs.acl import AclBinding
 from .. import pki
 from ..builders import names
 from ..conditions import Outcome
+from ..pause import is_paused
 from ..spec import ClusterSpec, SpecError, UserSpec, parse_cluster, parse_user
 from ..user_quotas import quota_changes, removal, user_entity
 from . import access
-from .common import kube, one_pass, retry_or_let_go, write_outcome
+from .common import kube, one_pass, paused_pass, retry_or_let_go, write_outcome
 
 ADMIN_TIMEOUT_S = 10.0
 MECHANISM = "SCRAM-SHA-512"
@@ -137,6 +138,8 @@ async def _apply_quotas(admin: Any, us: UserSpec, before: str, owner: Any) -> No
 async def reconcile(body: Any, meta: Any, spec: Any, status: Any, name: str, namespace: str,
                     patch: kopf.Patch, logger: Any, memo: Any, **_: Any) -> None:
     async with one_pass(memo, "User", name, namespace, status, patch) as current:
+        if paused_pass(patch, current, meta, body, logger):
+            return
         outcome = await _reconcile(body, spec, current, name, namespace, patch, logger)
         write_outcome(patch, current, outcome, meta.get("generation") or 0, body, logger)
 
@@ -219,7 +222,11 @@ async def _reconcile(body: Any, spec: Any, status: dict, name: str, namespace: s
 async def delete(spec: Any, meta: Any, name: str, namespace: str, body: Any, logger: Any,
                  **_: Any) -> None:
     """The User's ACLs and SCRAM credential leave the cluster (its Secret goes by owner
-    reference); let go when the Cluster is gone or unreachable (common.retry_or_let_go)."""
+    reference); let go when the Cluster is gone or unreachable (common.retry_or_let_go). A
+    paused User (pause.py) is let go with its credentials, ACLs and quotas left in place."""
+    if is_paused(meta):
+        logger.info("user %s is paused: letting it go, the cluster keeps its access", name)
+        return
     try:
         us = parse_user(name, namespace, dict(spec))
     except SpecError:
