@@ -34,7 +34,8 @@ from ..pause import is_paused
 from ..spec import ClusterSpec, SpecError, UserSpec, parse_cluster, parse_user
 from ..user_quotas import quota_changes, removal, user_entity
 from . import access
-from .common import kube, one_pass, paused_pass, retry_or_let_go, write_outcome
+from .common import (kube, one_pass, paused_pass, replacing, retry_or_let_go,
+                     write_outcome)
 
 ADMIN_TIMEOUT_S = 10.0
 MECHANISM = "SCRAM-SHA-512"
@@ -213,7 +214,8 @@ async def _reconcile(body: Any, spec: Any, status: dict, name: str, namespace: s
         return Outcome(False, "ClusterNotReady", f"{type(exc).__name__}: {exc}",
                        reconciling=True)
     patch.status["acls"] = len(wanted)
-    patch.status["quotas"] = {k: v for k, v in us.quotas} or None
+    # A merge patch merges objects key by key: a quota dropped from the spec must go too.
+    patch.status["quotas"] = replacing(status.get("quotas"), dict(us.quotas) or None)
     patch.status["username"] = us.principal.removeprefix("User:")   # applied: see `before`
     return Outcome(True, "Ready", f"{us.principal}: {us.authentication} credentials in Secret "
                                   f"{us.name}, {len(wanted)} ACLs")
