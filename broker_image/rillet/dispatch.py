@@ -26,6 +26,7 @@ SETTLE_S = 2.0
 # Never held by request_percentage (Kafka's exempt APIs): a client must always be able to
 # learn versions and authenticate, and brokers' own RPCs (AlterPartition, registration,
 # heartbeats, transaction markers, forwarded requests) are cluster actions.
+MAX_THROTTLE_MS = 2**31 - 1   # the int32 field's largest value
 REQUEST_QUOTA_EXEMPT = frozenset({17, 18, 27, 36, 56, 58, 62, 63, 64})
 
 
@@ -128,7 +129,7 @@ def _with_throttle(response: Any, throttle_s: float) -> Any:
     field is left alone: the muted connection throttles that client all the same)."""
     if response is None or "throttle_time" not in getattr(response, "__dataclass_fields__", ()):
         return response
-    wait = datetime.timedelta(milliseconds=int(throttle_s * 1000))
+    wait = datetime.timedelta(milliseconds=min(int(throttle_s * 1000), MAX_THROTTLE_MS))
     return dataclasses.replace(response, throttle_time=max(response.throttle_time, wait))
 
 

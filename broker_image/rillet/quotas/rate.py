@@ -73,16 +73,17 @@ class RateQuota:
     def throttle_s(self, now: float) -> float:
         """How long the recorder must wait for the rate to fall back to the bound, Kafka's
         (rate - bound) / bound * window: the seconds the excess takes at the bound's pace
-        (0 when within it). Capped at the whole window, as nothing older counts."""
+        (0 when within it). Not capped, as in Kafka: a request larger than a window's worth
+        waits all the time it needs, or its samples would expire first and let the next
+        one through early."""
         if self.unlimited:
             return 0.0
         rate = self.rate(now)
         if rate <= self.bound:
             return 0.0
-        if self.bound <= 0:
+        if self.bound <= 0:   # nothing allowed: hold for a whole window at a time
             return self.samples * self.window_s
-        return min((rate - self.bound) / self.bound * self._span(now),
-                   self.samples * self.window_s)
+        return (rate - self.bound) / self.bound * self._span(now)
 
     def unrecord(self, amount: float, now: float) -> None:
         """Take back what was just recorded (a throttled fetch sends nothing, as Kafka's)."""
