@@ -3,7 +3,9 @@
 kafka-configs (the Java admin client: AlterClientQuotas, DescribeClientQuotas) sets,
 describes and deletes quotas of users, client ids, their combination and the defaults; a
 producer_byte_rate holds one producer (librdkafka) to its rate while a producer with
-another client id, on the same node at the same time, is not throttled at all.
+another client id, on the same node at the same time, is not throttled at all; a
+consumer_byte_rate holds one consumer and not another; a request_percentage throttles a
+client that keeps the broker busy, and mutes its connection for the wait.
 
 With RILLET_JAVA_TARGET=kafka the same tests run against Apache Kafka.
 """
@@ -158,3 +160,77 @@ def test_producer_byte_rate_holds_one_client_and_not_another(tools: KafkaTools,
     assert fast.max_throttle_ms == 0
     fast_bytes = sum(size for _, size in fast.acked)
     assert fast_bytes > 3 * QUOTA_BYTES_S * 6.0 / 2, fast_bytes
+
+
+def _throttle_max(stats: list[int], raw: str) -> None:
+    import json
+    for b in json.loads(raw).get("brokers", {}).values():
+        stats[0] = max(stats[0], b.get("throttle", {}).get("max", 0))
+
+
+def _read_all(bootstrap: str, topic: str, client_id: str, count: int) -> tuple[float, int, int]:
+    """librdkafka reads partition 0 from the start until ``count`` records: (seconds,
+    payload bytes, largest throttle time its broker answered)."""
+    from confluent_kafka import Consumer, TopicPartition
+    throttle = [0]
+    consumer = Consumer({"bootstrap.servers": bootstrap, "client.id": client_id,
+                         "group.id": f"g-{client_id}", "enable.auto.commit": False,
+                         "statistics.interval.ms": 500,
+                         "stats_cb": lambda raw: _throttle_max(throttle, raw)})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        started, seen, size = time.monotonic(), 0, 0
+        deadline = started + 60
+        while seen < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                seen, size = seen + 1, size + len(msg.value())
+        took = time.monotonic() - started
+        assert seen == count, f"{client_id} read {seen} of {count}"
+        end = time.monotonic() + 2
+        while time.monotonic() < end:   # a statistics report after the last fetch
+            consumer.poll(0.2)
+        return took, size, throttle[0]
+    finally:
+        consumer.close()
+
+
+def test_consumer_byte_rate_holds_one_reader_and_not_another(tools: KafkaTools,
+                                                              topic_name: str) -> None:
+    tools.create_topic(topic_name, 1)
+    producer = Producer({"bootstrap.servers": tools.bootstrap, "linger.ms": 5,
+                         "batch.size": 16384})
+    for _ in range(120):
+        producer.produce(topic_name, RECORD)
+    assert producer.flush(30) == 0
+    rate = 20_000
+    tools.configs("--alter", "--entity-type", "clients", "--entity-name", "slow-reader",
+                  "--add-config", f"consumer_byte_rate={rate}").ok()
+    took, size, throttle = _read_all(tools.bootstrap, topic_name, "slow-reader", 120)
+    # 120 KB at 20 KB/s, the first window's worth at once: about 5 s, and throttled.
+    assert throttle > 0 and size / took < 1.5 * rate, (took, size, throttle)
+    took, size, throttle = _read_all(tools.bootstrap, topic_name, "fast-reader", 120)
+    assert throttle == 0 and size / took > 1.5 * rate, (took, size, throttle)
+
+
+def test_request_percentage_throttles_a_busy_client(tools: KafkaTools) -> None:
+    """request_percentage=1: a client whose requests keep the broker busy more than 1% of
+    a second (10 ms) is answered with a wait, and its connection is muted for that long."""
+    from tests.wire import Wire
+    tools.configs("--alter", "--entity-type", "clients", "--entity-name", "wire-test",
+                  "--add-config", "request_percentage=1").ok()
+    metadata = {"topics": None, "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False}
+    with Wire(tools.bootstrap, timeout=30) as wire:
+        deadline, sent, waited = time.monotonic() + 30, 0, 0.0
+        while waited == 0 and time.monotonic() < deadline and sent < 5000:
+            waited = wire.request(3, 12, metadata).throttle_time.total_seconds()
+            sent += 1
+        assert waited > 0, f"{sent} Metadata requests in 30 s and never throttled"
+        # Just over the bound: the wait is about what the last request cost, far from 30 s.
+        started = time.monotonic()
+        wire.request(3, 12, metadata)
+        # Muted: the next request is read only once the wait is over. The wait runs from
+        # when the broker decided it (Kafka: before the answer left), so the client sees a
+        # little less of it; unmuted, the answer would take about a millisecond.
+        assert time.monotonic() - started >= 0.5 * waited, (waited, sent)
