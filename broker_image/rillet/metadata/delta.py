@@ -225,7 +225,8 @@ def _delta(old: MetadataImage, node_id: int, created: dict[str, TopicInfo],
         deleted_topics=MappingProxyType(deleted), changed_topics=MappingProxyType(changed),
         partitions=MappingProxyType(parts), configs=MappingProxyType(configs),
         acls_added=acls_added, acls_removed=acls_removed, brokers=MappingProxyType(brokers),
-        scram=scram, client_quotas=client_quotas, local=local_changes(node_id, parts.values(), deleted.values()))
+        scram=scram, client_quotas=client_quotas,
+        local=local_changes(node_id, parts.values(), deleted.values()))
 
 
 def local_changes(node_id: int, changes: Iterable[PartitionChange],

@@ -223,7 +223,7 @@ async def _reconcile(body: Any, spec: Any, status: dict, name: str, namespace: s
 
 async def delete(spec: Any, meta: Any, name: str, namespace: str, body: Any, logger: Any,
                  **_: Any) -> None:
-    """The User's ACLs and SCRAM credential leave the cluster (its Secret goes by owner
+    """The User's ACLs, SCRAM credential and quotas leave the cluster (its Secret goes by owner
     reference); let go when the Cluster is gone or unreachable (common.retry_or_let_go). A
     paused User (pause.py) is let go with its credentials, ACLs and quotas left in place."""
     if is_paused(meta):
