@@ -1,7 +1,7 @@
 """The rillet operator on a real API server: helm install, a 3-broker Cluster spread over three
 zones with rack-aware brokers, a Topic whose partitions span all racks, a real client in a Job,
-self-healing (a deleted broker pod, a deleted owned Service), refusals as conditions, namespace
-deletion, helm uninstall.
+self-healing (a deleted broker pod, a deleted owned Service), refusals as conditions, a paused
+Topic and Cluster left alone until resumed, namespace deletion, helm uninstall.
 
 One Cluster serves the module (module-scoped fixtures) to keep the wall time small; the tests
 run in file order and build on each other's state (produce before the pod restart).
@@ -618,6 +618,74 @@ def _seconds_since(stamp: str | None) -> float | None:
     t = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(
         tzinfo=datetime.timezone.utc)
     return (datetime.datetime.now(datetime.timezone.utc) - t).total_seconds()
+
+
+PAUSE = "rillet.io/pause-reconciliation"
+# Kopf's record of the resource as its last update handler saw it (main.py's diffbase).
+LAST_HANDLED = "rillet.io/last-handled-configuration"
+
+
+def _pause(kube: Kube, ns: str, plural: str, name: str, on: bool) -> None:
+    patch_cr(kube, ns, plural, name, {"metadata": {"annotations": {PAUSE: "true" if on
+                                                                   else None}}})
+
+
+def _handled_spec(kube: Kube, ns: str, plural: str, name: str) -> dict:
+    """The spec the operator's last update handler ran with: proof that a pass saw a change."""
+    handled = ((get_cr(kube, ns, plural, name) or {}).get("metadata", {}).get("annotations")
+               or {}).get(LAST_HANDLED)
+    return (json.loads(handled).get("spec") or {}) if handled else {}
+
+
+def _paused_condition(kube: Kube, ns: str, plural: str, name: str, status: str) -> dict:
+    return kube.wait_for(f"{plural} {name} ReconciliationPaused={status}", lambda: (
+        lambda c: c if c.get("status") == status else None)(condition(get_cr(
+            kube, ns, plural, name), "ReconciliationPaused")), timeout=90)
+
+
+def test_paused_topic_and_cluster_are_left_alone_until_resumed(k8s, cluster_ns):
+    """rillet.io/pause-reconciliation: "true": the operator sees each change (its handler
+    runs) and makes none; removing the annotation carries them out."""
+    kube, ns = k8s.kube, cluster_ns
+    kube.request("POST", _cr_path(ns, "topics"), {
+        "apiVersion": "rillet.io/v1alpha1", "kind": "Topic",
+        "metadata": {"name": "held", "namespace": ns},
+        "spec": {"cluster": CLUSTER, "partitions": 2, "replicas": 3}})
+    kube.wait_for("Topic held Ready", lambda: condition(get_cr(kube, ns, "topics", "held"))
+                  .get("status") == "True", timeout=120)
+
+    _pause(kube, ns, "topics", "held", True)
+    cond = _paused_condition(kube, ns, "topics", "held", "True")
+    assert cond["reason"] == "ReconciliationPaused" and PAUSE in cond["message"]
+    patch_cr(kube, ns, "topics", "held", {"spec": {"partitions": 4}})
+    kube.wait_for("the paused Topic's change handled", lambda: _handled_spec(
+        kube, ns, "topics", "held").get("partitions") == 4, timeout=90)
+    held = get_cr(kube, ns, "topics", "held")
+    assert held["status"]["partitions"] == 2
+    assert held["status"]["observedGeneration"] < held["metadata"]["generation"]
+    assert len(run_job(kube, ns, ["inspect", BOOTSTRAP, "held"])["partitions"]) == 2
+
+    _pause(kube, ns, "clusters", CLUSTER, True)
+    _paused_condition(kube, ns, "clusters", CLUSTER, "True")
+    patch_cr(kube, ns, "clusters", CLUSTER, {"spec": {"pdb": {"maxUnavailable": 0}}})
+    kube.wait_for("the paused Cluster's change handled", lambda: _handled_spec(
+        kube, ns, "clusters", CLUSTER).get("pdb", {}).get("maxUnavailable") == 0, timeout=90)
+    pdb = kube.get("PodDisruptionBudget", f"{CLUSTER}-broker", ns)
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert condition(get_cr(kube, ns, "clusters", CLUSTER))["status"] == "True"   # as it was
+
+    _pause(kube, ns, "topics", "held", False)
+    _paused_condition(kube, ns, "topics", "held", "False")
+    kube.wait_for("Topic held grown to 4", lambda: get_cr(kube, ns, "topics", "held")[
+        "status"].get("partitions") == 4, timeout=90)
+    assert len(run_job(kube, ns, ["inspect", BOOTSTRAP, "held"])["partitions"]) == 4
+    _pause(kube, ns, "clusters", CLUSTER, False)
+    _paused_condition(kube, ns, "clusters", CLUSTER, "False")
+    kube.wait_for("PDB maxUnavailable 0", lambda: kube.get(
+        "PodDisruptionBudget", f"{CLUSTER}-broker", ns)["spec"]["maxUnavailable"] == 0, 90)
+    patch_cr(kube, ns, "clusters", CLUSTER, {"spec": {"pdb": {"maxUnavailable": 1}}})
+    kube.wait_for("PDB maxUnavailable 1 again", lambda: kube.get(
+        "PodDisruptionBudget", f"{CLUSTER}-broker", ns)["spec"]["maxUnavailable"] == 1, 90)
 
 
 def test_namespace_deletion_finishes(k8s, cluster_ns):

@@ -3,7 +3,8 @@ Users, through the API server and real pods: the operator makes the CAs and cert
 publishes the CA for clients, creates each User's credentials and ACLs; Jobs with a User's
 Secret produce and consume; a User without rights and a wrong password are refused; a
 certificate renewal rolls the brokers while an acks=all client streams, without an error;
-a deleted User's credentials stop working."""
+a deleted User's credentials stop working; a User's spec.quotas hold its producer to its rate
+until they are removed."""
 from __future__ import annotations
 
 import base64
@@ -17,7 +18,8 @@ from cryptography import x509
 from localk8s.kube import Kube
 from localk8s.testing import restricted_namespace
 from test_operator import (_cr_path, _debug, condition, delete_namespace, get_cr, job_result,
-                           kubectl, operator, patch_cr, run_job, start_job)  # noqa: F401 (fixture)
+                           kubectl, operator, patch_cr, run_job, start_job,  # noqa: F401
+                           wait_event)
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -62,7 +64,8 @@ def secured(k8s, operator) -> Iterator[str]:  # noqa: F811
             # Ephemeral: the renewal rolls every broker, each back with an empty disk (its
             # metadata log too) to re-replicate before the next goes; CI run 3 lost records
             # here before a re-registering broker left the ISRs (test_unclean_restart.py).
-            "replicas": 3, "config": {"min.insync.replicas": 2},
+            # Quotas over 2 samples of 1 s: a fresh quota lets one second's worth through.
+            "replicas": 3, "config": {"min.insync.replicas": 2, "quota.window.num": 2},
             "storage": {"type": "ephemeral"},
             "listeners": [
                 {"name": "scram", "port": SCRAM_PORT, "tls": True,
@@ -293,3 +296,42 @@ def test_a_user_switched_from_scram_to_tls_keeps_its_rights_and_loses_its_passwo
     assert old["produce"] != "ok" and "Authorization" not in old["produce"], old
     new = run_job(kube, ns, ["access", MTLS, TOPIC], **_mtls_job("dave"))
     assert new["produce"] == "ok", new
+
+
+QUOTA = 100_000   # bytes/s
+QUOTA_TOPIC = f"{TOPIC}-quota"   # within erin's ACLs (topics orders*)
+
+
+def _user_status(kube: Kube, ns: str, name: str) -> dict:
+    return (get_cr(kube, ns, "users", name) or {}).get("status") or {}
+
+
+def test_a_users_quotas_hold_its_producer_until_removed(k8s, secured):
+    """spec.quotas.producerByteRate reaches the brokers (AlterClientQuotas on the User's
+    principal): its producer is throttled to about that rate; dropped from the spec, the
+    quota goes and the same producer is not throttled at all. A quota holds a client on each
+    broker (as Kafka's), so the producer writes one partition: one broker."""
+    kube, ns = k8s.kube, secured
+    _apply(kube, ns, "topics", "Topic", QUOTA_TOPIC, {"cluster": CLUSTER, "partitions": 1,
+                                                      "replicas": 3})
+    _wait_ready(k8s, ns, f"topic.rillet.io/{QUOTA_TOPIC}")
+    _apply(kube, ns, "users", "User", "erin", {
+        "cluster": CLUSTER, "authentication": {"type": "scram-sha-512"},
+        "authorization": _acls("erin-"), "quotas": {"producerByteRate": QUOTA}})
+    kube.wait_for("erin's quota applied", lambda: _user_status(kube, ns, "erin").get(
+        "quotas") == {"producer_byte_rate": float(QUOTA)}, 180)
+    held = run_job(kube, ns, ["produce-rate", SCRAM, QUOTA_TOPIC, "8", "1000"],
+                   **_scram_job("erin"))
+    assert held["failed"] == [] and held["throttle_ms_max"] > 0, held
+    # The bytes of requests count (a little more than the payload), and a fresh quota lets
+    # one second's worth through at once: about 1.1 times the rate over ~12 s.
+    assert held["bytes"] / held["seconds"] < 1.5 * QUOTA, held
+    assert wait_event(kube, ns, "erin", "QuotasUpdated")["type"] == "Normal"
+
+    patch_cr(kube, ns, "users", "erin", {"spec": {"quotas": None}})
+    kube.wait_for("erin's quota removed", lambda: "quotas" not in _user_status(
+        kube, ns, "erin"), 120)
+    free = run_job(kube, ns, ["produce-rate", SCRAM, QUOTA_TOPIC, "4", "1000"],
+                   **_scram_job("erin"))
+    assert free["failed"] == [] and free["throttle_ms_max"] == 0, free
+    assert free["bytes"] / free["seconds"] > QUOTA, free

@@ -13,6 +13,7 @@ from typing import Mapping
 
 from .defs.broker_config import BrokerConfig, Voter
 from .forwarding import ControllerForwarder
+from .quotas.manager import ClientQuotaManager
 from .replication.manager import ReplicaManager
 from .lifecycle import BrokerLifecycle
 from .metrics import BrokerMetrics
@@ -72,6 +73,7 @@ class Broker:
         self.snapshots: SnapshotStore | None = None
         self._dir_locks: DirLocks | None = None
         self.coordinator = GroupCoordinator(self)
+        self.quotas = ClientQuotaManager(lambda: self.config)
         self.cleaner = LogCleaner(self.logs, config,
                                   lambda name: dict(self.image.topic_config(name)))
         self._stop = asyncio.Event()

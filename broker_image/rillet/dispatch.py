@@ -1,6 +1,8 @@
 """Request dispatch: one frame in, one response frame (or none) out. No sockets here."""
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import logging
 import time
 from typing import Any
@@ -12,6 +14,8 @@ from .protocol.codec import (API_VERSIONS_KEY, FramingError, RequestHeader,
                              decode_header_only, decode_request, decode_response,
                              encode_response, response_schema)
 from .protocol.errors import UnsupportedVersion
+from .quotas.busy import BusyTimer
+from .quotas.entity import REQUEST_PERCENTAGE
 from .security.session import Session
 
 log = logging.getLogger(__name__)
@@ -19,6 +23,11 @@ log = logging.getLogger(__name__)
 # a commit within milliseconds (bench/metadata_propagation.py); past this the node lags
 # (cut off from the quorum) and the answer goes out anyway, its readers get retriable errors.
 SETTLE_S = 2.0
+# Never held by request_percentage (Kafka's exempt APIs): a client must always be able to
+# learn versions and authenticate, and brokers' own RPCs (AlterPartition, registration,
+# heartbeats, transaction markers, forwarded requests) are cluster actions.
+MAX_THROTTLE_MS = 2**31 - 1   # the int32 field's largest value
+REQUEST_QUOTA_EXEMPT = frozenset({17, 18, 27, 36, 56, 58, 62, 63, 64})
 
 
 def api_versions_table(listener: str = "broker") -> list[dict[str, int]]:
@@ -92,10 +101,36 @@ async def _handle(broker: BrokerServices, spec: ApiSpec, header: RequestHeader, 
             await _settle(broker, spec, header, body, relayed)
             return relayed
     ctx.header = header
-    response = await spec.handler(ctx, body)
+    ctx.request_bytes = len(frame)
+    response = await _run(ctx, spec, body)
+    if ctx.throttle_s > 0:
+        ctx.session.muted_until = max(ctx.session.muted_until,
+                                      time.monotonic() + ctx.throttle_s)
+        response = _with_throttle(response, ctx.throttle_s)
     if response is None:
         return None
     return encode_response(header.api_key, header.correlation_id, response)
+
+
+async def _run(ctx: RequestContext, spec: ApiSpec, body: Any) -> Any:
+    """The handler's response; with client quotas set, its running time counts against the
+    client's request_percentage (percent of one thread: seconds * 100)."""
+    if (spec.key in REQUEST_QUOTA_EXEMPT or ctx.listener == "controller"
+            or not ctx.broker.image.client_quotas):
+        return await spec.handler(ctx, body)
+    timer = BusyTimer(spec.handler(ctx, body))
+    response = await timer
+    ctx.record_quota(REQUEST_PERCENTAGE, timer.busy_s * 100)
+    return response
+
+
+def _with_throttle(response: Any, throttle_s: float) -> Any:
+    """The response with its throttle_time raised to ``throttle_s`` (a version without the
+    field is left alone: the muted connection throttles that client all the same)."""
+    if response is None or "throttle_time" not in getattr(response, "__dataclass_fields__", ()):
+        return response
+    wait = datetime.timedelta(milliseconds=min(int(throttle_s * 1000), MAX_THROTTLE_MS))
+    return dataclasses.replace(response, throttle_time=max(response.throttle_time, wait))
 
 
 async def _settle(broker: BrokerServices, spec: ApiSpec, header: RequestHeader, body: Any,

@@ -15,6 +15,7 @@ import itertools
 import logging
 import ssl
 import struct
+import time
 from typing import Any
 
 from .dispatch import dispatch
@@ -133,6 +134,11 @@ class KafkaServer:
                         await writer.drain()
                     if session.close_after_response:
                         return
+                    # A client quota throttled this request: read nothing more until the
+                    # wait is over (Kafka mutes the channel; KIP-219 clients wait as well).
+                    muted = session.muted_until - time.monotonic()
+                    if muted > 0:
+                        await asyncio.sleep(muted)
                 except FramingError as exc:
                     log.warning("closing connection %d from %s: %s", conn_id, peer, exc)
                     return

@@ -18,8 +18,10 @@ from typing import Iterable
 
 READY, RECONCILING, ERROR = "Ready", "Reconciling", "Error"
 SCALING, ROLLING_RESTART, CONFIG_WARNING = "Scaling", "RollingRestart", "ConfigWarning"
+RECONCILIATION_PAUSED = "ReconciliationPaused"   # pause.py
 # The order conditions are listed in.
-ORDER = (READY, RECONCILING, SCALING, ROLLING_RESTART, ERROR, CONFIG_WARNING)
+ORDER = (READY, RECONCILING, SCALING, ROLLING_RESTART, ERROR, CONFIG_WARNING,
+         RECONCILIATION_PAUSED)
 # The conditions a Cluster always carries besides Ready, Reconciling and Error.
 CLUSTER_TRACKED = (SCALING, ROLLING_RESTART, CONFIG_WARNING)
 

@@ -290,6 +290,8 @@ class UserSpec:
     cluster: str
     authentication: str  # scram-sha-512 | tls
     acls: tuple[AclRule, ...] = ()
+    # spec.quotas as Kafka's quota keys (producer_byte_rate, ...) -> value; empty: none.
+    quotas: tuple[tuple[str, float], ...] = ()
 
     @property
     def principal(self) -> str:
@@ -299,6 +301,11 @@ class UserSpec:
 
 
 USER_AUTHENTICATIONS = ("scram-sha-512", "tls")
+# User.spec.quotas fields (Strimzi's names) -> Kafka's quota keys; the byte rates are whole.
+USER_QUOTAS = {"producerByteRate": ("producer_byte_rate", True),
+               "consumerByteRate": ("consumer_byte_rate", True),
+               "requestPercentage": ("request_percentage", False),
+               "controllerMutationRate": ("controller_mutation_rate", False)}
 ACL_RESOURCES = {"topic": "TOPIC", "group": "GROUP", "cluster": "CLUSTER",
                  "transactionalid": "TRANSACTIONAL_ID"}
 ACL_OPERATIONS = ("Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction",
@@ -350,4 +357,25 @@ def parse_user(name: str, namespace: str, spec: Mapping[str, Any]) -> UserSpec:
     authorization = spec.get("authorization") or {}
     _authorization_type(authorization)
     acls = tuple(parse_acl(i, a) for i, a in enumerate(authorization.get("acls") or ()))
-    return UserSpec(name, namespace, str(cluster), auth, acls)
+    return UserSpec(name, namespace, str(cluster), auth, acls,
+                    parse_quotas(spec.get("quotas") or {}))
+
+
+def parse_quotas(raw: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
+    """spec.quotas as (Kafka key, value) pairs, sorted; a field left out sets no quota."""
+    out = []
+    for field_name, value in raw.items():
+        known = USER_QUOTAS.get(field_name)
+        if known is None:
+            raise SpecError("InvalidSpec", f"spec.quotas.{field_name} is not one of "
+                                           f"{', '.join(USER_QUOTAS)}")
+        if value is None:
+            continue
+        key, whole = known
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 \
+                or (whole and value != int(value)):
+            kind = "a whole number > 0" if whole else "a number > 0"
+            raise SpecError("InvalidSpec", f"spec.quotas.{field_name} must be {kind}, "
+                                           f"got {value!r}")
+        out.append((key, float(value)))
+    return tuple(sorted(out))

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from rillet.client import security
+from rillet.client import quotas, security
 
 from rillet_operator import pki
 from rillet_operator.builders import broker_config as bc
@@ -21,6 +21,7 @@ from rillet_operator.builders import names
 from rillet_operator.handlers.access import Target, client_context
 from rillet_operator.handlers.user import desired_acls
 from rillet_operator.spec import ClusterSpec, parse_cluster, parse_user
+from rillet_operator.user_quotas import quota_changes, user_entity
 from tests.harness import BrokerProcess, free_ports, listening
 from tests.integration.test_sasl_acl import _consume, _produce
 
@@ -272,3 +273,23 @@ def test_aiokafka_over_sasl_ssl_and_mtls(env, tmp_path):
     assert set(frank) <= set(_run(round_trip(scram, "frank-g", frank)))
     gina = [f"g{i}".encode() for i in range(5)]
     assert set(gina) <= set(_run(round_trip(mtls, "gina-g", gina)))
+
+
+def test_a_users_spec_quotas_are_applied_changed_and_removed(env):
+    """What the User handler does with spec.quotas (handlers/user.py _apply_quotas), through
+    the operator's own connection, as the broker stores and describes it."""
+    entity = user_entity("User:dave")
+
+    async def apply(spec_quotas: dict) -> dict:
+        us = parse_user("dave", "ns", {"cluster": CLUSTER, "quotas": spec_quotas,
+                                       "authentication": {"type": "scram-sha-512"}})
+        async with env.admin() as admin:
+            await quotas.alter_quotas(admin, entity, quota_changes(
+                dict(us.quotas), await quotas.describe_quotas(admin, entity)))
+            return await quotas.describe_quotas(admin, entity)
+
+    assert _run(apply({"producerByteRate": 1048576, "requestPercentage": 50})) == {
+        "producer_byte_rate": 1048576.0, "request_percentage": 50.0}
+    assert _run(apply({"consumerByteRate": 2048, "requestPercentage": 50})) == {
+        "consumer_byte_rate": 2048.0, "request_percentage": 50.0}
+    assert _run(apply({})) == {}

@@ -25,8 +25,8 @@ OPERATOR = ROOT / "operator"
 SHARED = "rillet.defs"
 # What the operator may import of rillet, exactly: its client and the error codes are meant
 # for it, and the shared definitions (every module of rillet.defs is allowed, not required).
-OPERATOR_IMPORTS = {"rillet.client", "rillet.client.security", "rillet.protocol",
-                    "rillet.protocol.errors"}
+OPERATOR_IMPORTS = {"rillet.client", "rillet.client.quotas", "rillet.client.security",
+                    "rillet.protocol", "rillet.protocol.errors"}
 # What the client and the protocol package may reach of the rest of rillet: the shared
 # definitions (ACL and SASL names), so the operator's image needs nothing else of the broker.
 CLIENT_PACKAGES = ("rillet.client", "rillet.protocol")

@@ -21,8 +21,8 @@ def _creation(name: str) -> NS:
 
 
 def test_every_forwarded_metadata_change_api_says_when_it_is_settled() -> None:
-    assert {k for k, s in REGISTRY.items() if s.settled is not None} == {19, 20, 30, 31}
-    assert all(REGISTRY[k].forward for k in (19, 20, 30, 31))
+    assert {k for k, s in REGISTRY.items() if s.settled is not None} == {19, 20, 30, 31, 49}
+    assert all(REGISTRY[k].forward for k in (19, 20, 30, 31, 49))
 
 
 def test_create_topics_waits_for_created_topics_only() -> None:
@@ -58,3 +58,23 @@ def test_delete_acls_waits_until_the_matched_binding_is_gone_here() -> None:
     resp = NS(filter_results=[NS(matching_acls=[matched])])
     assert not settled(_image(acls={binding}), NS(), resp)
     assert settled(_image(), NS(), resp)
+
+
+def test_alter_client_quotas_waits_until_this_node_holds_the_values() -> None:
+    settled = REGISTRY[49].settled
+    entity = [NS(entity_type="user", entity_name="alice")]
+    req = NS(validate_only=False, entries=[
+        NS(entity=entity, ops=[NS(key="producer_byte_rate", value=10.0, remove=False),
+                               NS(key="request_percentage", value=0.0, remove=True)]),
+        NS(entity=[NS(entity_type="client-id", entity_name=None)],
+           ops=[NS(key="bogus", value=1.0, remove=False)])])
+    resp = NS(entries=[NS(error_code=0), NS(error_code=42)])
+    key = (("user", "alice"),)
+
+    def image(values: dict) -> NS:
+        return NS(client_quotas={key: values} if values else {})
+    assert not settled(image({}), req, resp)
+    assert not settled(image({"producer_byte_rate": 10.0, "request_percentage": 5.0}), req,
+                       resp)
+    assert settled(image({"producer_byte_rate": 10.0}), req, resp)
+    assert settled(image({}), NS(validate_only=True, entries=req.entries), resp)

@@ -15,7 +15,7 @@ MODULES = (
     "delete_records", "alter_partition_reassignments", "list_partition_reassignments",
     "elect_leaders", "unregister_broker", "describe_log_dirs",
     "sasl_handshake", "sasl_authenticate", "user_scram_credentials", "acls", "envelope",
-    "describe_client_quotas", "write_txn_markers",
+    "client_quotas", "write_txn_markers",
     "describe_producers",
 )
 

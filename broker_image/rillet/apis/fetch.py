@@ -21,6 +21,10 @@ changes for it; checked with librdkafka 2.0.2 (issue 32).
 v4: isolation level, last stable offset. v5: log start offset. v7: sessions.
 v9: current leader epoch. v11: rack id; followers serve consumers and leaders may
 name a preferred read replica (replication/read_replica.py). v12: flexible, diverging epoch.
+A consumer's fetch counts its records' bytes against consumer_byte_rate (quotas/manager.py),
+as Kafka: one that would take the client over its quota is answered empty, with the wait,
+and not counted; a fetch never reads more than the quota's window allows, so it can pass.
+Replicas' fetches are exempt from client quotas.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ from typing import Any
 
 from ..metadata.log import METADATA_TOPIC
 from ..protocol import errors
+from ..quotas.entity import CONSUMER_BYTE_RATE
 from ..raft import rpc
 from ..raft.divergence import BelowStart, divergence
 from ..records import BATCH_HEADER_SIZE, read_header
@@ -148,9 +153,8 @@ def _divergence(plog: Any, p: Any) -> tuple[int, int] | None:
     return found
 
 
-def _read_all(ctx: RequestContext, req: Any, denied: set[str]
+def _read_all(ctx: RequestContext, req: Any, denied: set[str], budget: int
               ) -> tuple[list[dict[str, Any]], int, bool]:
-    budget = req.max_bytes
     total = 0
     errored = False
     topics = []
@@ -187,17 +191,25 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
     if req.replica_id >= 0 and not ctx.authorized("CLUSTER_ACTION", "CLUSTER", CLUSTER):
         return ctx.response({"throttle_time": 0, "session_id": 0, "responses": [],
                              "error_code": errors.ClusterAuthorizationFailed.code})
+    ctx.quota_exempt = req.replica_id >= 0
     denied = set() if req.replica_id >= 0 else \
         {t.topic for t in req.topics if not ctx.authorized("READ", "TOPIC", t.topic)}
+    budget = req.max_bytes
+    if not ctx.quota_exempt:
+        budget = min(budget, ctx.quota_allowance(CONSUMER_BYTE_RATE))
     deadline = time.monotonic() + req.max_wait.total_seconds()
     tps = [(t.topic, p.partition) for t in req.topics for p in t.partitions
            if t.topic not in denied]
     while True:
-        topics, total, errored = _read_all(ctx, req, denied)
+        topics, total, errored = _read_all(ctx, req, denied, budget)
         remaining = deadline - time.monotonic()
         if total >= req.min_bytes or errored or remaining <= 0 or not tps:
             break
         await ctx.broker.replication.wait_for_append(tps, remaining)
+    if ctx.record_quota(CONSUMER_BYTE_RATE, total) > 0:
+        ctx.unrecord_quota(CONSUMER_BYTE_RATE, total)
+        return ctx.response({"throttle_time": 0, "error_code": 0, "session_id": 0,
+                             "responses": []})
     ctx.broker.metrics.fetch_sent(total, follower=req.replica_id >= 0)
     return ctx.response({"throttle_time": 0, "error_code": 0, "session_id": 0,
                          "responses": topics})

@@ -13,6 +13,7 @@ open transaction (storage/producer_state.py) until a WriteTxnMarkers marker ends
 Clients may not write control batches (INVALID_RECORD). Gap: without a transaction
 coordinator nothing verifies that the partition was added to the transaction (KIP-890).
 v3: transactional id, RecordBatch v2. v5: log start offset. v7: zstd.
+The request's size counts against the client's producer_byte_rate (quotas/manager.py).
 v8: record errors, error message. v9: flexible. v10-11: current leader
 (KIP-951, filled on NOT_LEADER_OR_FOLLOWER).
 """
@@ -25,6 +26,7 @@ from typing import Any
 from ..coordinator.group_metadata import OFFSETS_TOPIC
 from ..protocol import errors
 from ..protocol.codec import FramingError
+from ..quotas.entity import PRODUCER_BYTE_RATE
 from ..records import BatchHeader, parse_batches
 from .registry import RequestContext, api
 
@@ -104,6 +106,7 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
         timeout_s = max(req.timeout.total_seconds(), 0.0)
         await asyncio.gather(*(_await_replication(ctx, t, p, entry, end, timeout_s)
                                for t, p, entry, end in replicated))
+    ctx.record_quota(PRODUCER_BYTE_RATE, ctx.request_bytes)
     if acks == 0:
         return None
     return ctx.response({"responses": results, "throttle_time": 0})

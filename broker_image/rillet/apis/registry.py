@@ -23,6 +23,7 @@ from ..metadata.view import MetadataView
 from ..protocol import errors
 from ..protocol.build import build
 from ..protocol.codec import RequestHeader, response_schema
+from ..quotas.manager import ClientQuotaManager, user_of
 from ..raft.node import RaftNode
 from ..replication.manager import ReplicaManager
 from ..security.authorizer import Authorizer
@@ -60,6 +61,34 @@ class RequestContext:
     # The dispatcher that made this context: Envelope hands its inner frame back to it
     # (apis never import dispatch, which imports them).
     redispatch: "Redispatch | None" = None
+    request_bytes: int = 0   # the request's size on the wire (what producer_byte_rate counts)
+    # The longest wait a client quota asked of this request (quotas/manager.py); dispatch
+    # puts it in the response's throttle_time and mutes the connection for it.
+    throttle_s: float = 0.0
+    quota_exempt: bool = False   # a replica's fetch: no client quota holds it (as Kafka)
+
+    def record_quota(self, key: str, amount: float) -> float:
+        """Count ``amount`` against this client's quota ``key``; the wait it asks for (this
+        request's throttle grows to it)."""
+        if self.quota_exempt:
+            return 0.0
+        wait = self.broker.quotas.record(self.broker.image.client_quotas, key,
+                                         user_of(self.principal),
+                                         self.header.client_id or "", amount)
+        self.throttle_s = max(self.throttle_s, wait)
+        return wait
+
+    def quota_allowance(self, key: str) -> int:
+        """The most one request may count against quota ``key`` and still pass (a huge
+        number when no quota holds this client)."""
+        return self.broker.quotas.allowance(self.broker.image.client_quotas, key,
+                                            user_of(self.principal),
+                                            self.header.client_id or "")
+
+    def unrecord_quota(self, key: str, amount: float) -> None:
+        self.broker.quotas.unrecord(self.broker.image.client_quotas, key,
+                                    user_of(self.principal), self.header.client_id or "",
+                                    amount)
 
     @property
     def principal(self) -> str:
@@ -241,6 +270,9 @@ class BrokerServices(Protocol):
 
     @property
     def metrics(self) -> RequestMetrics | None: ...
+
+    @property
+    def quotas(self) -> ClientQuotaManager: ...
 
     @property
     def authorizer(self) -> Authorizer | None: ...   # None: every request is allowed

@@ -20,6 +20,7 @@ from ..metadata import records as mrec
 from ..metadata.delta import MetadataDelta, apply_batches, between
 from ..metadata.image import TOPIC_RESOURCE, BrokerInfo, MetadataImage, replay
 from ..protocol import errors
+from ..quotas.alter import QuotaEntry, quota_changes
 from ..defs.topic_defs import validate_topic_configs
 from ..defs.acl import AclBinding
 from ..security.acl import AclFilter
@@ -453,6 +454,15 @@ class Controller:
             records, matches = security.acl_deletions(self.image, filters)
             await self._commit(records)
             return matches
+
+    async def alter_client_quotas(self, entries: list[QuotaEntry], validate_only: bool
+                                  ) -> list[errors.KafkaError | None]:
+        """Each entry's outcome; the valid ones are committed (decided in quotas/alter.py)."""
+        async with self._exclusive():
+            records, outcome = quota_changes(self.image, entries)
+            if not validate_only:
+                await self._commit(records)
+            return outcome
 
     async def next_producer_id(self) -> int:
         async with self._exclusive():

@@ -214,6 +214,11 @@ _BROKER_DEFS = [
               _positive, "> 0"),
     ConfigDef("replication.quota.window.size.seconds", "int", 1,
               "seconds per sample of the throttle's rate", _positive, "> 0"),
+    # Client quotas (KIP-13): samples of each group's rates (quotas/manager.py).
+    ConfigDef("quota.window.num", "int", 11, "samples of a client quota's rate", _positive,
+              "> 0"),
+    ConfigDef("quota.window.size.seconds", "int", 1, "seconds per sample of a client "
+              "quota's rate", _positive, "> 0"),
     ConfigDef("socket.send.buffer.bytes", "int", 102400, effect=False),
     ConfigDef("socket.receive.buffer.bytes", "int", 102400, effect=False),
     ConfigDef("metadata.log.dir", "string", None),

@@ -26,6 +26,7 @@ from .image import (TOPIC_RESOURCE, BrokerInfo, ImageBuilder, MetadataImage, Par
 
 TopicPartition = tuple[str, int]
 ConfigResource = tuple[int, str]
+QuotaEntity = tuple[tuple[str, "str | None"], ...]
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
 
@@ -88,13 +89,14 @@ class MetadataDelta:
     acls_removed: frozenset[AclBinding] = frozenset()
     brokers: Mapping[int, BrokerChange] = _empty_map()
     scram: frozenset[tuple[str, str]] = frozenset()     # (user, mechanism) changed
+    client_quotas: frozenset[QuotaEntity] = frozenset()   # entities whose quotas changed
     local: LocalChanges = field(default_factory=LocalChanges)
 
     @property
     def is_empty(self) -> bool:
         return not (self.created_topics or self.deleted_topics or self.partitions
                     or self.configs or self.acls_added or self.acls_removed or self.brokers
-                    or self.scram)
+                    or self.scram or self.client_quotas)
 
     def topic_config_changed(self, name: str) -> bool:
         return (TOPIC_RESOURCE, name) in self.configs
@@ -157,8 +159,15 @@ def _from_builder(b: ImageBuilder, new: MetadataImage, node_id: int) -> Metadata
     scram = frozenset(k for k in b.touched_scram if old.scram.get(k) != new.scram.get(k))
     added = frozenset(a for a in b.touched_acls if a in new.acls and a not in old.acls)
     removed = frozenset(a for a in b.touched_acls if a in old.acls and a not in new.acls)
+    quotas = _changed_quotas(old, new, b.touched_quotas)
     return _delta(old, node_id, created, deleted, changed, parts, configs, added, removed,
-                  brokers, scram)
+                  brokers, scram, quotas)
+
+
+def _changed_quotas(old: MetadataImage, new: MetadataImage,
+                    entities: Iterable[QuotaEntity]) -> frozenset[QuotaEntity]:
+    return frozenset(e for e in entities if dict(old.client_quotas.get(e, _EMPTY))
+                     != dict(new.client_quotas.get(e, _EMPTY)))
 
 
 def between(old: MetadataImage, new: MetadataImage, node_id: int) -> MetadataDelta:
@@ -196,7 +205,7 @@ def between(old: MetadataImage, new: MetadataImage, node_id: int) -> MetadataDel
     scram = frozenset(k for k in {*old.scram, *new.scram} if old.scram.get(k) != new.scram.get(k))
     return _delta(old, node_id, created, deleted, changed, parts, configs,
                   frozenset(new.acls - old.acls), frozenset(old.acls - new.acls), brokers,
-                  scram)
+                  scram, _changed_quotas(old, new, {*old.client_quotas, *new.client_quotas}))
 
 
 def from_empty(image: MetadataImage, node_id: int) -> MetadataDelta:
@@ -209,13 +218,15 @@ def _delta(old: MetadataImage, node_id: int, created: dict[str, TopicInfo],
            parts: dict[TopicPartition, PartitionChange],
            configs: dict[ConfigResource, Mapping[str, str]], acls_added: frozenset[AclBinding],
            acls_removed: frozenset[AclBinding], brokers: dict[int, BrokerChange],
-           scram: frozenset[tuple[str, str]]) -> MetadataDelta:
+           scram: frozenset[tuple[str, str]],
+           client_quotas: frozenset[QuotaEntity]) -> MetadataDelta:
     return MetadataDelta(
         old=old, node_id=node_id, created_topics=MappingProxyType(created),
         deleted_topics=MappingProxyType(deleted), changed_topics=MappingProxyType(changed),
         partitions=MappingProxyType(parts), configs=MappingProxyType(configs),
         acls_added=acls_added, acls_removed=acls_removed, brokers=MappingProxyType(brokers),
-        scram=scram, local=local_changes(node_id, parts.values(), deleted.values()))
+        scram=scram, client_quotas=client_quotas,
+        local=local_changes(node_id, parts.values(), deleted.values()))
 
 
 def local_changes(node_id: int, changes: Iterable[PartitionChange],

@@ -88,6 +88,9 @@ class MetadataImage:
     # Indexed by resource for the authorizer; the same object while a batch leaves the
     # ACLs alone, so the index is built once per ACL change, never per request.
     acls: AclIndex = AclIndex()
+    # Client quotas: entity (quotas.entity: ((type, name or None), ...)) -> {key: value}.
+    client_quotas: Mapping[tuple[tuple[str, str | None], ...], Mapping[str, float]] = field(
+        default_factory=lambda: _EMPTY)
 
     def topic_config(self, name: str) -> Mapping[str, str]:
         return self.configs.get((TOPIC_RESOURCE, name), _EMPTY)
@@ -151,11 +154,14 @@ class ImageBuilder:
         self.next_producer_id = image.next_producer_id
         self.scram: dict[tuple[str, str], ScramCredential] | None = None
         self.acls: set[AclBinding] | None = None
+        self.client_quotas: dict[tuple[tuple[str, str | None], ...],
+                                 Mapping[str, float]] | None = None
         # What the records touched (a touched key may end up unchanged):
         self.touched_parts: dict[str, set[int]] = {}   # topic name -> partitions
         self.touched_brokers: set[int] = set()
         self.touched_scram: set[tuple[str, str]] = set()
         self.touched_acls: set[AclBinding] = set()
+        self.touched_quotas: set[tuple[tuple[str, str | None], ...]] = set()
 
     def name_of(self, topic_id: str) -> str:
         tid = uuid.UUID(topic_id)
@@ -258,8 +264,25 @@ class ImageBuilder:
                 self.acls.add(binding)
             else:
                 self.acls.discard(binding)
+        elif kind == r.CLIENT_QUOTA:
+            self._client_quota(rec)
         elif kind == r.PRODUCER_IDS:
             self.next_producer_id = max(self.next_producer_id, rec["next_producer_id"])
+
+    def _client_quota(self, rec: dict[str, Any]) -> None:
+        if self.client_quotas is None:
+            self.client_quotas = _copy(self.image.client_quotas)
+        entity = tuple((c[0], c[1]) for c in rec["entity"])
+        self.touched_quotas.add(entity)
+        values = dict(self.client_quotas.get(entity, {}))
+        if rec["value"] is None:
+            values.pop(rec["key"], None)
+        else:
+            values[rec["key"]] = float(rec["value"])
+        if values:
+            self.client_quotas[entity] = MappingProxyType(values)
+        else:
+            self.client_quotas.pop(entity, None)
 
     def freeze(self, offset: int) -> MetadataImage:
         image = self.image
@@ -290,6 +313,8 @@ class ImageBuilder:
             next_producer_id=self.next_producer_id,
             scram=image.scram if self.scram is None else MappingProxyType(self.scram),
             acls=image.acls if self.acls is None else AclIndex(self.acls),
+            client_quotas=image.client_quotas if self.client_quotas is None
+            else MappingProxyType(self.client_quotas),
         )
 
 

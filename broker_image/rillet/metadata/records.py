@@ -29,11 +29,14 @@ REMOVE_SCRAM_CREDENTIAL = "remove_scram_credential"
 # ACL bindings, identified by their content (security/acl.AclBinding's fields).
 ACL = "acl"
 REMOVE_ACL = "remove_acl"
+# One client quota value (KIP-546's ClientQuotaRecord): entity [[type, name or null], ...]
+# sorted by type, key, value (null: removed).
+CLIENT_QUOTA = "client_quota"
 
 RECORD_TYPES = {REGISTER_BROKER, TOPIC, PARTITION, PARTITION_CHANGE, REMOVE_TOPIC, CONFIG,
                 PRODUCER_IDS, LEADER_CHANGE, FENCE_BROKER, UNFENCE_BROKER,
                 UNREGISTER_BROKER, SCRAM_CREDENTIAL, REMOVE_SCRAM_CREDENTIAL, ACL,
-                REMOVE_ACL}
+                REMOVE_ACL, CLIENT_QUOTA}
 ACL_FIELDS = ("resource_type", "resource_name", "pattern_type", "principal", "host",
               "operation", "permission")
 
@@ -50,6 +53,12 @@ def acl_record(binding: Any, remove: bool = False) -> dict[str, Any]:
     """The record adding (or removing) one security.acl.AclBinding."""
     return {"type": REMOVE_ACL if remove else ACL,
             **{f: getattr(binding, f) for f in ACL_FIELDS}}
+
+
+def client_quota_record(entity: Any, key: str, value: float | None) -> dict[str, Any]:
+    """The record setting (value None: removing) one quota of an entity (quotas.entity)."""
+    return {"type": CLIENT_QUOTA, "entity": [list(c) for c in entity], "key": key,
+            "value": value}
 
 
 def encode(record: dict[str, Any]) -> tuple[bytes, bytes]:

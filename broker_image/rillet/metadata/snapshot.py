@@ -48,6 +48,9 @@ def image_records(image: MetadataImage) -> list[dict[str, Any]]:
         out.append({"type": r.PRODUCER_IDS, "next_producer_id": image.next_producer_id})
     out += [r.scram_record(user, mech, cred) for (user, mech), cred in sorted(image.scram.items())]
     out += [r.acl_record(b) for b in sorted(image.acls, key=lambda b: tuple(vars(b).values()))]
+    out += [r.client_quota_record(entity, key, value)
+            for entity, values in sorted(image.client_quotas.items(), key=lambda kv: repr(kv[0]))
+            for key, value in sorted(values.items())]
     return out
 
 

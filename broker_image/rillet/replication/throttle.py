@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 
 from ..metadata.delta import MetadataDelta
 from ..metadata.image import TOPIC_RESOURCE
-from .quota import RateQuota
+from ..quotas.rate import RateQuota
 
 TopicPartition = tuple[str, int]
 LEADER_REPLICAS = "leader.replication.throttled.replicas"

@@ -32,6 +32,9 @@ class Session:
     # Set by a handler whose answer must be the connection's last (a failed authentication).
     close_after_response: bool = False
     settings: Any = field(default=None, repr=False)   # the listener's ListenerSettings
+    # Set by dispatch when a client quota throttles a request (time.monotonic): the server
+    # reads nothing more from this connection before then, as Kafka mutes the channel.
+    muted_until: float = 0.0
 
     @property
     def uses_sasl(self) -> bool:

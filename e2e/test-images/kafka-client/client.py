@@ -14,6 +14,10 @@ confluent-kafka for the stream's producer and its read-back (see `stream`).
       reports failed deliveries, records missing and records seen twice.
   client.py fill BOOTSTRAP TOPIC COUNT SIZE
       produces COUNT records of SIZE bytes as fast as it can (acks=all), for data to move.
+  client.py produce-rate BOOTSTRAP TOPIC SECONDS SIZE
+      produces records of SIZE bytes as fast as it can for SECONDS (confluent-kafka, acks=1),
+      then reports the bytes acknowledged, the seconds they took and the largest throttle
+      time the brokers answered (client quotas).
   client.py broker-config BOOTSTRAP BROKER KEY
       the value broker BROKER reports for config KEY (DescribeConfigs).
   client.py count BOOTSTRAP TOPIC
@@ -193,6 +197,40 @@ def fill(bootstrap, topic, count, size):
             "seconds": round(time.monotonic() - started, 1)}
 
 
+def produce_rate(bootstrap, topic, seconds, size):
+    from confluent_kafka import Producer
+    acked, failed, throttle = [0], [], [0]
+
+    def on_stats(raw):
+        for b in json.loads(raw).get("brokers", {}).values():
+            throttle[0] = max(throttle[0], (b.get("throttle") or {}).get("max", 0))
+
+    def on_delivery(err, msg):
+        if err is not None:
+            failed.append(repr(err))
+        else:
+            acked[0] += len(msg.value())
+
+    # Small batches: a quota averages over its window, and one request larger than a
+    # window's worth is let through whole once the window has emptied.
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", **_confluent_security(),
+                         "linger.ms": 5, "batch.size": 16384, "statistics.interval.ms": 500,
+                         "stats_cb": on_stats, "queue.buffering.max.kbytes": 256})
+    payload = b"x" * size
+    started = time.monotonic()
+    while time.monotonic() < started + seconds:
+        try:
+            producer.produce(topic, payload, on_delivery=on_delivery)
+        except BufferError:
+            producer.poll(0.05)
+        producer.poll(0)
+    producer.flush(120)
+    took = time.monotonic() - started
+    producer.poll(1.0)   # a last statistics report
+    return {"bytes": acked[0], "seconds": round(took, 2), "failed": failed[:3],
+            "throttle_ms_max": throttle[0]}
+
+
 def broker_config(bootstrap, broker, key):
     from kafka.admin import ConfigResource, ConfigResourceType
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, **SEC, request_timeout_ms=20000)
@@ -322,6 +360,8 @@ def main(argv):
         out = stream(argv[1], argv[2], float(argv[3]), float(argv[4]))
     elif argv[0] == "fill":
         out = fill(argv[1], argv[2], int(argv[3]), int(argv[4]))
+    elif argv[0] == "produce-rate":
+        out = produce_rate(argv[1], argv[2], float(argv[3]), int(argv[4]))
     elif argv[0] == "broker-config":
         out = broker_config(argv[1], argv[2], argv[3])
     elif argv[0] == "count":

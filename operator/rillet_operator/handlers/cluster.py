@@ -12,12 +12,14 @@ import kopf
 
 from ..builders import names
 from .cluster_reconciler import ClusterReconciler
-from .common import kube, one_pass
+from .common import kube, one_pass, paused_pass
 
 
 async def reconcile(body: Any, meta: Any, spec: Any, status: Any, name: str, namespace: str,
                     patch: kopf.Patch, logger: Any, memo: Any, **_: Any) -> None:
     async with one_pass(memo, "Cluster", name, namespace, status, patch) as current:
+        if paused_pass(patch, current, meta, body, logger):
+            return
         await ClusterReconciler(body, meta, spec, current, name, namespace, patch, logger,
                                 kube()).reconcile()
 

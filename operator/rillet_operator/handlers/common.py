@@ -10,6 +10,7 @@ import kopf
 
 from .. import conditions
 from ..kube import Kube
+from ..pause import PAUSE_ANNOTATION, is_paused, pause_conditions
 
 _kube: Kube | None = None
 
@@ -82,6 +83,22 @@ async def one_pass(memo: Any, kind: str, name: str, namespace: str, status: Any,
             if written and obj is not None:
                 await asyncio.to_thread(k.patch, kind, name, {"status": written}, namespace,
                                         "status")
+
+
+def paused_pass(patch: kopf.Patch, status: dict, meta: Any, body: Any, logger: Any) -> bool:
+    """Whether this pass must change nothing (pause.py): the annotation is set. Shows the
+    pause (or the resume) in the conditions, with an Event when it starts and ends; on a
+    resume the pass carries on from those conditions."""
+    paused = is_paused(meta)
+    changed = pause_conditions(status.get("conditions"), paused, now())
+    if changed is not None:
+        status["conditions"] = changed
+        patch.status["conditions"] = changed
+        reason = "ReconciliationPaused" if paused else "ReconciliationResumed"
+        kopf.info(body, reason=reason, message=f"annotation {PAUSE_ANNOTATION} "
+                                               f"{'set' if paused else 'removed'}")
+        logger.info("%s (annotation %s)", reason, PAUSE_ANNOTATION)
+    return paused
 
 
 def write_outcome(patch: kopf.Patch, status: dict, outcome: conditions.Outcome,

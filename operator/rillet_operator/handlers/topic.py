@@ -16,9 +16,10 @@ from rillet.protocol import errors
 
 from .. import planner, topics
 from ..conditions import Outcome
+from ..pause import is_paused
 from ..spec import SpecError, parse_topic
 from . import access
-from .common import kube, one_pass, retry_or_let_go, write_outcome
+from .common import kube, one_pass, paused_pass, retry_or_let_go, write_outcome
 
 ADMIN_TIMEOUT_S = 10.0
 
@@ -35,6 +36,8 @@ async def _observe(admin: AdminClient, topic: str) -> topics.ObservedTopic | Non
 async def reconcile(body: Any, meta: Any, spec: Any, status: Any, name: str, namespace: str,
                     patch: kopf.Patch, logger: Any, memo: Any, **_: Any) -> None:
     async with one_pass(memo, "Topic", name, namespace, status, patch) as current:
+        if paused_pass(patch, current, meta, body, logger):
+            return
         outcome = await _reconcile(body, spec, name, namespace, patch, logger)
         write_outcome(patch, current, outcome, meta.get("generation") or 0, body, logger)
 
@@ -178,9 +181,13 @@ def _record(patch: kopf.Patch, observed: topics.ObservedTopic | None) -> None:
 async def delete(spec: Any, meta: Any, name: str, namespace: str, body: Any, logger: Any,
                  **_: Any) -> None:
     """Delete the Kafka topic; let go (never hang a namespace) when the Cluster is gone,
-    being deleted, or unreachable (common.retry_or_let_go)."""
+    being deleted, or unreachable (common.retry_or_let_go). A paused Topic (pause.py) is let
+    go and its Kafka topic kept, as Strimzi does."""
     cluster_name = spec.get("cluster")
     topic = spec.get("topicName") or name
+    if is_paused(meta):
+        logger.info("topic %s is paused: letting it go, the Kafka topic stays", topic)
+        return
     cluster = await asyncio.to_thread(kube().get, "Cluster", cluster_name, namespace) \
         if cluster_name else None
     if cluster is None or (cluster.get("metadata") or {}).get("deletionTimestamp"):

@@ -11,6 +11,9 @@ User's ACLs in its Cluster; both removed from the cluster when the User is delet
   credential and the ACLs of its principal (`status.username`, the one last applied) go.
 - ACLs: exactly the spec's, for the User's principal: missing ones are created, others of
   that principal deleted (the spec is the truth, as with Topic configs).
+- Quotas (`spec.quotas`: producerByteRate, consumerByteRate, requestPercentage,
+  controllerMutationRate): exactly the spec's, on the principal's user entity, through
+  AlterClientQuotas (user_quotas.py); dropped ones are removed, and all go with the User.
 """
 from __future__ import annotations
 
@@ -21,15 +24,18 @@ import secrets
 from typing import Any
 
 import kopf
-from rillet.client import security
+from rillet.client import quotas, security
 from rillet.defs.acl import AclBinding
 
 from .. import pki
 from ..builders import names
 from ..conditions import Outcome
+from ..pause import is_paused
 from ..spec import ClusterSpec, SpecError, UserSpec, parse_cluster, parse_user
+from ..user_quotas import quota_changes, removal, user_entity
 from . import access
-from .common import kube, one_pass, retry_or_let_go, write_outcome
+from .common import (kube, one_pass, paused_pass, replacing, retry_or_let_go,
+                     write_outcome)
 
 ADMIN_TIMEOUT_S = 10.0
 MECHANISM = "SCRAM-SHA-512"
@@ -117,9 +123,24 @@ async def _scram_password(us: UserSpec, existing: dict | None, owner: Any) -> st
     return password
 
 
+async def _apply_quotas(admin: Any, us: UserSpec, before: str, owner: Any) -> None:
+    """The spec's quotas on the User's principal; a previous principal's go."""
+    if before != us.principal:
+        old = user_entity(before)
+        await quotas.alter_quotas(admin, old, removal(await quotas.describe_quotas(admin, old)))
+    entity = user_entity(us.principal)
+    changes = quota_changes(dict(us.quotas), await quotas.describe_quotas(admin, entity))
+    if changes:
+        await quotas.alter_quotas(admin, entity, changes)
+        kopf.info(owner, reason="QuotasUpdated", message=", ".join(
+            f"{k} {'removed' if v is None else f'= {v:g}'}" for k, v in sorted(changes.items())))
+
+
 async def reconcile(body: Any, meta: Any, spec: Any, status: Any, name: str, namespace: str,
                     patch: kopf.Patch, logger: Any, memo: Any, **_: Any) -> None:
     async with one_pass(memo, "User", name, namespace, status, patch) as current:
+        if paused_pass(patch, current, meta, body, logger):
+            return
         outcome = await _reconcile(body, spec, current, name, namespace, patch, logger)
         write_outcome(patch, current, outcome, meta.get("generation") or 0, body, logger)
 
@@ -181,6 +202,7 @@ async def _reconcile(body: Any, spec: Any, status: dict, name: str, namespace: s
                     kopf.info(body, reason="AclsUpdated",
                               message=f"{len(wanted - have)} ACLs added, "
                                       f"{len(have - wanted)} removed")
+            await _apply_quotas(admin, us, before, body)
     except UserRefused as exc:
         return Outcome(False, exc.reason, str(exc), error=exc.error,
                        reconciling=not exc.error)
@@ -192,6 +214,8 @@ async def _reconcile(body: Any, spec: Any, status: dict, name: str, namespace: s
         return Outcome(False, "ClusterNotReady", f"{type(exc).__name__}: {exc}",
                        reconciling=True)
     patch.status["acls"] = len(wanted)
+    # A merge patch merges objects key by key: a quota dropped from the spec must go too.
+    patch.status["quotas"] = replacing(status.get("quotas"), dict(us.quotas) or None)
     patch.status["username"] = us.principal.removeprefix("User:")   # applied: see `before`
     return Outcome(True, "Ready", f"{us.principal}: {us.authentication} credentials in Secret "
                                   f"{us.name}, {len(wanted)} ACLs")
@@ -199,8 +223,12 @@ async def _reconcile(body: Any, spec: Any, status: dict, name: str, namespace: s
 
 async def delete(spec: Any, meta: Any, name: str, namespace: str, body: Any, logger: Any,
                  **_: Any) -> None:
-    """The User's ACLs and SCRAM credential leave the cluster (its Secret goes by owner
-    reference); let go when the Cluster is gone or unreachable (common.retry_or_let_go)."""
+    """The User's ACLs, SCRAM credential and quotas leave the cluster (its Secret goes by owner
+    reference); let go when the Cluster is gone or unreachable (common.retry_or_let_go). A
+    paused User (pause.py) is let go with its credentials, ACLs and quotas left in place."""
+    if is_paused(meta):
+        logger.info("user %s is paused: letting it go, the cluster keeps its access", name)
+        return
     try:
         us = parse_user(name, namespace, dict(spec))
     except SpecError:
@@ -217,6 +245,9 @@ async def delete(spec: Any, meta: Any, name: str, namespace: str, body: Any, log
                 if cs.authorization else 0
             # Whatever the type now: a credential from before a type change goes too.
             dropped = await security.delete_scram(admin, us.name, MECHANISM)
+            entity = user_entity(us.principal)
+            await quotas.alter_quotas(admin, entity,
+                                      removal(await quotas.describe_quotas(admin, entity)))
         logger.info("user %s: %d ACLs removed%s", name, removed,
                     ", SCRAM credentials removed" if dropped else "")
     except Exception as exc:

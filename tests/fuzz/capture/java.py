@@ -164,6 +164,14 @@ def _java_configs(run: Run, bs: tuple[str, str], topic: str) -> None:
     run.tool("configs --describe users", *cfg, "--describe", "--entity-type", "users")
     run.tool("configs --alter users --delete-config", *cfg, "--alter", *user,
              "--delete-config", "SCRAM-SHA-512")
+    run.tool("configs --alter users quota", *cfg, "--alter", *user, "--add-config",
+             "producer_byte_rate=1048576,request_percentage=200")
+    run.tool("configs --alter user+client quota", *cfg, "--alter", *user, "--entity-type",
+             "clients", "--entity-default", "--add-config", "consumer_byte_rate=2097152")
+    run.tool("configs --alter clients quota", *cfg, "--alter", "--entity-type", "clients",
+             "--entity-name", "c1", "--add-config", "producer_byte_rate=1048576")
+    run.tool("configs --alter users quota --delete-config", *cfg, "--alter", *user,
+             "--delete-config", "request_percentage")
     run.tool("configs --describe clients", *cfg, "--describe", "--entity-type", "clients",
              "--entity-name", "c1")
     run.tool("configs --describe groups", *cfg, "--describe", "--entity-type", "groups",

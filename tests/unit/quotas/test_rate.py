@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from rillet.replication.quota import UNLIMITED, RateQuota
+from rillet.quotas.rate import UNLIMITED, RateQuota
 
 
 def test_fresh_quota_counts_a_burst_over_the_whole_window() -> None:

@@ -1,4 +1,7 @@
-"""A byte-rate quota over a sliding window of samples: Kafka's replication quota (KIP-73).
+"""A rate quota over a sliding window of samples: Kafka's quota sensor (KIP-13, KIP-73).
+
+One measure for every quota of the broker: the replication throttles (bytes/s) and the
+client quotas (bytes/s, request time as a percentage of one thread).
 
 Pure: every call takes the time, so tests drive it with plain numbers. The rate is the
 bytes recorded in the live samples divided by the time they span, counted as at least
@@ -53,14 +56,40 @@ class RateQuota:
         self._purge(now)
         if not self._samples:
             return 0.0
-        elapsed = max(now - self._samples[0].start, 0.0)
+        elapsed = self._span(now)
+        return sum(s.value for s in self._samples) / elapsed if elapsed > 0 else 0.0
+
+    def _span(self, now: float) -> float:
+        """The seconds the live samples are counted over (Kafka's Rate.windowSize)."""
+        elapsed = max(now - self._samples[0].start, 0.0) if self._samples else 0.0
         full = int(elapsed // self.window_s)
         if full < self.samples - 1:
             elapsed += (self.samples - 1 - full) * self.window_s
-        return sum(s.value for s in self._samples) / elapsed if elapsed > 0 else 0.0
+        return elapsed
 
     def exceeded(self, now: float) -> bool:
         return not self.unlimited and self.rate(now) > self.bound
+
+    def throttle_s(self, now: float) -> float:
+        """How long the recorder must wait for the rate to fall back to the bound, Kafka's
+        (rate - bound) / bound * window: the seconds the excess takes at the bound's pace
+        (0 when within it). Not capped, as in Kafka: a request larger than a window's worth
+        waits all the time it needs, or its samples would expire first and let the next
+        one through early."""
+        if self.unlimited:
+            return 0.0
+        rate = self.rate(now)
+        if rate <= self.bound:
+            return 0.0
+        if self.bound <= 0:   # nothing allowed: hold for a whole window at a time
+            return self.samples * self.window_s
+        return (rate - self.bound) / self.bound * self._span(now)
+
+    def unrecord(self, amount: float, now: float) -> None:
+        """Take back what was just recorded (a throttled fetch sends nothing, as Kafka's)."""
+        self._purge(now)
+        if self._samples:
+            self._samples[-1].value -= amount
 
     def _purge(self, now: float) -> None:
         expire = self.samples * self.window_s
