@@ -41,6 +41,10 @@ STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 TOPIC_AUTHORIZATION_FAILED = 29
 NOT_COORDINATOR = 16
 LEADER_NOT_AVAILABLE = 5
+# Kafka 3.x names a 3.x server.properties may carry: every node starts with them.
+STATIC_KAFKA_3X = {"log.message.format.version": "2.8",
+                   "log.message.timestamp.difference.max.ms": "3600000",
+                   "sasl.kerberos.min.time.before.relogin": "60000"}
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +54,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
                      extra_config={"num.partitions": PARTITIONS,
                                    "default.replication.factor": 3,
                                    "authorizer.class.name": STANDARD,
-                                   "allow.everyone.if.no.acl.found": "true"})
+                                   "allow.everyone.if.no.acl.found": "true",
+                                   **STATIC_KAFKA_3X})
     try:
         c.start()
         wait_until(lambda: all(live_brokers(a) == 3 for a in _addresses(c)), WAIT_S,
@@ -341,23 +346,33 @@ def _quorum_leader(address: str) -> int:
 
 def test_kafka_3x_config_names_are_accepted_with_no_effect(cluster: LocalCluster) -> None:
     """Issue 33: names Kafka 3.x clusters accepted (deprecated since) are not refused: a
-    topic with message.format.version, the dynamic broker config
-    sasl.kerberos.min.time.before.relogin; the controller logs that they have no effect."""
+    topic with message.format.version and message.timestamp.difference.max.ms, the dynamic
+    broker configs sasl.kerberos.min.time.before.relogin and
+    log.message.timestamp.difference.max.ms, and (the fixture's) static ones every node
+    started with; each is logged as having no effect."""
     from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
                                        ConfigResource, NewTopic, ResourceType)
     a = _addresses(cluster)
     admin = AdminClient({"bootstrap.servers": a[1]})
     topic = _name("format-v2")
-    admin.create_topics([NewTopic(topic, 1, 3, config={"message.format.version": "2.8"})]
+    admin.create_topics([NewTopic(topic, 1, 3, config={
+        "message.format.version": "2.8", "message.timestamp.difference.max.ms": "1000"})]
                         )[topic].result(WAIT_S)
     resource = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[ConfigEntry(
-        "sasl.kerberos.min.time.before.relogin", "60000",
-        incremental_operation=AlterConfigOpType.SET)])
+        key, value, incremental_operation=AlterConfigOpType.SET) for key, value in (
+            ("sasl.kerberos.min.time.before.relogin", "60000"),
+            ("log.message.timestamp.difference.max.ms", "5000"))])
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(WAIT_S)
     logs = "\n".join(cluster.node(i).log() for i in cluster.node_ids)
     assert "message.format.version=2.8 accepted" in logs
+    assert "message.timestamp.difference.max.ms=1000 accepted" in logs
     assert "sasl.kerberos.min.time.before.relogin=60000 accepted" in logs
+    assert "log.message.timestamp.difference.max.ms=5000 accepted" in logs
+    for i in cluster.node_ids:
+        log = cluster.node(i).log()
+        for key, value in STATIC_KAFKA_3X.items():
+            assert f"broker config {key}={value} accepted" in log, (i, key)
 
 
 def test_a_node_cut_off_from_the_quorum_answers_a_new_topic_retriably(
