@@ -4,9 +4,9 @@
 `--set key=value` overrides. An unknown key or a bad value raises ConfigError
 naming the key; the CLI turns that into exit code 2. A Kafka 3.x name rillet takes without
 effect (deprecated_configs.BROKER_NO_EFFECT) is checked and kept apart, in `no_effect`, for
-the CLI to log. The checks that only the keys together
-decide (listeners, TLS files, SASL mechanisms, roles and voters) run at load, so the operator,
-which loads a Cluster's would-be config with this class, refuses what a broker would.
+the CLI to log. The checks that only the keys together decide (listeners, TLS files, SASL
+mechanisms, roles and voters) run at load, so the operator, which loads a Cluster's would-be
+config with this class, refuses what a broker would.
 """
 from __future__ import annotations
 
