@@ -271,8 +271,11 @@ def test_topic_created_through_one_node_is_usable_at_once_through_the_others(
     others = [a[(via + 1) % 3], a[(via + 2) % 3]]
     topic = _name(f"at-once-{client}")
     create(a[via], topic)
-    # The node the client asked answered after its own image had the topic.
-    assert metadata_error(a[via], topic) == 0
+    # The node that answered had the topic in its own image by then. Which node that is, the
+    # client decides: every node names itself controller, and kafka-python asks its least
+    # loaded node, not always the bootstrap (seen: a[via] 6 s behind during a quorum election
+    # at load average 64 while another node answered).
+    assert 0 in [metadata_error(address, topic) for address in a], cluster.logs()
     total = RECORDS * len(others)
     with ThreadPoolExecutor(len(others)) as pool:
         for address, failures in zip(others, pool.map(lambda o: produce(o, topic), others)):
