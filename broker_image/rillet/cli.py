@@ -12,6 +12,7 @@ from typing import Any, Awaitable, Callable
 
 from .defs.broker_config import BrokerConfig, parse_overrides
 from .defs.config_error import ConfigError
+from .defs.deprecated_configs import BROKER_NO_EFFECT, check_no_effect
 from .defs.listeners import TLS_PROTOCOLS, Listener, ListenerSettings
 from .raft.quorum_state import QuorumStateError
 from .startup import StartupError
@@ -143,6 +144,8 @@ def _log_what_has_no_effect(config: BrokerConfig) -> None:
     for key in config.ignored_keys():
         log.warning("config %s=%s is accepted but has no effect in rillet yet", key,
                     ",".join(config[key]) if isinstance(config[key], list) else config[key])
+    for key, value in sorted(config.no_effect.items()):
+        check_no_effect(BROKER_NO_EFFECT, "broker", key, value)   # logs why
     if not config.quorum_voters and config.controller_listener is not None:
         listener = config.controller_listener
         log.warning("listener %s://%s:%d is not served: a node without "

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from .defs.broker_config import BrokerConfig
 from .defs.broker_defs import BROKER_DEFS, parse_value
 from .defs.config_error import ConfigError
-from .defs.deprecated_configs import BROKER_DYNAMIC_NO_EFFECT, check_no_effect
+from .defs.deprecated_configs import BROKER_NO_EFFECT, check_no_effect
 from .defs.dynamic_keys import DYNAMIC_KEYS
 from .metadata.image import BROKER_RESOURCE, MetadataImage
 from .protocol import errors
@@ -40,7 +40,7 @@ def check_resource_name(name: str) -> None:
 def validate_dynamic(changes: Mapping[str, str | None]) -> None:
     """Refuse keys that cannot change live (INVALID_REQUEST) and bad values (INVALID_CONFIG)."""
     for key in sorted(changes):
-        if key in BROKER_DYNAMIC_NO_EFFECT:
+        if key in BROKER_NO_EFFECT:
             continue   # checked and logged below
         if key not in DYNAMIC_KEYS:
             what = "unknown broker config" if key not in BROKER_DEFS else \
@@ -52,7 +52,7 @@ def validate_dynamic(changes: Mapping[str, str | None]) -> None:
         if value is None:
             continue
         try:
-            if check_no_effect(BROKER_DYNAMIC_NO_EFFECT, "dynamic broker", key, value):
+            if check_no_effect(BROKER_NO_EFFECT, "dynamic broker", key, value):
                 continue
             parse_value(BROKER_DEFS[key], value)
         except ConfigError as exc:

@@ -62,8 +62,13 @@ def run_login(pythons: dict[str, Path], name: str, **job: Any) -> dict[str, Any]
     `old_clients` fixture) on ``job`` (bootstrap, mechanism, user, password, topic, group,
     count); its JSON report. The report says what failed rather than raising, so a test's
     assertion can show it."""
-    proc = subprocess.run([str(pythons[name]), str(LOGIN_SCRIPT), name,
-                           json.dumps(job)], capture_output=True, text=True, timeout=180)
+    return run_script(pythons[name], [str(LOGIN_SCRIPT), name, json.dumps(job)])
+
+
+def run_script(python: Path, args: list[str]) -> dict[str, Any]:
+    """Run a script (args[0]) of this directory with an old client's interpreter: the JSON
+    report on its last line of output, with its stderr; a report of the failure if none."""
+    proc = subprocess.run([str(python), *args], capture_output=True, text=True, timeout=180)
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
         return {"ok": False, "error": f"exit {proc.returncode}",

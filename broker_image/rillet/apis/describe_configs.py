@@ -96,7 +96,7 @@ def topic_config_entries(broker: BrokerConfig, overrides: dict[str, str],
             value = overrides[name]
             synonyms = ([{"name": name, "value": value, "source": DYNAMIC_TOPIC}]
                         if with_synonyms else [])
-            out.append(_entry(ConfigDef(name, TOPIC_NO_EFFECT[name][0], None), value,
+            out.append(_entry(TOPIC_NO_EFFECT[name].definition, value,
                               DYNAMIC_TOPIC, False, synonyms))
     return out
 

@@ -2,9 +2,11 @@
 
 `BrokerConfig.load(path, overrides)` reads a server.properties file and
 `--set key=value` overrides. An unknown key or a bad value raises ConfigError
-naming the key; the CLI turns that into exit code 2. The checks that only the keys together
-decide (listeners, TLS files, SASL mechanisms, roles and voters) run at load, so the operator,
-which loads a Cluster's would-be config with this class, refuses what a broker would.
+naming the key; the CLI turns that into exit code 2. A Kafka 3.x name rillet takes without
+effect (deprecated_configs.BROKER_NO_EFFECT) is checked and kept apart, in `no_effect`, for
+the CLI to log. The checks that only the keys together decide (listeners, TLS files, SASL
+mechanisms, roles and voters) run at load, so the operator, which loads a Cluster's would-be
+config with this class, refuses what a broker would.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any
 
 from .broker_defs import BROKER_DEFS, ConfigDef, parse_host_port, parse_value
 from .config_error import ConfigError
+from .deprecated_configs import BROKER_NO_EFFECT, check_no_effect
 from .listener_checks import check_listeners
 from .listeners import Listener, parse_listener, security_protocol_map, split_prefixed
 
@@ -73,11 +76,14 @@ class BrokerConfig:
     """Validated broker configuration; values are typed. Immutable after load."""
 
     def __init__(self, values: dict[str, Any], explicit_keys: set[str] | None = None,
-                 listener_values: dict[tuple[str, str], Any] | None = None) -> None:
+                 listener_values: dict[tuple[str, str], Any] | None = None,
+                 no_effect: dict[str, str] | None = None) -> None:
         self._values = values
         self._explicit_keys = explicit_keys or set()
         # (LISTENER, setting) -> value of `listener.name.<listener>.<setting>` keys.
         self.listener_values = listener_values or {}
+        # Kafka 3.x names set here that rillet accepts without effect, as given.
+        self.no_effect = no_effect or {}
 
     @classmethod
     def load(cls, path: Path | None = None, overrides: dict[str, str] | None = None
@@ -88,6 +94,7 @@ class BrokerConfig:
         raw.update(overrides or {})
         values = {name: d.default for name, d in BROKER_DEFS.items()}
         per_listener: dict[tuple[str, str], Any] = {}
+        no_effect: dict[str, str] = {}
         for key, value in raw.items():
             prefixed = split_prefixed(key)
             if prefixed is not None:
@@ -96,11 +103,13 @@ class BrokerConfig:
                 per_listener[prefixed] = parse_value(d, value)
                 continue
             d = BROKER_DEFS.get(key)
-            if d is None:
+            if d is not None:
+                values[key] = parse_value(d, value)
+            elif check_no_effect(BROKER_NO_EFFECT, "broker", key, value, announce=False):
+                no_effect[key] = str(value)
+            else:
                 raise ConfigError(f"unknown config {key!r}")
-            values[key] = parse_value(d, value)
-        config = cls(values, {k for k in raw if not k.startswith("listener.name.")},
-                     per_listener)
+        config = cls(values, {k for k in raw if k in BROKER_DEFS}, per_listener, no_effect)
         config._check_cross_field()
         return config
 
