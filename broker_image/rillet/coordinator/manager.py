@@ -22,13 +22,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from ..controller.topics import TopicSpec
 from ..metadata.delta import MetadataDelta
 from ..metadata.image import MetadataImage
 from ..protocol import errors
 from ..tasks import cancel_and_wait
 from .group import Group
 from .host import CoordinatorHost
+from .internal_topic import InternalTopic, coordinator_address
 from .group_metadata import OFFSETS_TOPIC, GroupMetadataManager
 from .group_types import (GroupConfig, GroupState, JoinRequest, JoinResult, OffsetAndMetadata,
                           SyncResult)
@@ -78,7 +78,11 @@ class GroupCoordinator:
             max_session_timeout_ms=cfg["group.max.session.timeout.ms"],
             max_size=cfg["group.max.size"])
         self.store = GroupMetadataManager(broker, self.config, self.now)
-        self._create_lock = asyncio.Lock()
+        self._offsets_topic = InternalTopic(
+            OFFSETS_TOPIC, cfg["offsets.topic.num.partitions"],
+            cfg["offsets.topic.replication.factor"],
+            {"cleanup.policy": "compact", "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
+             "compression.type": "producer"}, "offsets.topic.replication.factor")
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -136,30 +140,7 @@ class GroupCoordinator:
 
     async def ensure_offsets_topic(self) -> None:
         """Create __consumer_offsets when it is first needed (compacted, internal)."""
-        if OFFSETS_TOPIC in self.broker.image.topics:
-            return
-        async with self._create_lock:
-            image = self.broker.image
-            if OFFSETS_TOPIC in image.topics:
-                return
-            cfg = self.broker.config
-            live = len(image.live_brokers)
-            rf = max(1, min(cfg["offsets.topic.replication.factor"], live))
-            if rf < cfg["offsets.topic.replication.factor"]:
-                log.warning("creating %s with replication factor %d: only %d live broker(s), "
-                            "offsets.topic.replication.factor is %d", OFFSETS_TOPIC, rf, live,
-                            cfg["offsets.topic.replication.factor"])
-            spec = TopicSpec(OFFSETS_TOPIC, cfg["offsets.topic.num.partitions"], rf, configs={
-                "cleanup.policy": "compact",
-                "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
-                "compression.type": "producer"})
-            [result] = await self.broker.channel.create_topics([spec])
-            if result.error is not None and not isinstance(result.error,
-                                                           errors.TopicAlreadyExists):
-                raise errors.CoordinatorNotAvailable(
-                    f"cannot create {OFFSETS_TOPIC}: {result.error}")
-            log.info("created %s with %d partitions, replication factor %d", OFFSETS_TOPIC,
-                     spec.num_partitions, rf)
+        await self._offsets_topic.ensure(self.broker)
 
     async def find_coordinator(self, key: str, listener_name: str | None = None
                                ) -> tuple[int, str, int]:
@@ -167,16 +148,9 @@ class GroupCoordinator:
         ``listener_name`` reaches it."""
         await self.ensure_offsets_topic()
         image = self.broker.image
-        part = image.partition(OFFSETS_TOPIC, group_partition(key, self.num_partitions(image)))
-        if part is None or part.leader not in image.brokers:
-            raise errors.CoordinatorNotAvailable(f"no leader for the offsets partition of {key!r}")
-        b = image.brokers[part.leader]
-        address = b.address(listener_name) if listener_name else (b.host, b.port)
-        if address is None:
-            raise errors.CoordinatorNotAvailable(
-                f"the coordinator of {key!r}, broker {b.node_id}, has no {listener_name} "
-                f"listener")
-        return b.node_id, *address
+        return coordinator_address(image, OFFSETS_TOPIC,
+                                   group_partition(key, self.num_partitions(image)), key,
+                                   listener_name)
 
     # -- timers --------------------------------------------------------------------
 

@@ -1,0 +1,188 @@
+"""The transaction coordinator with real broker processes and confluent-kafka's transactional
+producer: commit and abort, read_committed consumers seeing only committed records, a second
+producer with the same transactional.id fencing the first, a transaction left open aborted
+by its timeout, and the coordinator surviving a restart.
+"""
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+
+from tests.harness import BrokerProcess
+from tests.polling import read_until
+
+from ..wire import Wire
+from .clients import create_topic
+
+WAIT_S = 30.0
+CONCURRENT_TRANSACTIONS, PRODUCER_FENCED, INVALID_TXN_TIMEOUT = 51, 90, 50
+INVALID_PRODUCER_ID_MAPPING, NOT_COORDINATOR = 49, 16
+
+
+def txn_producer(bootstrap: str, txn_id: str, **extra: Any) -> Producer:
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
+                         "transaction.timeout.ms": 60000, "linger.ms": 5, **extra})
+    producer.init_transactions(WAIT_S)
+    return producer
+
+
+def send(producer: Producer, topic: str, values: list[str], partition: int | None = None
+         ) -> None:
+    for v in values:
+        if partition is None:
+            producer.produce(topic, v.encode(), key=v.encode())
+        else:
+            producer.produce(topic, v.encode(), partition=partition)
+    producer.flush(WAIT_S)
+
+
+def consume_all(bootstrap: str, topic: str, isolation: str, expect: int,
+                settle: Callable[[list[str]], bool] | None = None) -> list[str]:
+    """Every value of ``topic`` from the start with ``isolation``: read until ``expect``
+    values arrived (and ``settle`` holds), bounded by WAIT_S."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "isolation.level": isolation})
+    consumer.subscribe([topic])
+    values: list[str] = []
+    try:
+        def poll() -> list[str]:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                values.append(msg.value().decode())
+            return values
+        read_until(poll, lambda vs: len(vs) >= expect and (settle is None or settle(vs)),
+                   WAIT_S)
+        # Nothing more is on its way: a few empty polls past what we waited for.
+        for _ in range(4):
+            poll()
+    finally:
+        consumer.close()
+    return values
+
+
+@pytest.fixture
+def txn_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path / "data", config={
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 500,
+        "transaction.state.log.num.partitions": 5, "offsets.topic.num.partitions": 5})
+    b.start()
+    yield b
+    b.stop()
+
+
+def test_commit_and_abort_with_confluent_kafka(txn_broker: BrokerProcess) -> None:
+    topic = f"txc-{uuid.uuid4().hex[:6]}"
+    create_topic(txn_broker.bootstrap, topic, partitions=3)
+    producer = txn_producer(txn_broker.bootstrap, f"tx-{topic}")
+    producer.begin_transaction()
+    send(producer, topic, [f"c{i}" for i in range(30)])
+    producer.commit_transaction(WAIT_S)
+    producer.begin_transaction()
+    send(producer, topic, [f"a{i}" for i in range(20)])
+    producer.abort_transaction(WAIT_S)
+    producer.begin_transaction()
+    send(producer, topic, ["c-last"])
+    producer.commit_transaction(WAIT_S)
+    committed = consume_all(txn_broker.bootstrap, topic, "read_committed", 31)
+    assert sorted(committed) == sorted([f"c{i}" for i in range(30)] + ["c-last"])
+    everything = consume_all(txn_broker.bootstrap, topic, "read_uncommitted", 51)
+    assert len(everything) == 51 and {v for v in everything if v.startswith("a")} == {
+        f"a{i}" for i in range(20)}
+
+
+def test_a_second_producer_fences_the_first(txn_broker: BrokerProcess) -> None:
+    topic = f"txf-{uuid.uuid4().hex[:6]}"
+    create_topic(txn_broker.bootstrap, topic, partitions=1)
+    txn_id = f"tx-{topic}"
+    zombie = txn_producer(txn_broker.bootstrap, txn_id)
+    zombie.begin_transaction()
+    send(zombie, topic, ["zombie-open"], partition=0)
+    # The new instance's InitProducerId aborts the zombie's open transaction and bumps the
+    # epoch past it.
+    fresh = txn_producer(txn_broker.bootstrap, txn_id)
+    with pytest.raises(KafkaException) as raised:
+        zombie.produce(topic, b"zombie-late", partition=0)
+        zombie.commit_transaction(WAIT_S)
+    error: KafkaError = raised.value.args[0]
+    assert error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                            KafkaError.INVALID_PRODUCER_EPOCH), error
+    fresh.begin_transaction()
+    send(fresh, topic, ["fresh"], partition=0)
+    fresh.commit_transaction(WAIT_S)
+    assert consume_all(txn_broker.bootstrap, topic, "read_committed", 1) == ["fresh"]
+
+
+def test_coordinator_refusals_on_the_wire(txn_broker: BrokerProcess) -> None:
+    txn_id = f"tx-wire-{uuid.uuid4().hex[:6]}"
+    with Wire(txn_broker.bootstrap) as wire:
+        found = wire.request(10, 3, {"key": txn_id, "key_type": 1})
+        assert found.error_code == 0 and found.port == txn_broker.port
+        too_long = wire.request(22, 4, {"transactional_id": txn_id,
+                                        "transaction_timeout": 10**9, "producer_id": -1,
+                                        "producer_epoch": -1})
+        assert too_long.error_code == INVALID_TXN_TIMEOUT
+
+        def init(version: int = 4, pid: int = -1, epoch: int = -1) -> Any:
+            return read_until(lambda: wire.request(22, version, {
+                "transactional_id": txn_id, "transaction_timeout": 60000, "producer_id": pid,
+                "producer_epoch": epoch}), lambda r: r.error_code != CONCURRENT_TRANSACTIONS,
+                WAIT_S)
+        first = init()
+        assert first.error_code == 0 and first.producer_epoch == 0
+        second = init()
+        assert (second.producer_id, second.producer_epoch) == (first.producer_id, 1)
+        # KIP-360: a producer naming an older epoch is fenced.
+        assert init(pid=first.producer_id, epoch=0).error_code == PRODUCER_FENCED
+        end = wire.request(26, 3, {"transactional_id": txn_id, "producer_id": first.producer_id,
+                                   "producer_epoch": 0, "committed": True})
+        assert end.error_code == PRODUCER_FENCED
+        old = wire.request(26, 1, {"transactional_id": txn_id, "producer_id": first.producer_id,
+                                   "producer_epoch": 0, "committed": True})
+        assert old.error_code == 47   # INVALID_PRODUCER_EPOCH before v2
+        unknown = wire.request(24, 3, {
+            "v3_and_below_transactional_id": "never-initialised",
+            "v3_and_below_producer_id": 5, "v3_and_below_producer_epoch": 0,
+            "v3_and_below_topics": []})
+        assert unknown.results_by_topic_v3_and_below == ()
+
+
+def test_an_open_transaction_is_aborted_by_its_timeout(txn_broker: BrokerProcess) -> None:
+    topic = f"txt-{uuid.uuid4().hex[:6]}"
+    create_topic(txn_broker.bootstrap, topic, partitions=1)
+    producer = txn_producer(txn_broker.bootstrap, f"tx-{topic}",
+                            **{"transaction.timeout.ms": 2000})
+    producer.begin_transaction()
+    send(producer, topic, ["timed-out"], partition=0)
+    plain = Producer({"bootstrap.servers": txn_broker.bootstrap})
+    plain.produce(topic, b"after", partition=0)
+    plain.flush(WAIT_S)
+    # The open transaction holds the last stable offset until the timer aborts it.
+    values = consume_all(txn_broker.bootstrap, topic, "read_committed", 1)
+    assert values == ["after"]
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(WAIT_S)
+
+
+def test_committed_transactions_survive_a_restart(txn_broker: BrokerProcess) -> None:
+    topic = f"txr-{uuid.uuid4().hex[:6]}"
+    create_topic(txn_broker.bootstrap, topic, partitions=2)
+    txn_id = f"tx-{topic}"
+    producer = txn_producer(txn_broker.bootstrap, txn_id)
+    producer.begin_transaction()
+    send(producer, topic, ["before"])
+    producer.commit_transaction(WAIT_S)
+    producer.begin_transaction()
+    send(producer, topic, ["open-at-restart"])
+    txn_broker.restart()
+    # The reloaded coordinator knows the id: a new instance aborts the open transaction.
+    fresh = txn_producer(txn_broker.bootstrap, txn_id)
+    fresh.begin_transaction()
+    send(fresh, topic, ["after"])
+    fresh.commit_transaction(WAIT_S)
+    values = consume_all(txn_broker.bootstrap, topic, "read_committed", 2)
+    assert sorted(values) == ["after", "before"]
