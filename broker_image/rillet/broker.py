@@ -290,8 +290,9 @@ class Broker:
                     plog.update_config(cfg)
 
     def _txn_markers_written(self, marker: TxnMarker, partitions: list[TopicPartition]) -> None:
-        """Markers this node's transaction coordinator wrote here (not yet used: the group
-        coordinator settles transactional offsets from them in the next step)."""
+        """Markers this node's transaction coordinator wrote here, as leader: the group
+        coordinator settles transactional offset commits with them."""
+        self.coordinator.on_txn_markers(marker, partitions)
 
     def _delete_stray_logs(self, image: MetadataImage) -> None:
         """Logs of topics deleted while this node was down (Kafka's stray logs)."""

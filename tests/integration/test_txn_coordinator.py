@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer
 
 from tests.harness import BrokerProcess
 from tests.polling import read_until
@@ -186,3 +186,87 @@ def test_committed_transactions_survive_a_restart(txn_broker: BrokerProcess) -> 
     fresh.commit_transaction(WAIT_S)
     values = consume_all(txn_broker.bootstrap, topic, "read_committed", 2)
     assert sorted(values) == ["after", "before"]
+
+
+class Pipeline:
+    """A consume-transform-produce loop: read ``source`` in group ``group``, write each value
+    to ``sink`` and commit the consumed offsets inside the same transaction."""
+
+    def __init__(self, bootstrap: str, source: str, sink: str, group: str, txn_id: str) -> None:
+        self.sink = sink
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                  "auto.offset.reset": "earliest",
+                                  "enable.auto.commit": False,
+                                  "isolation.level": "read_committed"})
+        self.consumer.subscribe([source])
+        self.producer = txn_producer(bootstrap, txn_id)
+
+    def batch(self, size: int) -> list[Any]:
+        """Up to ``size`` records (an empty list once the source is drained)."""
+        got: list[Any] = []
+        for _ in range(20):
+            got += [m for m in self.consumer.consume(size - len(got), 0.5) if m.error() is None]
+            if len(got) >= size or (got and not self.consumer.assignment()):
+                break
+        return got
+
+    def process(self, records: list[Any], commit: bool) -> None:
+        self.producer.begin_transaction()
+        for m in records:
+            self.producer.produce(self.sink, b"o-" + m.value())
+        self.producer.send_offsets_to_transaction(
+            self.consumer.position(self.consumer.assignment()),
+            self.consumer.consumer_group_metadata(), WAIT_S)
+        if commit:
+            self.producer.commit_transaction(WAIT_S)
+            return
+        self.producer.abort_transaction(WAIT_S)
+        # The aborted records are read again from the group's committed offsets.
+        committed = self.consumer.committed(self.consumer.assignment(), WAIT_S)
+        for tp in committed:
+            if tp.offset < 0:
+                tp.offset = OFFSET_BEGINNING
+            self.consumer.seek(tp)
+
+    def close(self) -> None:
+        self.consumer.close()
+        self.producer.flush(WAIT_S)
+
+
+def test_consume_transform_produce_is_exactly_once(txn_broker: BrokerProcess) -> None:
+    """send_offsets_to_transaction: the offsets commit with the output, an abort rewinds both,
+    and a broker restart between transactions loses and repeats nothing."""
+    bootstrap = txn_broker.bootstrap
+    suffix = uuid.uuid4().hex[:6]
+    source, sink, group = f"in-{suffix}", f"out-{suffix}", f"eos-{suffix}"
+    create_topic(bootstrap, source, partitions=2)
+    create_topic(bootstrap, sink, partitions=2)
+    plain = Producer({"bootstrap.servers": bootstrap})
+    inputs = [f"r{i}" for i in range(60)]
+    for v in inputs:
+        plain.produce(source, v.encode(), key=v.encode())
+    plain.flush(WAIT_S)
+
+    pipeline = Pipeline(bootstrap, source, sink, group, f"tx-{suffix}")
+    pipeline.process(pipeline.batch(10), commit=True)
+    pipeline.process(pipeline.batch(10), commit=False)
+    pipeline.process(pipeline.batch(10), commit=True)
+    pipeline.close()
+
+    txn_broker.restart()
+    pipeline = Pipeline(bootstrap, source, sink, group, f"tx-{suffix}")
+    done = 0
+    for _ in range(30):
+        records = pipeline.batch(10)
+        if not records:
+            if done >= 40:
+                break
+            continue
+        done += len(records)
+        pipeline.process(records, commit=True)
+    pipeline.close()
+    out = consume_all(bootstrap, sink, "read_committed", len(inputs))
+    assert sorted(out) == sorted(f"o-{v}" for v in inputs)
+    # The aborted transaction's copies are in the log, invisible to read_committed.
+    assert len(consume_all(bootstrap, sink, "read_uncommitted", len(inputs) + 10)) == \
+        len(inputs) + 10
