@@ -17,6 +17,7 @@ from tests.polling import read_until
 
 from ..wire import Wire
 from .clients import create_topic
+from .java_tools import KafkaTools, fetch_kafka_jars
 
 WAIT_S = 30.0
 CONCURRENT_TRANSACTIONS, PRODUCER_FENCED, INVALID_TXN_TIMEOUT = 51, 90, 50
@@ -270,3 +271,44 @@ def test_consume_transform_produce_is_exactly_once(txn_broker: BrokerProcess) ->
     # The aborted transaction's copies are in the log, invisible to read_committed.
     assert len(consume_all(bootstrap, sink, "read_uncommitted", len(inputs) + 10)) == \
         len(inputs) + 10
+
+
+def test_kafka_transactions_list_and_describe(txn_broker: BrokerProcess) -> None:
+    """Kafka's own tool: ListTransactions on every broker, FindCoordinator and
+    DescribeTransactions for one id."""
+    fetch_kafka_jars()
+    bootstrap = txn_broker.bootstrap
+    topic = f"txj-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, partitions=2)
+    done_id, open_id = f"done-{topic}", f"open-{topic}"
+    done = txn_producer(bootstrap, done_id)
+    done.begin_transaction()
+    send(done, topic, ["x"], partition=0)
+    done.commit_transaction(WAIT_S)
+    still_open = txn_producer(bootstrap, open_id)
+    still_open.begin_transaction()
+    send(still_open, topic, ["y"], partition=1)
+
+    tools = KafkaTools(bootstrap)
+    txns = ("kafka-transactions", "--bootstrap-server", bootstrap)
+    listed = tools.run(*txns, "list").ok()
+    rows = {line.split()[0]: line.split() for line in listed.lines[1:]}
+    assert rows[done_id][1:] == [str(txn_broker.node_id), rows[done_id][2], "CompleteCommit"], \
+        listed.describe()
+    assert rows[open_id][-1] == "Ongoing", listed.describe()
+    described = tools.run(*txns, "describe", "--transactional-id", open_id).ok()
+    header, values = described.lines[0].split("\t"), described.lines[1].split("\t")
+    row = dict(zip([h.strip() for h in header], [v.strip() for v in values]))
+    assert row["TransactionalId"] == open_id and row["TransactionState"] == "Ongoing", \
+        described.describe()
+    assert row["TopicPartitions"] == f"{topic}-1", described.describe()
+    missing = tools.run(*txns, "describe", "--transactional-id", "never-seen")
+    assert missing.returncode != 0 and "could not be found" in missing.stderr, \
+        missing.describe()
+    # An id with no transaction started yet: its start time is -1.
+    idle_id = f"idle-{topic}"
+    txn_producer(bootstrap, idle_id)
+    idle = tools.run(*txns, "describe", "--transactional-id", idle_id).ok()
+    fields = [f.strip() for f in idle.lines[1].split("\t")]
+    assert fields[4] == "Empty" and fields[6] == "None", idle.describe()
+    still_open.abort_transaction(WAIT_S)

@@ -17,7 +17,7 @@ MODULES = (
     "sasl_handshake", "sasl_authenticate", "user_scram_credentials", "acls", "envelope",
     "describe_client_quotas", "write_txn_markers",
     "describe_producers", "add_partitions_to_txn", "end_txn",
-    "add_offsets_to_txn", "txn_offset_commit",
+    "add_offsets_to_txn", "txn_offset_commit", "describe_transactions", "list_transactions",
 )
 
 
