@@ -312,3 +312,44 @@ def test_kafka_transactions_list_and_describe(txn_broker: BrokerProcess) -> None
     fields = [f.strip() for f in idle.lines[1].split("\t")]
     assert fields[4] == "Empty" and fields[6] == "None", idle.describe()
     still_open.abort_transaction(WAIT_S)
+
+
+def test_a_killed_coordinator_is_replaced_mid_transaction(tmp_path: Path) -> None:
+    """RF=3, min.insync.replicas=2: the node coordinating a transactional id is killed -9 with
+    a transaction open. The next leader of the id's __transaction_state partition loads it
+    and the producer commits there; a later abort stays invisible; everything committed is
+    read back once with read_committed, also after the killed node returns."""
+    from tests.integration.test_cluster import _address
+    from tests.integration.test_replication import _cluster, _replicated_topic
+    state = {"transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 2,
+             "transaction.state.log.num.partitions": 3, "offsets.topic.num.partitions": 3,
+             "transaction.abort.timed.out.transaction.cleanup.interval.ms": 500}
+    topic, txn_id = "txn-failover", "tx-failover"
+    with _cluster(tmp_path, **state).start() as cluster:
+        _replicated_topic(cluster, topic, 3)
+        producer = txn_producer(cluster.bootstrap, txn_id)
+        with Wire(_address(cluster, cluster.node_ids[0])) as wire:
+            found = wire.request(10, 3, {"key": txn_id, "key_type": 1})
+        assert found.error_code == 0
+        victim = found.node_id
+        producer.begin_transaction()
+        send(producer, topic, [f"a{i}" for i in range(30)])
+        producer.commit_transaction(WAIT_S)
+        producer.begin_transaction()
+        send(producer, topic, [f"b{i}" for i in range(30)])
+        cluster.kill_node(victim)
+        survivor = next(_address(cluster, i) for i in cluster.node_ids if i != victim)
+        # librdkafka finds the new coordinator (COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR
+        # meanwhile), which commits with markers on the partitions' current leaders.
+        producer.commit_transaction(60)
+        producer.begin_transaction()
+        send(producer, topic, [f"x{i}" for i in range(10)])
+        producer.abort_transaction(WAIT_S)
+        expected = sorted([f"a{i}" for i in range(30)] + [f"b{i}" for i in range(30)])
+        assert sorted(consume_all(survivor, topic, "read_committed", 60)) == expected
+        cluster.start_node(victim)
+        producer.begin_transaction()
+        send(producer, topic, ["c"])
+        producer.commit_transaction(WAIT_S)
+        assert sorted(consume_all(_address(cluster, victim), topic, "read_committed", 61)) == \
+            sorted(expected + ["c"])
