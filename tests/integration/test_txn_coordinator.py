@@ -41,6 +41,17 @@ def send(producer: Producer, topic: str, values: list[str], partition: int | Non
     producer.flush(WAIT_S)
 
 
+def transaction(producer: Producer, topic: str, values: list[str], commit: bool = True,
+                partition: int | None = None) -> None:
+    """One whole transaction writing ``values``, committed or aborted."""
+    producer.begin_transaction()
+    send(producer, topic, values, partition)
+    if commit:
+        producer.commit_transaction(WAIT_S)
+    else:
+        producer.abort_transaction(WAIT_S)
+
+
 def consume_all(bootstrap: str, topic: str, isolation: str, expect: int,
                 settle: Callable[[list[str]], bool] | None = None) -> list[str]:
     """Every value of ``topic`` from the start with ``isolation``: read until ``expect``
@@ -80,15 +91,9 @@ def test_commit_and_abort_with_confluent_kafka(txn_broker: BrokerProcess) -> Non
     topic = f"txc-{uuid.uuid4().hex[:6]}"
     create_topic(txn_broker.bootstrap, topic, partitions=3)
     producer = txn_producer(txn_broker.bootstrap, f"tx-{topic}")
-    producer.begin_transaction()
-    send(producer, topic, [f"c{i}" for i in range(30)])
-    producer.commit_transaction(WAIT_S)
-    producer.begin_transaction()
-    send(producer, topic, [f"a{i}" for i in range(20)])
-    producer.abort_transaction(WAIT_S)
-    producer.begin_transaction()
-    send(producer, topic, ["c-last"])
-    producer.commit_transaction(WAIT_S)
+    transaction(producer, topic, [f"c{i}" for i in range(30)])
+    transaction(producer, topic, [f"a{i}" for i in range(20)], commit=False)
+    transaction(producer, topic, ["c-last"])
     committed = consume_all(txn_broker.bootstrap, topic, "read_committed", 31)
     assert sorted(committed) == sorted([f"c{i}" for i in range(30)] + ["c-last"])
     everything = consume_all(txn_broker.bootstrap, topic, "read_uncommitted", 51)
@@ -112,9 +117,7 @@ def test_a_second_producer_fences_the_first(txn_broker: BrokerProcess) -> None:
     error: KafkaError = raised.value.args[0]
     assert error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
                             KafkaError.INVALID_PRODUCER_EPOCH), error
-    fresh.begin_transaction()
-    send(fresh, topic, ["fresh"], partition=0)
-    fresh.commit_transaction(WAIT_S)
+    transaction(fresh, topic, ["fresh"], partition=0)
     assert consume_all(txn_broker.bootstrap, topic, "read_committed", 1) == ["fresh"]
 
 
@@ -174,17 +177,13 @@ def test_committed_transactions_survive_a_restart(txn_broker: BrokerProcess) -> 
     create_topic(txn_broker.bootstrap, topic, partitions=2)
     txn_id = f"tx-{topic}"
     producer = txn_producer(txn_broker.bootstrap, txn_id)
-    producer.begin_transaction()
-    send(producer, topic, ["before"])
-    producer.commit_transaction(WAIT_S)
+    transaction(producer, topic, ["before"])
     producer.begin_transaction()
     send(producer, topic, ["open-at-restart"])
     txn_broker.restart()
     # The reloaded coordinator knows the id: a new instance aborts the open transaction.
     fresh = txn_producer(txn_broker.bootstrap, txn_id)
-    fresh.begin_transaction()
-    send(fresh, topic, ["after"])
-    fresh.commit_transaction(WAIT_S)
+    transaction(fresh, topic, ["after"])
     values = consume_all(txn_broker.bootstrap, topic, "read_committed", 2)
     assert sorted(values) == ["after", "before"]
 
@@ -282,9 +281,7 @@ def test_kafka_transactions_list_and_describe(txn_broker: BrokerProcess) -> None
     create_topic(bootstrap, topic, partitions=2)
     done_id, open_id = f"done-{topic}", f"open-{topic}"
     done = txn_producer(bootstrap, done_id)
-    done.begin_transaction()
-    send(done, topic, ["x"], partition=0)
-    done.commit_transaction(WAIT_S)
+    transaction(done, topic, ["x"], partition=0)
     still_open = txn_producer(bootstrap, open_id)
     still_open.begin_transaction()
     send(still_open, topic, ["y"], partition=1)
@@ -332,9 +329,7 @@ def test_a_killed_coordinator_is_replaced_mid_transaction(tmp_path: Path) -> Non
             found = wire.request(10, 3, {"key": txn_id, "key_type": 1})
         assert found.error_code == 0
         victim = found.node_id
-        producer.begin_transaction()
-        send(producer, topic, [f"a{i}" for i in range(30)])
-        producer.commit_transaction(WAIT_S)
+        transaction(producer, topic, [f"a{i}" for i in range(30)])
         producer.begin_transaction()
         send(producer, topic, [f"b{i}" for i in range(30)])
         cluster.kill_node(victim)
@@ -342,14 +337,10 @@ def test_a_killed_coordinator_is_replaced_mid_transaction(tmp_path: Path) -> Non
         # librdkafka finds the new coordinator (COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR
         # meanwhile), which commits with markers on the partitions' current leaders.
         producer.commit_transaction(60)
-        producer.begin_transaction()
-        send(producer, topic, [f"x{i}" for i in range(10)])
-        producer.abort_transaction(WAIT_S)
+        transaction(producer, topic, [f"x{i}" for i in range(10)], commit=False)
         expected = sorted([f"a{i}" for i in range(30)] + [f"b{i}" for i in range(30)])
         assert sorted(consume_all(survivor, topic, "read_committed", 60)) == expected
         cluster.start_node(victim)
-        producer.begin_transaction()
-        send(producer, topic, ["c"])
-        producer.commit_transaction(WAIT_S)
+        transaction(producer, topic, ["c"])
         assert sorted(consume_all(_address(cluster, victim), topic, "read_committed", 61)) == \
             sorted(expected + ["c"])

@@ -18,26 +18,25 @@ from .registry import RequestContext, api
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+# key type -> the resource a client needs DESCRIBE on, the error for an empty key
+_KINDS = {GROUP_KEY_TYPE: ("GROUP", errors.InvalidGroupId),
+          TRANSACTION_KEY_TYPE: ("TRANSACTIONAL_ID", errors.InvalidRequest)}
 
 
 async def _lookup(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
     entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1,
                              "error_code": 0, "error_message": None}
     try:
-        if key_type == TRANSACTION_KEY_TYPE:
-            if not key:
-                raise errors.InvalidRequest("transactional id is empty")
-            ctx.require("DESCRIBE", "TRANSACTIONAL_ID", key)
-            node_id, host, port = await ctx.broker.txn_coordinator.find_coordinator(
-                key, ctx.session.listener_name)
-        elif key_type == GROUP_KEY_TYPE:
-            if not key:
-                raise errors.InvalidGroupId("group id is empty")
-            ctx.require("DESCRIBE", "GROUP", key)
-            node_id, host, port = await ctx.broker.coordinator.find_coordinator(
-                key, ctx.session.listener_name)
-        else:
+        if key_type not in _KINDS:
             raise errors.InvalidRequest(f"coordinator key type {key_type} is not supported")
+        resource, empty = _KINDS[key_type]
+        if not key:
+            raise empty(f"{resource.lower()} id is empty")
+        ctx.require("DESCRIBE", resource, key)
+        coordinator = (ctx.broker.txn_coordinator if key_type == TRANSACTION_KEY_TYPE
+                       else ctx.broker.coordinator)
+        node_id, host, port = await coordinator.find_coordinator(key,
+                                                                 ctx.session.listener_name)
         entry.update(node_id=node_id, host=host, port=port)
     except Exception as exc:  # each key gets its own error
         entry.update(error_code=errors.code_of(exc, "find coordinator"),

@@ -14,33 +14,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..coordinator.manager import CommitEntry
-from ..protocol import errors
+from .offset_commit import commit_answer, commit_entries, unreadable
 from .registry import RequestContext, api
 from .txn_answers import txn_error_code
 
 
 @api(key=28, versions=(0, 4))
 async def txn_offset_commit(ctx: RequestContext, req: Any) -> Any:
-    entries = [CommitEntry(t.name, p.partition_index, p.committed_offset,
-                           getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
-               for t in req.topics for p in t.partitions]
+    entries = commit_entries(req)
     await ctx.await_topics(t.name for t in req.topics)
+    denied: set[str] = set()
     try:
         ctx.require("WRITE", "TRANSACTIONAL_ID", req.transactional_id)
         ctx.require("READ", "GROUP", req.group_id)
-        denied = {e.topic for e in entries if not ctx.authorized("READ", "TOPIC", e.topic)}
+        denied = unreadable(ctx, entries)
         codes = await ctx.broker.coordinator.txn_commit_offsets(
             req.group_id, req.producer_id, req.producer_epoch,
             getattr(req, "member_id", ""), getattr(req, "group_instance_id", None),
             getattr(req, "generation_id", -1), [e for e in entries if e.topic not in denied])
-        codes.update({(e.topic, e.partition): errors.TopicAuthorizationFailed.code
-                      for e in entries if e.topic in denied})
     except Exception as exc:  # a group-level refusal applies to every partition
         code = txn_error_code(exc, "transactional offset commit", ctx.version, 3)
-        codes = {(e.topic, e.partition): code for e in entries}
-    return ctx.response({"throttle_time": 0, "topics": [
-        {"name": t.name, "partitions": [
-            {"partition_index": p.partition_index,
-             "error_code": codes[(t.name, p.partition_index)]} for p in t.partitions]}
-        for t in req.topics]})
+        codes, denied = {(e.topic, e.partition): code for e in entries}, set()
+    return commit_answer(ctx, req, entries, codes, denied)

@@ -1,40 +1,26 @@
 """TransactionCoordinator over real PartitionLogs (tmp_path): persistence, markers, reload
 with a prepared transaction resumed, timeouts.
 
-The broker around it is a stand-in with a real metadata image, LogManager and replica
-manager, so what is appended to __transaction_state is exactly what a restart replays and
+The broker around it is tests/unit/standin_broker.py, so what is appended to __transaction_state is exactly what a restart replays and
 the markers are real control batches in the partition's log.
 """
 from __future__ import annotations
 
 import asyncio
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rillet.defs.broker_config import BrokerConfig
-from rillet.metadata import records as mrec
-from rillet.metadata.image import MetadataImage, replay
-from rillet.metadata.view import MetadataView
 from rillet.protocol import errors
-from rillet.replication.manager import ReplicaManager
 from rillet.storage.log_config import LogConfig
-from rillet.storage.manager import LogManager
 from rillet.txn.coordinator import TransactionCoordinator
 from rillet.txn.metadata import TxnState
 from rillet.txn.state_manager import TXN_TOPIC
+from tests.unit import standin_broker
 
 PARTITIONS = 3
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
+Clock = standin_broker.Clock
 
 
 class Channel:
@@ -48,30 +34,10 @@ class Channel:
         return self.next
 
 
-class StandInBroker:
+class StandInBroker(standin_broker.StandInBroker):
     def __init__(self, data: Path) -> None:
-        self.node_id = 1
-        self.config = BrokerConfig.load(None, {
-            "log.dirs": str(data), "node.id": "1",
-            "transaction.state.log.num.partitions": str(PARTITIONS)})
-        recs: list[dict[str, Any]] = [
-            {"type": mrec.REGISTER_BROKER, "node_id": 1, "host": "127.0.0.1", "port": 9092,
-             "rack": None}]
-        for name, parts in ((TXN_TOPIC, PARTITIONS), ("t", 2)):
-            tid = str(uuid.uuid5(uuid.NAMESPACE_DNS, name))
-            recs.append({"type": mrec.TOPIC, "name": name, "topic_id": tid})
-            recs += [{"type": mrec.PARTITION, "topic_id": tid, "partition": p, "replicas": [1],
-                      "isr": [1], "leader": 1, "leader_epoch": 0} for p in range(parts)]
-        self.image: MetadataImage = replay(MetadataImage(cluster_id="c"), recs, 0)
-        self.logs = LogManager([data])
-        self.logs.load_logs(lambda t, p: LogConfig())
-        for name, parts in ((TXN_TOPIC, PARTITIONS), ("t", 2)):
-            for p in range(parts):
-                if self.logs.get(name, p) is None:
-                    self.logs.create(name, p, LogConfig())
-        self.replication = ReplicaManager(self.node_id, lambda: self.config,
-                                          MetadataView(lambda: self.image), self.logs, None)
-        self.replication.adopt(self.image)
+        super().__init__(data, {TXN_TOPIC: PARTITIONS, "t": 2}, (TXN_TOPIC, "t"), LogConfig(),
+                         **{"transaction.state.log.num.partitions": str(PARTITIONS)})
         self.channel = Channel()
         self.written: list[Any] = []
 
