@@ -81,7 +81,8 @@ def consume_all(bootstrap: str, topic: str, isolation: str, expect: int,
 def txn_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     b = BrokerProcess(tmp_path / "data", config={
         "transaction.abort.timed.out.transaction.cleanup.interval.ms": 500,
-        "transaction.state.log.num.partitions": 5, "offsets.topic.num.partitions": 5})
+        "transaction.state.log.num.partitions": 5, "offsets.topic.num.partitions": 5,
+        "group.initial.rebalance.delay.ms": 0})
     b.start()
     yield b
     b.stop()

@@ -119,6 +119,8 @@ class TransactionCoordinator:
         else:
             new = txn.init_producer(current, timeout_ms, expected_pid, expected_epoch,
                                     self.now(), new_pid)
+        if new is current:   # a retried bump, answered again
+            return new.producer_id, new.producer_epoch
         await self.state.write(where, new, transactional_id)
         if new.state == TxnState.PREPARE_ABORT:
             self._complete_later(new, where)

@@ -18,7 +18,7 @@ Thread safety: immutable values and pure functions.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
 from ..protocol import errors
@@ -65,6 +65,11 @@ class TxnMetadata:
     partitions: frozenset[TopicPartition]
     start_ms: int          # when the transaction (Ongoing) began; -1 when none did
     last_update_ms: int
+    # The epoch before a producer's own InitProducerId (KIP-360: naming its id and epoch)
+    # bumped it, so that call's retry is answered again instead of fenced; -1 after a new
+    # instance's call, whose older epochs are all zombies. In memory only (no field in the
+    # v0 record), as Kafka's lastProducerEpoch before record v1.
+    last_epoch: int = field(default=-1, compare=False)
 
     def to(self, state: TxnState, now: int, **changes: object) -> "TxnMetadata":
         return replace(self, state=state, last_update_ms=now, **changes)  # type: ignore[arg-type]
@@ -106,6 +111,9 @@ def init_producer(m: TxnMetadata, timeout_ms: int, expected_pid: int, expected_e
     the epoch is bumped and the transaction aborted first (PrepareAbort; the client retries
     after CONCURRENT_TRANSACTIONS). KIP-360: a producer naming its id and epoch must be
     the current one."""
+    if (expected_pid, expected_epoch) == (m.producer_id, m.last_epoch) \
+            and m.state == TxnState.EMPTY:
+        return m   # a retry of the call that bumped the epoch: the same answer
     if expected_pid != NO_PRODUCER_ID and (expected_pid != m.producer_id
                                            or expected_epoch != m.producer_epoch):
         raise errors.ProducerFenced(
@@ -118,7 +126,8 @@ def init_producer(m: TxnMetadata, timeout_ms: int, expected_pid: int, expected_e
         return abort_fencing(m, now)
     if can_bump(m):
         return m.to(TxnState.EMPTY, now, producer_epoch=m.producer_epoch + 1,
-                    timeout_ms=timeout_ms, partitions=frozenset(), start_ms=-1)
+                    timeout_ms=timeout_ms, partitions=frozenset(), start_ms=-1,
+                    last_epoch=m.producer_epoch if expected_pid != NO_PRODUCER_ID else -1)
     assert new_pid is not None, "an exhausted epoch needs a new producer id"
     return m.to(TxnState.EMPTY, now, producer_id=new_pid, producer_epoch=0,
                 timeout_ms=timeout_ms, partitions=frozenset(), start_ms=-1)

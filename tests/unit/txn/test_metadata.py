@@ -88,3 +88,14 @@ def test_records_round_trip_in_kafkas_layout() -> None:
     assert value[:2] == b"\x00\x00"   # version 0
     assert decode_txn_value("id", value) == m
     assert TxnState.PREPARE_COMMIT.kafka_name == "PrepareCommit"
+
+
+def test_a_retried_bump_is_answered_again_not_fenced() -> None:
+    """KIP-360: the producer names its id and epoch; its retry names the same pair after
+    the first call already bumped it."""
+    m = txn.complete(txn.end_txn(ongoing(), 7, 0, False, 200), 300)   # type: ignore[arg-type]
+    bumped = txn.init_producer(m, 1000, 7, 0, 400, None)
+    assert bumped.producer_epoch == 1 and bumped.last_epoch == 0
+    assert txn.init_producer(bumped, 1000, 7, 0, 401, None) is bumped
+    with pytest.raises(errors.ProducerFenced):
+        txn.init_producer(bumped, 1000, 7, 5, 401, None)
