@@ -6,6 +6,7 @@ by its timeout, and the coordinator surviving a restart.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -215,6 +216,9 @@ class Pipeline:
         self.producer.begin_transaction()
         for m in records:
             self.producer.produce(self.sink, b"o-" + m.value())
+        # Written before the transaction ends: abort_transaction drops what is still queued,
+        # and the aborted copies must be in the log for the check below to mean anything.
+        self.producer.flush(WAIT_S)
         self.producer.send_offsets_to_transaction(
             self.consumer.position(self.consumer.assignment()),
             self.consumer.consumer_group_metadata(), WAIT_S)
@@ -250,7 +254,9 @@ def test_consume_transform_produce_is_exactly_once(txn_broker: BrokerProcess) ->
 
     pipeline = Pipeline(bootstrap, source, sink, group, f"tx-{suffix}")
     pipeline.process(pipeline.batch(10), commit=True)
-    pipeline.process(pipeline.batch(10), commit=False)
+    rolled_back = pipeline.batch(10)
+    aborted = len(rolled_back)
+    pipeline.process(rolled_back, commit=False)
     pipeline.process(pipeline.batch(10), commit=True)
     pipeline.close()
 
@@ -267,10 +273,12 @@ def test_consume_transform_produce_is_exactly_once(txn_broker: BrokerProcess) ->
         pipeline.process(records, commit=True)
     pipeline.close()
     out = consume_all(bootstrap, sink, "read_committed", len(inputs))
-    assert sorted(out) == sorted(f"o-{v}" for v in inputs)
+    wanted = Counter(f"o-{v}" for v in inputs)
+    assert Counter(out) == wanted, (f"missing {sorted(wanted - Counter(out))}, "
+                                    f"extra {sorted(Counter(out) - wanted)}")
     # The aborted transaction's copies are in the log, invisible to read_committed.
-    assert len(consume_all(bootstrap, sink, "read_uncommitted", len(inputs) + 10)) == \
-        len(inputs) + 10
+    everything = consume_all(bootstrap, sink, "read_uncommitted", len(inputs) + aborted)
+    assert len(everything) == len(inputs) + aborted, sorted(Counter(everything) - wanted)
 
 
 def test_kafka_transactions_list_and_describe(txn_broker: BrokerProcess) -> None:
