@@ -1,5 +1,6 @@
 """The broker: wires config, storage, the metadata quorum, the controller, the replica
-manager, the group coordinator and the authorizer, and starts and stops them in order.
+manager, the group and transaction coordinators and the authorizer, and starts and stops
+them in order.
 
 API handlers reach a partition they lead through the replica manager
 (replication/manager.py: leadership checks, appends, both waiting queues).
@@ -40,6 +41,8 @@ from .storage.log_config import LogConfig
 from .storage.manager import LogManager
 from .storage_format import DirLocks, ensure_formatted
 from .topic_config import log_config
+from .txn.coordinator import TransactionCoordinator
+from .txn_marker import TxnMarker
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +77,8 @@ class Broker:
         self._dir_locks: DirLocks | None = None
         self.coordinator = GroupCoordinator(self)
         self.quotas = ClientQuotaManager(lambda: self.config)
+        self.txn_coordinator = TransactionCoordinator(self, self._txn_markers_written,
+                                                      self.outbound_tls.brokers)
         self.cleaner = LogCleaner(self.logs, config,
                                   lambda name: dict(self.image.topic_config(name)))
         self._stop = asyncio.Event()
@@ -147,6 +152,7 @@ class Broker:
         await self.raft.wait_for(lambda: self.node_id in self.image.live_broker_ids,
                                  float("inf"))
         await self.coordinator.start()
+        await self.txn_coordinator.start()
         if self.config["log.cleaner.enable"]:
             self._tasks.append(asyncio.create_task(self.cleaner.run(self._stop)))
         self._tasks.append(asyncio.create_task(self.logs.run(
@@ -205,6 +211,7 @@ class Broker:
         if self.lifecycle is not None:
             await self.lifecycle.stop()
         await self.coordinator.stop()
+        await self.txn_coordinator.stop()
         await self.replication.stop()
         for task in self._tasks:
             try:
@@ -273,6 +280,7 @@ class Broker:
         self._create_local_logs(delta.local)
         self._delete_moved_away(delta.local)
         self.coordinator.on_metadata_update(delta, new)
+        self.txn_coordinator.on_metadata_update(delta, new)
         for rtype, name in delta.configs:
             topic = new.topics.get(name) if rtype == TOPIC_RESOURCE else None
             if topic is None:
@@ -282,6 +290,11 @@ class Broker:
                 plog = self.logs.get(name, p)
                 if plog is not None:
                     plog.update_config(cfg)
+
+    def _txn_markers_written(self, marker: TxnMarker, partitions: list[TopicPartition]) -> None:
+        """Markers this node's transaction coordinator wrote here, as leader: the group
+        coordinator settles transactional offset commits with them."""
+        self.coordinator.on_txn_markers(marker, partitions)
 
     def _delete_stray_logs(self, image: MetadataImage) -> None:
         """Logs of topics deleted while this node was down (Kafka's stray logs)."""

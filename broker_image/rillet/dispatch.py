@@ -95,7 +95,8 @@ async def _handle(broker: BrokerServices, spec: ApiSpec, header: RequestHeader, 
         return spec.raw_handler(ctx, frame)
     header, body = decode_request(frame)
     forwarder = broker.forwarder
-    if spec.forward and forwarder is not None:
+    if spec.forward and forwarder is not None and (spec.forward_when is None
+                                                   or spec.forward_when(body)):
         relayed = await forwarder.relay(frame, session)
         if relayed is not None:
             await _settle(broker, spec, header, body, relayed)

@@ -58,8 +58,8 @@ def test_group_lifecycle_error_codes(gbroker: BrokerProcess) -> None:
                                                          "coordinator_keys": ["wire-g", "x"]})
         assert [(code(c.error_code), c.port) for c in found.coordinators] == \
                [(NONE, gbroker.port)] * 2
-        txn = await conn.request(FIND_COORDINATOR, 3, {"key": "t", "key_type": 1})
-        assert code(txn.error_code) == INVALID_REQUEST
+        share = await conn.request(FIND_COORDINATOR, 3, {"key": "t", "key_type": 2})
+        assert code(share.error_code) == INVALID_REQUEST
 
         bad = await conn.request(JOIN, 5, join_body(session=10))
         assert code(bad.error_code) == INVALID_SESSION_TIMEOUT

@@ -1,7 +1,7 @@
 """The log side of transactions with real broker processes and real consumers.
 
-There is no transaction coordinator yet, so the tests play its part: transactional batches
-are hand-built (records.encode_batch) for a producer id from InitProducerId (the idempotent
+These tests play the transaction coordinator's part (its own tests are in
+test_txn_coordinator.py): transactional batches are hand-built (records.encode_batch) for a producer id from InitProducerId (the idempotent
 path) and sent with Produce and a transactional id; WriteTxnMarkers then commits or aborts
 them, as a coordinator would. read_committed consumers (confluent-kafka, kafka-python,
 aiokafka, the Java console consumer) must see only committed records and stop at the last
@@ -312,10 +312,6 @@ def test_fencing_and_refusals(broker: BrokerProcess) -> None:
         # v2 (KIP-890's transaction version field) is served as v1.
         assert write_marker(wire, p.producer_id, p.epoch + 1, False, topic, [0],
                             version=2) == [0]
-        # The transaction coordinator's own entry point stays refused until it exists.
-        pid = wire.request(22, 4, {"transactional_id": "tx-1", "transaction_timeout": 60000,
-                                   "producer_id": -1, "producer_epoch": -1})
-        assert pid.error_code == TXN_ID_AUTH_FAILED
     assert confluent_values(broker.bootstrap, topic, "t1", "read_uncommitted") == ["t1"]
 
 

@@ -16,7 +16,8 @@ MODULES = (
     "elect_leaders", "unregister_broker", "describe_log_dirs",
     "sasl_handshake", "sasl_authenticate", "user_scram_credentials", "acls", "envelope",
     "client_quotas", "write_txn_markers",
-    "describe_producers",
+    "describe_producers", "add_partitions_to_txn", "end_txn",
+    "add_offsets_to_txn", "txn_offset_commit", "describe_transactions", "list_transactions",
 )
 
 

@@ -1,9 +1,11 @@
 """FindCoordinator (key 10), v0-4.
 
 Key type 0 (group): the leader of the group's __consumer_offsets partition,
-creating that topic on first use. Other key types (transactions, share
-groups) are answered INVALID_REQUEST: rillet has no transaction coordinator
-yet, and a non-retriable error makes such clients fail fast.
+creating that topic on first use (DESCRIBE on the group). Key type 1
+(transaction): the leader of the transactional id's __transaction_state
+partition, created on first use likewise (DESCRIBE on the TRANSACTIONAL_ID).
+Share groups (key type 2) are answered INVALID_REQUEST, a non-retriable error
+that makes such clients fail fast.
 v0: one group key. v1: key type, error message. v3: flexible.
 v4: batched keys (coordinator_keys -> coordinators).
 """
@@ -15,19 +17,26 @@ from ..protocol import errors
 from .registry import RequestContext, api
 
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+# key type -> the resource a client needs DESCRIBE on, the error for an empty key
+_KINDS = {GROUP_KEY_TYPE: ("GROUP", errors.InvalidGroupId),
+          TRANSACTION_KEY_TYPE: ("TRANSACTIONAL_ID", errors.InvalidRequest)}
 
 
 async def _lookup(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
     entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1,
                              "error_code": 0, "error_message": None}
     try:
-        if key_type != GROUP_KEY_TYPE:
+        if key_type not in _KINDS:
             raise errors.InvalidRequest(f"coordinator key type {key_type} is not supported")
+        resource, empty = _KINDS[key_type]
         if not key:
-            raise errors.InvalidGroupId("group id is empty")
-        ctx.require("DESCRIBE", "GROUP", key)
-        node_id, host, port = await ctx.broker.coordinator.find_coordinator(
-            key, ctx.session.listener_name)
+            raise empty(f"{resource.lower()} id is empty")
+        ctx.require("DESCRIBE", resource, key)
+        coordinator = (ctx.broker.txn_coordinator if key_type == TRANSACTION_KEY_TYPE
+                       else ctx.broker.coordinator)
+        node_id, host, port = await coordinator.find_coordinator(key,
+                                                                 ctx.session.listener_name)
         entry.update(node_id=node_id, host=host, port=port)
     except Exception as exc:  # each key gets its own error
         entry.update(error_code=errors.code_of(exc, "find coordinator"),

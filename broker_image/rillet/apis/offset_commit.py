@@ -18,29 +18,46 @@ from ..protocol import errors
 from .registry import RequestContext, api
 
 
-@api(key=8, versions=(2, 8))
-async def offset_commit(ctx: RequestContext, req: Any) -> Any:
-    retention = getattr(req, "retention_time", None)
-    retention_ms = int(retention.total_seconds() * 1000) if retention is not None else -1
-    entries = [CommitEntry(t.name, p.partition_index, p.committed_offset,
-                           getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
-               for t in req.topics for p in t.partitions]
-    await ctx.await_topics(t.name for t in req.topics)
-    try:
-        ctx.require("READ", "GROUP", req.group_id)
-        denied = {e.topic for e in entries if not ctx.authorized("READ", "TOPIC", e.topic)}
-        codes = await ctx.broker.coordinator.commit_offsets(
-            req.group_id, req.member_id, getattr(req, "group_instance_id", None),
-            req.generation_id_or_member_epoch, retention_ms,
-            [e for e in entries if e.topic not in denied])
-        codes.update({(e.topic, e.partition): errors.TopicAuthorizationFailed.code
-                      for e in entries if e.topic in denied})
-    except Exception as exc:  # a group-level refusal applies to every partition
-        code = errors.code_of(exc, "offset commit")
-        codes = {(e.topic, e.partition): code for e in entries}
+def commit_entries(req: Any) -> list[CommitEntry]:
+    """The offsets an OffsetCommit or TxnOffsetCommit request names."""
+    return [CommitEntry(t.name, p.partition_index, p.committed_offset,
+                        getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
+            for t in req.topics for p in t.partitions]
+
+
+def unreadable(ctx: RequestContext, entries: list[CommitEntry]) -> set[str]:
+    """The topics of ``entries`` the principal may not READ (their partitions are answered
+    TOPIC_AUTHORIZATION_FAILED, the others are committed)."""
+    return {e.topic for e in entries if not ctx.authorized("READ", "TOPIC", e.topic)}
+
+
+def commit_answer(ctx: RequestContext, req: Any, entries: list[CommitEntry],
+                  codes: dict[tuple[str, int], int], denied: set[str]) -> Any:
+    codes.update({(e.topic, e.partition): errors.TopicAuthorizationFailed.code
+                  for e in entries if e.topic in denied})
     topics = [{"name": t.name,
                "partitions": [{"partition_index": p.partition_index,
                                "error_code": codes[(t.name, p.partition_index)]}
                               for p in t.partitions]}
               for t in req.topics]
     return ctx.response({"throttle_time": 0, "topics": topics})
+
+
+@api(key=8, versions=(2, 8))
+async def offset_commit(ctx: RequestContext, req: Any) -> Any:
+    retention = getattr(req, "retention_time", None)
+    retention_ms = int(retention.total_seconds() * 1000) if retention is not None else -1
+    entries = commit_entries(req)
+    await ctx.await_topics(t.name for t in req.topics)
+    denied: set[str] = set()
+    try:
+        ctx.require("READ", "GROUP", req.group_id)
+        denied = unreadable(ctx, entries)
+        codes = await ctx.broker.coordinator.commit_offsets(
+            req.group_id, req.member_id, getattr(req, "group_instance_id", None),
+            req.generation_id_or_member_epoch, retention_ms,
+            [e for e in entries if e.topic not in denied])
+    except Exception as exc:  # a group-level refusal applies to every partition
+        code = errors.code_of(exc, "offset commit")
+        codes, denied = {(e.topic, e.partition): code for e in entries}, set()
+    return commit_answer(ctx, req, entries, codes, denied)

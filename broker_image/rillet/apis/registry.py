@@ -30,6 +30,7 @@ from ..security.authorizer import Authorizer
 from ..security.sasl import ScramCredential
 from ..security.session import Session
 from ..storage.manager import LogManager
+from ..txn.coordinator import TransactionCoordinator
 
 
 # The operations Kafka lists in a resource's authorized operations.
@@ -184,6 +185,8 @@ class ApiSpec:
     forward: bool = False
     # With forward: when this node's image shows what the controller's answer says is done.
     settled: Settled | None = None
+    # With forward: which requests go (None: all); the others are answered here.
+    forward_when: Callable[[Any], bool] | None = None
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -197,8 +200,8 @@ REGISTRY: dict[int, ApiSpec] = {}
 
 def api(key: int, versions: tuple[int, int], *, decodable_from: int | None = None,
         raw_handler: RawHandler | None = None, scope: str = "broker",
-        forward: bool = False, settled: Settled | None = None
-        ) -> Callable[[Handler], Handler]:
+        forward: bool = False, settled: Settled | None = None,
+        forward_when: Callable[[Any], bool] | None = None) -> Callable[[Handler], Handler]:
     low, high = versions
     if low > high or low < 0:
         raise ValueError(f"api {key}: bad version range {versions}")
@@ -218,7 +221,8 @@ def api(key: int, versions: tuple[int, int], *, decodable_from: int | None = Non
             raise TypeError(f"api {key}: {handler.__module__}.{handler.__qualname__} is not "
                             f"an async handler")
         REGISTRY[key] = ApiSpec(key, handler.__module__.rsplit(".", 1)[-1], low, high,
-                                handler, first, raw_handler, scope, forward, settled)
+                                handler, first, raw_handler, scope, forward, settled,
+                                forward_when)
         return handler
 
     return register
@@ -267,6 +271,9 @@ class BrokerServices(Protocol):
 
     @property
     def coordinator(self) -> GroupCoordinator: ...
+
+    @property
+    def txn_coordinator(self) -> TransactionCoordinator: ...
 
     @property
     def metrics(self) -> RequestMetrics | None: ...

@@ -5,10 +5,11 @@ For each marker (producer id and epoch, COMMIT or ABORT, coordinator epoch) and 
 partition named, a control batch is appended as leader and replicated to the in-sync
 replicas (replication/txn_markers.py); each partition is answered on its own
 (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH,
-TRANSACTION_COORDINATOR_FENCED, NOT_ENOUGH_REPLICAS, ...). An inter-broker API: the
-principal needs CLUSTER_ACTION on the cluster, else every partition is answered
-CLUSTER_AUTHORIZATION_FAILED, as Kafka does. rillet has no transaction coordinator yet, so
-today only tests and tools send it.
+TRANSACTION_COORDINATOR_FENCED, NOT_ENOUGH_REPLICAS, ...); a marker on a __consumer_offsets
+partition settles the producer's transactional offset commits there. An inter-broker API:
+the principal needs CLUSTER_ACTION on the cluster, else every partition is answered
+CLUSTER_AUTHORIZATION_FAILED, as Kafka does. Sent by the transaction coordinator of another
+node (txn/markers.py) and by admin tools (kafka-transactions abort).
 Not v0 (removed in Kafka 4.0, KIP-896). v1: flexible. v2: transaction version (KIP-890),
 accepted and not used: markers look the same to the log either way.
 """
@@ -33,11 +34,12 @@ def _answer(marker: Any, codes: dict[tuple[str, int], int]) -> dict[str, Any]:
 
 async def _write(ctx: RequestContext, marker: Any) -> dict[str, Any]:
     partitions = [(t.name, int(p)) for t in marker.topics for p in t.partition_indexes]
-    codes = await write_markers(ctx.broker.replication,
-                                TxnMarker(marker.producer_id, marker.producer_epoch,
-                                          bool(marker.transaction_result),
-                                          marker.coordinator_epoch),
-                                partitions)
+    txn_marker = TxnMarker(marker.producer_id, marker.producer_epoch,
+                           bool(marker.transaction_result), marker.coordinator_epoch)
+    codes = await write_markers(ctx.broker.replication, txn_marker, partitions)
+    # Transactional offset commits on __consumer_offsets partitions are settled by it.
+    ctx.broker.coordinator.on_txn_markers(txn_marker, [tp for tp in partitions
+                                                       if codes.get(tp) == 0])
     return _answer(marker, codes)
 
 

@@ -32,6 +32,8 @@ from .controller import ACTIVE_WAIT_S, BrokerState, Controller
 from .isr import IsrAnswer, IsrChange
 from .topics import TopicResult, TopicSpec
 
+INIT_PRODUCER_ID = 22
+
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
@@ -168,6 +170,17 @@ class ControllerChannel:
             "current_metadata_offset": metadata_offset, "want_fence": False,
             "want_shut_down": want_shutdown})
         return remote.heartbeat_state(response)
+
+    async def next_producer_id(self) -> int:
+        """A producer id from the controller's blocks (the transaction coordinator's ids):
+        an idempotent InitProducerId, which the active controller answers itself."""
+        if self.is_local:
+            return await self._controller.next_producer_id()
+        response = await self.request(INIT_PRODUCER_ID, 4, {
+            "transactional_id": None, "transaction_timeout": 60000, "producer_id": -1,
+            "producer_epoch": -1})
+        raise_for(response.error_code, "producer id allocation")
+        return int(response.producer_id)
 
     async def create_topics(self, specs: list[TopicSpec], validate_only: bool = False
                             ) -> list[TopicResult]:

@@ -10,7 +10,9 @@ leads (forget their groups), and which topics went (drop their offsets). Offsets
 their retention are expired here too.
 
 Decide, then apply: records are appended, and only then replayed into the groups by
-the same `_replay` that loads a partition.
+the same `_replay` that loads a partition. Transactional offset commits are appended as
+their producer's transactional batches and wait in txn_offsets.py for the marker that
+settles them, live and on load alike.
 
 Owned by the GroupCoordinator (which handles the requests); event loop only. Log
 appends are synchronous (PartitionLog never awaits), so no request interleaves between
@@ -27,11 +29,13 @@ from typing import Any, Callable, Iterable
 from ..metadata.delta import MetadataDelta
 from ..metadata.image import MetadataImage
 from ..protocol import errors
-from ..records import Record, decode_records, encode_batch, parse_batches
+from ..records import BatchHeader, Record, decode_records, encode_batch, parse_batches
+from ..txn_marker import TxnMarker, decode_marker
 from .group import Group
 from .host import CoordinatorHost
 from .group_snapshot import GroupSnapshot
 from .group_types import GroupConfig, GroupState, OffsetAndMetadata
+from .txn_offsets import PendingTxnOffsets
 from .records import (GroupKey, OffsetKey, decode_group_value, decode_key,
                       decode_offset_value, group_key, group_partition, group_value,
                       offset_key)
@@ -41,14 +45,23 @@ log = logging.getLogger(__name__)
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
-def _offsets_records(plog: Any) -> list[tuple[int, bytes, bytes | None]]:
-    """(offset, key, value) of every keyed record of an offsets partition (worker thread)."""
-    out = []
+# (offset, key, value, its batch's header, the marker a control batch carries)
+LoadedRecord = tuple[int, bytes | None, bytes | None, BatchHeader, TxnMarker | None]
+
+
+def _offsets_records(plog: Any) -> list[LoadedRecord]:
+    """Every keyed record and every transaction marker of an offsets partition, in log
+    order (worker thread)."""
+    out: list[LoadedRecord] = []
     for header, batch in plog.batches():
         if header.is_control:
+            marker = decode_marker(header, batch)
+            if marker is not None:
+                out.append((header.base_offset, None, None, header, marker))
             continue
         _, records = decode_records(batch)
-        out.extend((rec.offset, rec.key, rec.value) for rec in records if rec.key is not None)
+        out.extend((rec.offset, rec.key, rec.value, header, None)
+                   for rec in records if rec.key is not None)
     return out
 
 
@@ -63,6 +76,9 @@ class GroupMetadataManager:
         self.loaded: set[int] = set()
         self._load_tasks: dict[int, asyncio.Task[None]] = {}
         self._retry: set[int] = set()   # led partitions whose last load did not load them
+        self.txn_offsets = PendingTxnOffsets()
+        # Markers that reached a partition while it was loading: applied once it is loaded.
+        self._deferred_markers: dict[int, list[TxnMarker]] = {}
 
     async def load_led_partitions(self) -> None:
         """Load every partition this node leads (start-up: the one pass over the topic)."""
@@ -118,15 +134,20 @@ class GroupMetadataManager:
 
     # -- persistence -------------------------------------------------------------
 
-    def _append(self, partition: int, entries: list[tuple[bytes, bytes | None]]) -> Any:
+    def _append(self, partition: int, entries: list[tuple[bytes, bytes | None]],
+                producer: tuple[int, int] | None = None) -> Any:
         """Append records to an offsets partition (synchronous); returns the log to flush.
+        ``producer`` (id, epoch): as that producer's transactional batch.
 
         Storage errors become the coordinator errors clients expect (as Kafka maps them).
         """
         try:
             now = self.now()
+            pid, epoch = producer or (-1, -1)
             data = bytearray(encode_batch([Record(i, now, k, v)
-                                           for i, (k, v) in enumerate(entries)]))
+                                           for i, (k, v) in enumerate(entries)],
+                                          producer_id=pid, producer_epoch=epoch,
+                                          is_transactional=producer is not None))
             _, plog = self.broker.replication.append_as_leader(OFFSETS_TOPIC, partition, data,
                                                    parse_batches(data, verify_crc=False))
         except (errors.NotLeaderOrFollower, errors.FencedLeaderEpoch) as exc:
@@ -147,6 +168,38 @@ class GroupMetadataManager:
         for key, value in entries:
             self._replay(key, value)
         return plog
+
+    def write_txn(self, partition: int, producer_id: int, epoch: int,
+                  entries: list[tuple[bytes, bytes | None]]) -> Any:
+        """Append a producer's transactional offset commits; they wait for its marker."""
+        plog = self._append(partition, entries, (producer_id, epoch))
+        for key, value in entries:
+            self._replay_txn(partition, producer_id, epoch, key, value)
+        return plog
+
+    def on_txn_marker(self, partition: int, marker: TxnMarker) -> None:
+        """A transaction marker written on an offsets partition this node leads."""
+        if partition in self.loaded:
+            self._end_txn(partition, marker)
+        elif partition in self._load_tasks:
+            self._deferred_markers.setdefault(partition, []).append(marker)
+
+    def _replay_txn(self, partition: int, producer_id: int, epoch: int, key: bytes,
+                    value: bytes | None) -> None:
+        decoded = decode_key(key)
+        if isinstance(decoded, OffsetKey):
+            self.txn_offsets.add(partition, producer_id, epoch,
+                                 (decoded.group_id, decoded.topic, decoded.partition),
+                                 decode_offset_value(value) if value is not None else None)
+
+    def _end_txn(self, partition: int, marker: TxnMarker) -> None:
+        settled = self.txn_offsets.end(partition, marker.producer_id, marker.producer_epoch,
+                                       marker.commit)
+        for (group_id, topic, p), offset in settled.items():
+            group = self.groups.get(group_id)
+            if group is None:
+                group = self.new_group(group_id)
+            group.offsets[(topic, p)] = offset
 
     def _persist_group(self, group: Group) -> None:
         p = self.partition_for(group.group_id)
@@ -205,6 +258,7 @@ class GroupMetadataManager:
         self._load_tasks.pop(p, None)
         if p not in self.loaded:
             self._retry.add(p)
+            self._deferred_markers.pop(p, None)   # the next load reads them from the log
         if not task.cancelled() and task.exception() is not None:
             log.error("loading %s-%d failed", OFFSETS_TOPIC, p, exc_info=task.exception())
 
@@ -221,15 +275,24 @@ class GroupMetadataManager:
         if part is None or part.leader != self.broker.node_id:
             return   # leadership moved on while we read
         count = 0
-        for offset, key, value in records:
+        for offset, key, value, header, marker in records:
             try:
-                self._replay(key, value)
+                if marker is not None:
+                    self._end_txn(p, marker)
+                elif header.is_transactional:
+                    assert key is not None
+                    self._replay_txn(p, header.producer_id, header.producer_epoch, key, value)
+                else:
+                    assert key is not None
+                    self._replay(key, value)
                 count += 1
             except (ValueError, UnicodeDecodeError, struct.error) as exc:
                 # One bad record must not keep every group of the partition away.
                 log.warning("%s-%d offset %d: skipping undecodable record: %r",
                             OFFSETS_TOPIC, p, offset, exc)
         self.loaded.add(p)
+        for marker in self._deferred_markers.pop(p, []):
+            self._end_txn(p, marker)
         if count:
             log.info("loaded %d records of %s-%d in %.0f ms (%d groups)", count, OFFSETS_TOPIC,
                      p, (time.monotonic() - started) * 1000, len(self.groups))
@@ -240,6 +303,7 @@ class GroupMetadataManager:
             part = image.partition(OFFSETS_TOPIC, p)
             if part is None or part.leader != self.broker.node_id:
                 self.loaded.discard(p)
+                self.txn_offsets.forget(p)
                 n = self.num_partitions(image) if part is not None else None
                 for gid in [g for g in self.groups
                             if n is None or group_partition(g, n) == p]:

@@ -22,13 +22,14 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from ..controller.topics import TopicSpec
 from ..metadata.delta import MetadataDelta
 from ..metadata.image import MetadataImage
 from ..protocol import errors
 from ..tasks import cancel_and_wait
+from ..txn_marker import TxnMarker
 from .group import Group
 from .host import CoordinatorHost
+from .internal_topic import InternalTopic, coordinator_address
 from .group_metadata import OFFSETS_TOPIC, GroupMetadataManager
 from .group_types import (GroupConfig, GroupState, JoinRequest, JoinResult, OffsetAndMetadata,
                           SyncResult)
@@ -78,7 +79,11 @@ class GroupCoordinator:
             max_session_timeout_ms=cfg["group.max.session.timeout.ms"],
             max_size=cfg["group.max.size"])
         self.store = GroupMetadataManager(broker, self.config, self.now)
-        self._create_lock = asyncio.Lock()
+        self._offsets_topic = InternalTopic(
+            OFFSETS_TOPIC, cfg["offsets.topic.num.partitions"],
+            cfg["offsets.topic.replication.factor"],
+            {"cleanup.policy": "compact", "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
+             "compression.type": "producer"}, "offsets.topic.replication.factor")
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -136,30 +141,7 @@ class GroupCoordinator:
 
     async def ensure_offsets_topic(self) -> None:
         """Create __consumer_offsets when it is first needed (compacted, internal)."""
-        if OFFSETS_TOPIC in self.broker.image.topics:
-            return
-        async with self._create_lock:
-            image = self.broker.image
-            if OFFSETS_TOPIC in image.topics:
-                return
-            cfg = self.broker.config
-            live = len(image.live_brokers)
-            rf = max(1, min(cfg["offsets.topic.replication.factor"], live))
-            if rf < cfg["offsets.topic.replication.factor"]:
-                log.warning("creating %s with replication factor %d: only %d live broker(s), "
-                            "offsets.topic.replication.factor is %d", OFFSETS_TOPIC, rf, live,
-                            cfg["offsets.topic.replication.factor"])
-            spec = TopicSpec(OFFSETS_TOPIC, cfg["offsets.topic.num.partitions"], rf, configs={
-                "cleanup.policy": "compact",
-                "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
-                "compression.type": "producer"})
-            [result] = await self.broker.channel.create_topics([spec])
-            if result.error is not None and not isinstance(result.error,
-                                                           errors.TopicAlreadyExists):
-                raise errors.CoordinatorNotAvailable(
-                    f"cannot create {OFFSETS_TOPIC}: {result.error}")
-            log.info("created %s with %d partitions, replication factor %d", OFFSETS_TOPIC,
-                     spec.num_partitions, rf)
+        await self._offsets_topic.ensure(self.broker)
 
     async def find_coordinator(self, key: str, listener_name: str | None = None
                                ) -> tuple[int, str, int]:
@@ -167,16 +149,9 @@ class GroupCoordinator:
         ``listener_name`` reaches it."""
         await self.ensure_offsets_topic()
         image = self.broker.image
-        part = image.partition(OFFSETS_TOPIC, group_partition(key, self.num_partitions(image)))
-        if part is None or part.leader not in image.brokers:
-            raise errors.CoordinatorNotAvailable(f"no leader for the offsets partition of {key!r}")
-        b = image.brokers[part.leader]
-        address = b.address(listener_name) if listener_name else (b.host, b.port)
-        if address is None:
-            raise errors.CoordinatorNotAvailable(
-                f"the coordinator of {key!r}, broker {b.node_id}, has no {listener_name} "
-                f"listener")
-        return b.node_id, *address
+        return coordinator_address(image, OFFSETS_TOPIC,
+                                   group_partition(key, self.num_partitions(image)), key,
+                                   listener_name)
 
     # -- timers --------------------------------------------------------------------
 
@@ -253,14 +228,52 @@ class GroupCoordinator:
                              entries: list[CommitEntry]) -> dict[TopicPartition, int]:
         """Per-partition error codes; a group-level refusal raises."""
         p = self.check_coordinator(group_id)
-        now = self.now()
+        self._group_for_commit(group_id, member_id, instance_id, generation_id)
+        codes, records = self._offset_records(group_id, entries, retention_ms)
+        if records:
+            return await self._replicated(p, self.store.write(p, records), codes)
+        return codes
+
+    async def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                                 member_id: str, instance_id: str | None, generation_id: int,
+                                 entries: list[CommitEntry]) -> dict[TopicPartition, int]:
+        """TxnOffsetCommit: offsets committed inside a transaction, applied by its COMMIT
+        marker and dropped by its ABORT (txn_offsets.py). A member's generation is checked
+        when given (KIP-447); an older epoch of the producer is fenced."""
+        p = self.check_coordinator(group_id)
+        self.store.txn_offsets.check(producer_id, producer_epoch)
+        if generation_id >= 0 or member_id:
+            self._group_for_commit(group_id, member_id, instance_id, generation_id)
+        elif group_id not in self.groups:   # a client without group metadata (v0-2)
+            self.store.new_group(group_id)
+        codes, records = self._offset_records(group_id, entries, -1)
+        if records:
+            plog = self.store.write_txn(p, producer_id, producer_epoch, records)
+            return await self._replicated(p, plog, codes)
+        return codes
+
+    def on_txn_markers(self, marker: TxnMarker, partitions: Iterable[TopicPartition]) -> None:
+        """Markers written on partitions this node leads: those of __consumer_offsets settle
+        the transactional offset commits of their producer."""
+        for topic, p in partitions:
+            if topic == OFFSETS_TOPIC:
+                self.store.on_txn_marker(p, marker)
+
+    def _group_for_commit(self, group_id: str, member_id: str, instance_id: str | None,
+                          generation_id: int) -> Group:
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
                 raise errors.IllegalGeneration(
                     f"group {group_id!r} does not exist; generation {generation_id} is invalid")
             group = self.store.new_group(group_id)
-        group.validate_commit(member_id, instance_id, generation_id, now)
+        group.validate_commit(member_id, instance_id, generation_id, self.now())
+        return group
+
+    def _offset_records(self, group_id: str, entries: list[CommitEntry], retention_ms: int
+                        ) -> tuple[dict[TopicPartition, int], list[tuple[bytes, bytes | None]]]:
+        """Each entry's code and the records of those accepted."""
+        now = self.now()
         max_meta = self.broker.config.get("offset.metadata.max.bytes", 4096) or 4096
         image = self.broker.image
         codes: dict[TopicPartition, int] = {}
@@ -276,22 +289,29 @@ class GroupCoordinator:
                                                        e.metadata or "", now, expire))
                 records.append((offset_key(group_id, e.topic, e.partition), value))
                 codes[(e.topic, e.partition)] = 0
-        if records:
-            plog = self.store.write(p, records)
-            end = plog.log_end_offset
-            if plog.flush_pending():  # flush.messages: fsynced before the commit is acked
-                await plog.maybe_flush()
-            # Acknowledged once every in-sync replica has it, as acks=all: a commit must
-            # survive the coordinator's crash.
-            try:
-                await self.broker.replication.wait_for_high_watermark(
-                    (OFFSETS_TOPIC, p), end, self.broker.config["offsets.commit.timeout.ms"] / 1000)
-            except errors.NotLeaderOrFollower:
-                return {tp: errors.NotCoordinator.code for tp in codes}
-            except errors.KafkaError:
-                return {tp: (errors.CoordinatorNotAvailable.code if code == 0 else code)
-                        for tp, code in codes.items()}
+        return codes, records
+
+    async def _replicated(self, p: int, plog: Any, codes: dict[TopicPartition, int]
+                          ) -> dict[TopicPartition, int]:
+        """Answer a commit once every in-sync replica has it, as acks=all: a commit must
+        survive the coordinator's crash."""
+        end = plog.log_end_offset
+        if plog.flush_pending():  # flush.messages: fsynced before the commit is acked
+            await plog.maybe_flush()
+        try:
+            await self.broker.replication.wait_for_high_watermark(
+                (OFFSETS_TOPIC, p), end, self.broker.config["offsets.commit.timeout.ms"] / 1000)
+        except errors.NotLeaderOrFollower:
+            return {tp: errors.NotCoordinator.code for tp in codes}
+        except errors.KafkaError:
+            return {tp: (errors.CoordinatorNotAvailable.code if code == 0 else code)
+                    for tp, code in codes.items()}
         return codes
+
+    def unstable_offsets(self, group_id: str) -> set[TopicPartition]:
+        """Partitions of the group with an offset commit in an open transaction (OffsetFetch
+        with require_stable answers them UNSTABLE_OFFSET_COMMIT)."""
+        return self.store.txn_offsets.pending_for(group_id)
 
     def fetch_offsets(self, group_id: str, topics: Iterable[tuple[str, Iterable[int]]] | None
                       ) -> dict[TopicPartition, OffsetAndMetadata | None]:

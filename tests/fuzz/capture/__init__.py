@@ -12,8 +12,11 @@ frames the client sent do. The sources:
 - java: Apache Kafka's CLI tools (tools/kafka/), so the Java client.
 - java-txn: kafka-transactions: abort by producer id, the Java Admin client's WriteTxnMarkers
   (the one client that sends it; brokers' transaction coordinators send it too), and
-  describe-producers / find-hanging (DescribeProducers). A source of
-  its own so adding it did not re-record the java file.
+  describe-producers / find-hanging (DescribeProducers), a transactional
+  kafka-producer-perf-test and list / describe (ListTransactions, DescribeTransactions). A
+  source of its own so adding it did not re-record the java file.
+- librdkafka-txn: confluent-kafka's transactional producer in a consume-transform-produce
+  loop (AddOffsetsToTxn, TxnOffsetCommit, EndTxn commit and abort); its own source likewise.
 - librdkafka: confluent-kafka; kafka-python; aiokafka: their producers, consumers, admins.
 - sasl: a SASL_PLAINTEXT broker; PLAIN and SCRAM logins of every client above.
 - rillet (listener controller): a 3-node LocalCluster whose controller links are tapped

@@ -15,7 +15,7 @@ from tests.fuzz.capture.common import BROKER_CONFIG, Run, recorded_broker
 from tests.fuzz.capture.controller import controller_workload
 from tests.fuzz.capture.java import java_txn_workload, java_workload
 from tests.fuzz.capture.kafka_python import kafka_python_workload
-from tests.fuzz.capture.librdkafka import librdkafka_workload
+from tests.fuzz.capture.librdkafka import librdkafka_txn_workload, librdkafka_workload
 from tests.fuzz.capture.report import report, select
 from tests.fuzz.capture.sasl import SASL_CONFIG, sasl_workload
 from tests.fuzz.recording import StreamTap
@@ -26,6 +26,7 @@ CLIENT_SOURCES: dict[str, tuple[Callable[[Run], None], dict[str, Any], str]] = {
     "java": (java_workload, BROKER_CONFIG, "PLAINTEXT"),
     "java-txn": (java_txn_workload, BROKER_CONFIG, "PLAINTEXT"),
     "librdkafka": (librdkafka_workload, BROKER_CONFIG, "PLAINTEXT"),
+    "librdkafka-txn": (librdkafka_txn_workload, BROKER_CONFIG, "PLAINTEXT"),
     "kafka-python": (kafka_python_workload, BROKER_CONFIG, "PLAINTEXT"),
     "aiokafka": (aiokafka_workload, BROKER_CONFIG, "PLAINTEXT"),
     "sasl": (sasl_workload, SASL_CONFIG, "SASL_PLAINTEXT"),

@@ -35,10 +35,20 @@ def java_workload(run: Run) -> None:
 
 def java_txn_workload(run: Run) -> None:
     """WriteTxnMarkers (v1 from the Java 4.3 Admin): aborts by producer id and epoch;
-    DescribeProducers: describe-producers and find-hanging."""
+    DescribeProducers: describe-producers and find-hanging; the Java transactional producer
+    (kafka-producer-perf-test --transactional-id: FindCoordinator, InitProducerId,
+    AddPartitionsToTxn, EndTxn); ListTransactions and DescribeTransactions: list, describe."""
     bs = ("--bootstrap-server", run.bootstrap)
     run.tool("topics --create", "kafka-topics", *bs, "--create", "--topic", "j-txn",
              "--partitions", "1", "--replication-factor", "1")
+    run.tool("producer-perf-test --transactional-id", "kafka-producer-perf-test",
+             "--topic", "j-txn", "--num-records", "300", "--record-size", "50",
+             "--throughput", "-1", "--transactional-id", "j-txn-perf",
+             "--transaction-duration-ms", "200", "--command-property",
+             f"bootstrap.servers={run.bootstrap}")
+    run.tool("transactions list", "kafka-transactions", *bs, "list")
+    run.tool("transactions describe", "kafka-transactions", *bs, "describe",
+             "--transactional-id", "j-txn-perf")
     run.tool("transactions describe-producers", "kafka-transactions", *bs,
              "describe-producers", "--topic", "j-txn", "--partition", "0")
     run.tool("transactions find-hanging", "kafka-transactions", *bs, "find-hanging",

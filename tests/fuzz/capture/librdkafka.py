@@ -210,3 +210,37 @@ def _rd_admin_groups(run: Run, admin: Any, topic: str) -> None:
     run.settle("delete_consumer_groups", lambda: admin.delete_consumer_groups(
         ["r-group", "r-manual"], request_timeout=10))
     run.settle("delete_topics", lambda: admin.delete_topics(["r-del"], operation_timeout=10))
+
+
+def librdkafka_txn_workload(run: Run) -> None:
+    """confluent-kafka's transactional producer in a consume-transform-produce loop:
+    InitProducerId with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn,
+    TxnOffsetCommit, EndTxn commit and abort, and a read_committed consumer."""
+    from confluent_kafka import Consumer, Producer
+    rd_produce(run, run.bootstrap, "r-txn-in", RD_PRODUCERS[:1], count=20)
+    consumer = Consumer({"bootstrap.servers": run.bootstrap, "group.id": "r-txn-group",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "isolation.level": "read_committed", **QUIET})
+    producer = Producer({"bootstrap.servers": run.bootstrap, "transactional.id": "r-txn",
+                         "linger.ms": 5, **QUIET})
+    try:
+        consumer.subscribe(["r-txn-in"])
+        run.attempt("init_transactions", producer.init_transactions, CALL_TIMEOUT)
+        for commit in (True, False, True):
+            records = _rd_poll(consumer, 5, 10.0)
+            run.attempt("transaction", _rd_transaction, producer, consumer, records, commit)
+    finally:
+        consumer.close()
+        producer.flush(CALL_TIMEOUT)
+
+
+def _rd_transaction(producer: Any, consumer: Any, records: list[Any], commit: bool) -> None:
+    producer.begin_transaction()
+    for m in records:
+        producer.produce("r-txn-out", m.value(), key=m.key())
+    producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                         consumer.consumer_group_metadata(), CALL_TIMEOUT)
+    if commit:
+        producer.commit_transaction(CALL_TIMEOUT)
+    else:
+        producer.abort_transaction(CALL_TIMEOUT)

@@ -7,60 +7,27 @@ restart replays.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rillet.defs.broker_config import BrokerConfig
 from rillet.coordinator.group_types import GroupState, JoinRequest
 from rillet.coordinator.group_metadata import OFFSETS_TOPIC
 from rillet.coordinator.manager import CommitEntry, GroupCoordinator
-from rillet.metadata import records as mrec
-from rillet.metadata.image import MetadataImage, replay
 from rillet.protocol import errors
-from rillet.metadata.view import MetadataView
-from rillet.replication.manager import ReplicaManager
 from rillet.storage.log_config import LogConfig
-from rillet.storage.manager import LogManager
+from tests.unit import standin_broker
 
 PARTITIONS = 3
+Clock = standin_broker.Clock
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class StandInBroker:
-    """What the coordinator uses of the Broker, backed by real storage."""
-
+class StandInBroker(standin_broker.StandInBroker):
     def __init__(self, data: Path, **config: str) -> None:
-        self.node_id = 1
-        self.config = BrokerConfig.load(None, {"log.dirs": str(data), "node.id": "1",
-                                               "offsets.topic.num.partitions": str(PARTITIONS),
-                                               **config})
-        recs: list[dict[str, Any]] = [
-            {"type": mrec.REGISTER_BROKER, "node_id": 1, "host": "127.0.0.1", "port": 9092,
-             "rack": None}]
-        for name, parts in ((OFFSETS_TOPIC, PARTITIONS), ("t", 2)):
-            tid = str(uuid.uuid5(uuid.NAMESPACE_DNS, name))
-            recs.append({"type": mrec.TOPIC, "name": name, "topic_id": tid})
-            recs += [{"type": mrec.PARTITION, "topic_id": tid, "partition": p, "replicas": [1],
-                      "isr": [1], "leader": 1, "leader_epoch": 0} for p in range(parts)]
-        self.image: MetadataImage = replay(MetadataImage(cluster_id="c"), recs, 0)
-        self.logs = LogManager([data])
-        self.logs.load_logs(lambda t, p: LogConfig(cleanup_policy="compact"))
-        for p in range(PARTITIONS):
-            self.logs.create(OFFSETS_TOPIC, p, LogConfig(cleanup_policy="compact"))
-        # The real replica manager: this broker leads every partition, alone in the ISR.
-        self.replication = ReplicaManager(self.node_id, lambda: self.config,
-                                          MetadataView(lambda: self.image), self.logs, None)
-        self.replication.adopt(self.image)
+        super().__init__(data, {OFFSETS_TOPIC: PARTITIONS, "t": 2}, (OFFSETS_TOPIC,),
+                         LogConfig(cleanup_policy="compact"),
+                         **{"offsets.topic.num.partitions": str(PARTITIONS), **config})
 
 
 def join(coord: GroupCoordinator, group: str, member: str = "",

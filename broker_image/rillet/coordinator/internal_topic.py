@@ -1,0 +1,72 @@
+"""The internal topics coordinators live in (__consumer_offsets, __transaction_state):
+created on first use, and the leader of a key's partition named as its coordinator.
+
+Thread safety: event loop only; `ensure` serialises creation under the caller's lock.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from ..controller.topics import TopicSpec
+from ..metadata.image import MetadataImage
+from ..protocol import errors
+from .host import CoordinatorHost
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class InternalTopic:
+    """One internal topic: its name, size, wanted replication factor and configs. The
+    replication factor is capped at the live brokers (a single node still serves), and
+    min.insync.replicas at the replication factor."""
+    name: str
+    num_partitions: int
+    replication_factor: int
+    configs: dict[str, str]
+    rf_config: str          # the broker config naming the replication factor, for the log
+    min_isr: int | None = None
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def ensure(self, host: CoordinatorHost) -> None:
+        """Create the topic when it is first needed (compacted, internal)."""
+        if self.name in host.image.topics:
+            return
+        async with self._lock:
+            image = host.image
+            if self.name in image.topics:
+                return
+            live = len(image.live_brokers)
+            rf = max(1, min(self.replication_factor, live))
+            if rf < self.replication_factor:
+                log.warning("creating %s with replication factor %d: only %d live broker(s), "
+                            "%s is %d", self.name, rf, live, self.rf_config,
+                            self.replication_factor)
+            configs = dict(self.configs)
+            if self.min_isr is not None:
+                configs["min.insync.replicas"] = str(min(self.min_isr, rf))
+            spec = TopicSpec(self.name, self.num_partitions, rf, configs=configs)
+            assert host.channel is not None
+            [result] = await host.channel.create_topics([spec])
+            if result.error is not None and not isinstance(result.error,
+                                                           errors.TopicAlreadyExists):
+                raise errors.CoordinatorNotAvailable(f"cannot create {self.name}: {result.error}")
+            log.info("created %s with %d partitions, replication factor %d", self.name,
+                     spec.num_partitions, rf)
+
+
+def coordinator_address(image: MetadataImage, topic: str, partition: int, key: str,
+                        listener_name: str | None) -> tuple[int, str, int]:
+    """(node id, host, port) of the leader of ``topic``-``partition``, the coordinator of
+    ``key``, as a client of listener ``listener_name`` reaches it."""
+    part = image.partition(topic, partition)
+    if part is None or part.leader not in image.brokers:
+        raise errors.CoordinatorNotAvailable(f"no leader for the {topic} partition of {key!r}")
+    b = image.brokers[part.leader]
+    address = b.address(listener_name) if listener_name else (b.host, b.port)
+    if address is None:
+        raise errors.CoordinatorNotAvailable(
+            f"the coordinator of {key!r}, broker {b.node_id}, has no {listener_name} listener")
+    return b.node_id, *address

@@ -1,0 +1,66 @@
+"""Transactional offset commits (TxnOffsetCommit, KIP-98/KIP-447) waiting for their
+transaction to end.
+
+A transactional producer commits its consumer's offsets inside its transaction: the group
+coordinator appends them to the group's __consumer_offsets partition as a transactional
+batch of the producer (so the partition's log holds them like any transactional write) and
+keeps them here, per offsets partition and producer id, invisible to OffsetFetch. The
+transaction's marker on that partition settles them: COMMIT makes them the group's committed
+offsets, ABORT drops them. Loading a partition replays the same way (batches, then markers),
+so a new coordinator knows what is still pending.
+
+Fencing: the log does not check the epoch of a batch without sequence numbers, so the
+newest epoch seen of each producer (from its commits and its markers) is kept here and an
+older one is refused, as Kafka's coordinator refuses a zombie's offsets.
+
+Owned by the GroupMetadataManager; event loop only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..protocol import errors
+from .group_types import OffsetAndMetadata
+
+# (group id, topic, partition)
+OffsetKey = tuple[str, str, int]
+
+
+@dataclass
+class PendingTxnOffsets:
+    # offsets partition -> producer id -> the offsets its open transaction committed
+    by_partition: dict[int, dict[int, dict[OffsetKey, OffsetAndMetadata]]] = field(
+        default_factory=dict)
+    epochs: dict[int, int] = field(default_factory=dict)   # producer id -> newest epoch
+
+    def check(self, producer_id: int, epoch: int) -> None:
+        if epoch < self.epochs.get(producer_id, -1):
+            raise errors.ProducerFenced(
+                f"producer {producer_id} epoch {epoch} is fenced by epoch "
+                f"{self.epochs[producer_id]}")
+
+    def _saw(self, producer_id: int, epoch: int) -> None:
+        self.epochs[producer_id] = max(epoch, self.epochs.get(producer_id, -1))
+
+    def add(self, partition: int, producer_id: int, epoch: int, key: OffsetKey,
+            value: OffsetAndMetadata | None) -> None:
+        """One offset record of a transactional batch (None: a tombstone, ignored)."""
+        self._saw(producer_id, epoch)
+        if value is not None:
+            self.by_partition.setdefault(partition, {}).setdefault(producer_id, {})[key] = value
+
+    def end(self, partition: int, producer_id: int, epoch: int, commit: bool
+            ) -> dict[OffsetKey, OffsetAndMetadata]:
+        """A marker on ``partition``: what to apply (nothing when it aborted)."""
+        self._saw(producer_id, epoch)
+        offsets = self.by_partition.get(partition, {}).pop(producer_id, {})
+        return offsets if commit else {}
+
+    def pending_for(self, group_id: str) -> set[tuple[str, int]]:
+        """The partitions of ``group_id`` with an offset commit in an open transaction."""
+        return {(t, p) for producers in self.by_partition.values()
+                for offsets in producers.values() for (g, t, p) in offsets if g == group_id}
+
+    def forget(self, partition: int) -> None:
+        """The offsets partition is no longer led here."""
+        self.by_partition.pop(partition, None)
