@@ -85,7 +85,7 @@ fuzz: venv
 	$(BIN)/python -m tests.fuzz.campaign --frames $(FUZZ_FRAMES) --seconds $(FUZZ_SECONDS)
 
 sim: venv
-	RILLET_SIM_SCALE=20 $(BIN)/python -m pytest -q tests/unit/raft/test_sim.py
+	RILLET_SIM_SCALE=20 $(BIN)/python -m pytest -q --timeout 3600 tests/unit/raft/test_sim.py
 
 chaos: venv
 	RILLET_CHAOS_CYCLES=$(CHAOS_CYCLES) RILLET_CHAOS_SECONDS=$(CHAOS_SECONDS) \
