@@ -63,23 +63,23 @@ class NodeGate(LinkedProxy):
     def __init__(self, node_id: int, target_port: int, table: LinkTable,
                  tap: Tap | None = None) -> None:
         self.node_id = node_id
-        self._table = table
+        self.table = table
         # Clients (and the node itself) are never cut: their own always-open link.
         self._clients = Link(f"clients->{node_id}")
         host = node_address(node_id)
         super().__init__(host, target_port, host=host, tap=tap)
 
     def _links(self) -> list[Link]:
-        return [self._clients, *self._table.links().values()]
+        return [self._clients, *self.table.links().values()]
 
     def _serve(self, client: socket.socket) -> None:
         try:
-            peer = self._table.node_at(client.getpeername()[0])
+            peer = self.table.node_at(client.getpeername()[0])
         except OSError:  # gone already
             return
         if peer is None or peer == self.node_id:
             self._carry(client, self._clients, self._clients, self._clients.name, tapped=False)
             return
-        forward = self._table.link(peer, self.node_id)
-        backward = self._table.link(self.node_id, peer)
+        forward = self.table.link(peer, self.node_id)
+        backward = self.table.link(self.node_id, peer)
         self._carry(client, forward, backward, forward.name, tapped=True)

@@ -12,6 +12,12 @@ recv or send; close alone does not). Subclasses say what one accepted connection
   a real partition. A new connection is accepted but not carried on to the target until the
   link heals, so the peer's requests time out.
 
+The state of a link lives in a `Link`, one direction of it: LinkProxy uses one Link both
+ways; the per-node gates of addressed clusters (tests/node_gate.py) use one per direction
+of each pair of nodes, so a link can also be cut one way (a connection is only set up while
+both ways are open, as a TCP handshake needs) or slowed (`Link.slow`: every chunk that way
+is held that long; chunks are sent in order, so a slow link also caps throughput).
+
 A LinkProxy given a `tap` calls it with (connection label, bytes) for every chunk it carries
 toward its target, just before sending it on: how the fuzz corpus records controller traffic
 (tests/fuzz/capture/controller.py). Without one it forwards exactly as before.

@@ -15,7 +15,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from tests.chaos import ChaosPlan, run_chaos
+from tests.chaos import ChaosPlan, fault_report, run_chaos
 from tests.checker import Read, Write, check
 from tests.cluster import LocalCluster
 from tests.integration.java_tools import kafka_jars  # noqa: F401 (fixture)
@@ -27,10 +27,11 @@ REPLICATION = {"broker.session.timeout.ms": 4000, "broker.heartbeat.interval.ms"
 TOPIC_CONFIG = {"min.insync.replicas": "2"}
 
 
-def _cluster(tmp_path: Path, nodes: int = 3, **config: Any) -> LocalCluster:
+def _cluster(tmp_path: Path, nodes: int = 3, addressed: bool = False,
+             **config: Any) -> LocalCluster:
     racks = (RACKS * 2)[:nodes]
     return LocalCluster(tmp_path, nodes=nodes, racks=racks,
-                        extra_config={**REPLICATION, **config})
+                        extra_config={**REPLICATION, **config}, addressed=addressed)
 
 
 def _replicated_topic(cluster: LocalCluster, name: str, partitions: int,
@@ -359,12 +360,13 @@ SECONDS = float(os.environ.get("RILLET_CHAOS_SECONDS", "60"))
 
 
 def test_acknowledged_records_survive_chaos(tmp_path: Path) -> None:
-    """kill -9, SIGTERM, SIGSTOP, cut and blackholed quorum links while an idempotent
-    acks=all producer and a consumer run; then: every acknowledged record exactly once and
+    """kill -9, SIGTERM, SIGSTOP, cut, blackholed, one-way and slowed links (every link
+    between nodes: an addressed cluster) while an idempotent acks=all producer and a
+    consumer run; then: every acknowledged record exactly once and
     in order, offsets dense, replicas identical, and nothing a consumer read was lost."""
     seed = int(os.environ.get("RILLET_CHAOS_SEED", random.randrange(1 << 30)))
     print(f"chaos seed {seed} (RILLET_CHAOS_SEED={seed} replays the fault schedule)")
-    with _cluster(tmp_path).start() as cluster:
+    with _cluster(tmp_path, addressed=True).start() as cluster:
         _replicated_topic(cluster, "chaos", 3)
         producer = AckingProducer(cluster.bootstrap, "chaos")
         observed: list[Read] = []
@@ -389,7 +391,8 @@ def test_acknowledged_records_survive_chaos(tmp_path: Path) -> None:
                            workload=workload, workload_join=180)
         final = _read_all(cluster.bootstrap, "chaos", 3, len(producer.acked))
         print(f"{len(events)} chaos events; {producer.sent} sent, {len(producer.acked)} acked, "
-              f"{len(producer.errors)} not acknowledged, {len(observed)} read during chaos")
+              f"{len(producer.errors)} not acknowledged, {len(observed)} read during chaos; "
+              f"{fault_report(events)}")
         report = check(producer.acked, final)
         assert report.ok, f"seed {seed}: {report.summary()}"
         by_offset = {(r.partition, r.offset): r.value for r in final}
