@@ -82,6 +82,9 @@ class BrokerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.paused = False
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.broker.log"
+        # Added to the process's environment at every start (e.g. tests/clock_faults.py's
+        # libfaketime settings).
+        self.env: dict[str, str] = {}
 
     @property
     def bootstrap(self) -> str:
@@ -100,7 +103,7 @@ class BrokerProcess:
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
         log.close()
         self.paused = False
         if wait:

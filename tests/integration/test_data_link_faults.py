@@ -36,15 +36,16 @@ def _cluster(tmp_path: Path) -> LocalCluster:
                         addressed=True)
 
 
-def _read_to_end(bootstrap: str, topic: str) -> list[Read]:
-    """Every record of partition 0 up to its high watermark: written records the producer
+def _read_to_end(bootstrap: str, topic: str, partition: int = 0) -> list[Read]:
+    """Every record of one partition up to its high watermark: written records the producer
     never heard acknowledged are there too, so reading as many as were acknowledged would
     stop short."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"verify-{random.random()}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
     try:
-        _, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=WAIT_S)
-        consumer.assign([TopicPartition(topic, 0, 0)])
+        _, end = consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                timeout=WAIT_S)
+        consumer.assign([TopicPartition(topic, partition, 0)])
         got: list[Read] = []
         deadline = time.monotonic() + WAIT_S
         while (not got or got[-1].offset < end - 1) and time.monotonic() < deadline:
