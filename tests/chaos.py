@@ -12,6 +12,8 @@ and lets the cluster settle:
 - isolate: cut every link of one node, then heal them
 - oneway:  (addressed clusters) hold or refuse what one node sends another, then heal
 - slow:    (addressed clusters) delay what one node sends another, then heal
+- clock:   (clusters with fake clocks) step one node's wall clock 10 minutes forward or
+           back, then step it back (tests/clock_faults.py)
 On an addressed cluster (LocalCluster(addressed=True)) cut and isolate reach every link
 between nodes, data too; otherwise only the controller links.
 The run ends after `cycles` cycles or `seconds` seconds, whichever comes first (a fault being
@@ -50,11 +52,12 @@ from tests.tcp_proxy import LinkMode
 
 log = logging.getLogger("chaos")
 
-FAULTS = ("kill", "stop", "pause", "cut", "isolate", "oneway", "slow")
+FAULTS = ("kill", "stop", "pause", "cut", "isolate", "oneway", "slow", "clock")
 LINK_FAULTS = ("cut", "isolate", "oneway", "slow")
 ADDRESSED_FAULTS = ("oneway", "slow")   # one direction of a link: addressed clusters only
 CUT_MODES = (LinkMode.REFUSE.value, LinkMode.BLACKHOLE.value)
 SLOW_SECONDS = (0.05, 0.5)   # how long a slowed link holds each chunk (min, max)
+CLOCK_STEPS = (600.0, -600.0)   # an NTP step of the wall clock, seconds
 WORKLOAD_JOIN = 30.0
 
 
@@ -62,6 +65,7 @@ class FaultTarget(Protocol):
     """What chaos needs of a cluster: LocalCluster, or a fake in unit tests."""
     proxied: bool
     addressed: bool
+    clocked: bool
 
     @property
     def node_ids(self) -> list[int]: ...
@@ -76,6 +80,7 @@ class FaultTarget(Protocol):
     def heal_all(self) -> None: ...
     def cut_one_way(self, a: int, b: int, mode: str) -> None: ...
     def slow(self, a: int, b: int, seconds: float) -> None: ...
+    def step_clock(self, node_id: int, seconds: float) -> None: ...
     def restore_all(self) -> None: ...
 
 
@@ -105,15 +110,19 @@ class Fault:
     nodes: tuple[int, ...]
     mode: str | None = None   # for cut, isolate and oneway
     delay: float | None = None   # for slow, seconds
+    step: float | None = None    # for clock, seconds
 
     def __str__(self) -> str:
         nodes = ("->" if self.kind in ADDRESSED_FAULTS else "<->").join(map(str, self.nodes))
-        detail = self.mode or (f"{self.delay:.2f}s" if self.delay is not None else None)
+        detail = self.mode or (f"{self.delay:.2f}s" if self.delay is not None else None) or (
+            f"{self.step:+.0f}s" if self.step is not None else None)
         return f"{self.kind} {nodes}" + (f" ({detail})" if detail else "")
 
     @property
     def type(self) -> str:
         """What the report counts: the kind, and the mode of a cut."""
+        if self.step is not None:
+            return f"{self.kind}/{'forward' if self.step > 0 else 'back'}"
         return f"{self.kind}/{self.mode}" if self.mode else self.kind
 
 
@@ -130,11 +139,11 @@ class ChaosEvent:
 
 
 def pick_fault(rng: random.Random, node_ids: Sequence[int], faults: Sequence[str],
-               proxied: bool, addressed: bool = False) -> Fault:
+               proxied: bool, addressed: bool = False, clocked: bool = False) -> Fault:
     """One random fault among those this cluster allows (link faults need proxies and two
-    nodes, one-way ones an addressed cluster)."""
+    nodes, one-way ones an addressed cluster, clock steps fake clocks)."""
     allowed = [f for f in faults if (f not in LINK_FAULTS or (proxied and len(node_ids) > 1))
-               and (f not in ADDRESSED_FAULTS or addressed)]
+               and (f not in ADDRESSED_FAULTS or addressed) and (f != "clock" or clocked)]
     if not allowed:
         raise ValueError(f"none of {list(faults)} applies to this cluster")
     kind = rng.choice(allowed)
@@ -145,6 +154,8 @@ def pick_fault(rng: random.Random, node_ids: Sequence[int], faults: Sequence[str
         a, b = rng.sample(list(node_ids), 2)
         return Fault(kind, (a, b), delay=round(rng.uniform(*SLOW_SECONDS), 3))
     node = rng.choice(list(node_ids))
+    if kind == "clock":
+        return Fault(kind, (node,), step=rng.choice(CLOCK_STEPS))
     return Fault(kind, (node,), rng.choice(CUT_MODES) if kind == "isolate" else None)
 
 
@@ -164,6 +175,8 @@ def inject(cluster: FaultTarget, fault: Fault) -> None:
         cluster.cut_one_way(node, fault.nodes[1], fault.mode or CUT_MODES[0])
     elif fault.kind == "slow":
         cluster.slow(node, fault.nodes[1], fault.delay or SLOW_SECONDS[0])
+    elif fault.kind == "clock":
+        cluster.step_clock(node, fault.step or CLOCK_STEPS[0])
 
 
 def undo(cluster: FaultTarget, fault: Fault) -> None:
@@ -176,6 +189,8 @@ def undo(cluster: FaultTarget, fault: Fault) -> None:
         cluster.heal(node, fault.nodes[1])
     elif fault.kind == "isolate":
         cluster.heal_all()
+    elif fault.kind == "clock":
+        cluster.step_clock(node, -(fault.step or CLOCK_STEPS[0]))
 
 
 def fault_counts(events: Sequence[ChaosEvent]) -> dict[str, int]:
@@ -288,7 +303,7 @@ def _cycles(cluster: FaultTarget, run: _Run, rng: random.Random) -> None:
         if run.over():
             return
         fault = pick_fault(rng, cluster.node_ids, run.plan.faults, cluster.proxied,
-                           cluster.addressed)
+                           cluster.addressed, cluster.clocked)
         inject(cluster, fault)
         run.record(cycle, "inject", fault)
         run.wait(run.plan.hold, rng)
@@ -313,6 +328,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from tests.clock_faults import libfaketime
     from tests.cluster import LocalCluster
     parser = argparse.ArgumentParser(prog="python -m tests.chaos",
                                      description="Bounded random faults against a local cluster.")
@@ -336,8 +352,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     data = args.data or Path(tempfile.mkdtemp(prefix="rillet-chaos-"))
     log.info("chaos: %d nodes, data and logs in %s", args.nodes, data)
     try:
-        with LocalCluster(data, nodes=args.nodes,
-                          addressed=not args.controller_links_only) as cluster:
+        with LocalCluster(data, nodes=args.nodes, addressed=not args.controller_links_only,
+                          fake_clocks=libfaketime() is not None) as cluster:
             cluster.start()
             events = run_chaos(cluster, plan)
     except KeyboardInterrupt as exc:

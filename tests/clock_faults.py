@@ -61,6 +61,7 @@ class FakeClock:
 
     def _write(self) -> None:
         spec = f"{self.offset:+.0f}" + (f" x{self.rate:g}" if self.rate != 1.0 else "")
+        self.control.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.control.with_suffix(".tmp")
         tmp.write_text(spec + "\n")
         tmp.replace(self.control)   # a reader never sees half a line

@@ -28,6 +28,10 @@ link can also be cut one way only (cut_one_way: a -> b bytes held or refused, b 
 flowing on established connections) or slowed (slow). Clients (from 127.0.0.1) always get
 through; `bootstrap` and node(i).bootstrap name the gates.
 
+Clocks (fake_clocks=True): every node runs under its own fake wall clock (libfaketime,
+tests/clock_faults.py), at real time until step_clock moves it; restore_all sets every clock
+right again.
+
 Limits:
 - Without addressed=True only controller traffic is proxied: the quorum (Vote,
   BeginQuorumEpoch, metadata Fetch) and what brokers send the controller (registration,
@@ -54,6 +58,7 @@ from rillet.local_cluster import (NodeSpec, bootstrap_servers, cluster_settings,
                                   plan_nodes_on)
 from rillet.defs.cluster_id import new_cluster_id
 from tests.harness import BrokerProcess, answering, free_ports
+from tests.clock_faults import FakeClock
 from tests.node_gate import LinkTable, NodeGate, node_address
 from tests.tcp_proxy import Link, LinkMode, LinkProxy, Tap
 
@@ -78,7 +83,7 @@ class LocalCluster:
                  racks: Sequence[str] | None = None, voter_count: int | None = None,
                  ready: Callable[[BrokerProcess], bool] = answering,
                  cluster_id: str | None = None, link_tap: Tap | None = None,
-                 addressed: bool = False) -> None:
+                 addressed: bool = False, fake_clocks: bool = False) -> None:
         if addressed and not proxied:
             raise ValueError("addressed=True proxies every link; it needs proxied=True")
         self.root = Path(tmp_path)
@@ -86,6 +91,11 @@ class LocalCluster:
         self.proxied = proxied
         self.addressed = addressed
         specs = _plan(nodes, self.root, racks, voter_count, addressed)
+        # Before any proxy opens: without libfaketime this raises with nothing to clean up.
+        self._clocks = {s.node_id: FakeClock(self.root / f"clock-{s.node_id}")
+                        for s in (specs if fake_clocks else [])}
+        for clock in self._clocks.values():
+            clock.env()
         # (a, b) -> what carries a's traffic to b: a LinkProxy to b's controller listener,
         # or (addressed) the Link of everything a sends b.
         self._links: dict[tuple[int, int], LinkProxy | Link] = {}
@@ -106,6 +116,8 @@ class LocalCluster:
         self._nodes = {s.node_id: ClusterNode(s, BrokerProcess(
             s.log_dir, port=self._client_port(s), node_id=s.node_id,
             config=settings[s.node_id], host=s.host, ready=ready)) for s in specs}
+        for node_id, clock in self._clocks.items():
+            self.node(node_id).env.update(clock.env())
 
     # -- what the cluster is ----------------------------------------------------------
 
@@ -116,6 +128,20 @@ class LocalCluster:
     @property
     def specs(self) -> list[NodeSpec]:
         return [self._nodes[i].spec for i in self.node_ids]
+
+    @property
+    def clocked(self) -> bool:
+        """Whether nodes run under fake clocks (step_clock works)."""
+        return bool(self._clocks)
+
+    def clock(self, node_id: int) -> FakeClock:
+        if node_id not in self._clocks:
+            raise KeyError(f"node {node_id} has no fake clock (fake_clocks={self.clocked})")
+        return self._clocks[node_id]
+
+    def step_clock(self, node_id: int, seconds: float) -> None:
+        """Step node_id's wall clock by `seconds` (negative: back), as NTP would."""
+        self.clock(node_id).step(seconds)
 
     @property
     def bootstrap(self) -> str:
@@ -211,9 +237,11 @@ class LocalCluster:
     # -- back to normal, and the end -------------------------------------------------------
 
     def restore_all(self, timeout: float = START_TIMEOUT) -> None:
-        """Heal every link, resume every paused node, start every stopped one; then wait until
-        all are ready."""
+        """Heal every link, set every clock right, resume every paused node, start every
+        stopped one; then wait until all are ready."""
         self.heal_all()
+        for clock in self._clocks.values():
+            clock.step(-clock.offset)
         for node_id in self.node_ids:
             process = self.node(node_id)
             if process.paused:

@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from tests.chaos import ChaosPlan, fault_report, run_chaos
 from tests.checker import Read, Write, check
+from tests.clock_faults import libfaketime
 from tests.cluster import LocalCluster
 from tests.integration.java_tools import kafka_jars  # noqa: F401 (fixture)
 from tests.integration.test_cluster import RACKS, WAIT_S, _address, _partitions
@@ -28,10 +29,11 @@ TOPIC_CONFIG = {"min.insync.replicas": "2"}
 
 
 def _cluster(tmp_path: Path, nodes: int = 3, addressed: bool = False,
-             **config: Any) -> LocalCluster:
+             fake_clocks: bool = False, **config: Any) -> LocalCluster:
     racks = (RACKS * 2)[:nodes]
     return LocalCluster(tmp_path, nodes=nodes, racks=racks,
-                        extra_config={**REPLICATION, **config}, addressed=addressed)
+                        extra_config={**REPLICATION, **config}, addressed=addressed,
+                        fake_clocks=fake_clocks)
 
 
 def _replicated_topic(cluster: LocalCluster, name: str, partitions: int,
@@ -361,12 +363,14 @@ SECONDS = float(os.environ.get("RILLET_CHAOS_SECONDS", "60"))
 
 def test_acknowledged_records_survive_chaos(tmp_path: Path) -> None:
     """kill -9, SIGTERM, SIGSTOP, cut, blackholed, one-way and slowed links (every link
-    between nodes: an addressed cluster) while an idempotent acks=all producer and a
+    between nodes: an addressed cluster) and wall clock steps while an idempotent acks=all producer and a
     consumer run; then: every acknowledged record exactly once and
     in order, offsets dense, replicas identical, and nothing a consumer read was lost."""
     seed = int(os.environ.get("RILLET_CHAOS_SEED", random.randrange(1 << 30)))
     print(f"chaos seed {seed} (RILLET_CHAOS_SEED={seed} replays the fault schedule)")
-    with _cluster(tmp_path, addressed=True).start() as cluster:
+    # Every link can fail, and every wall clock step, where libfaketime is installed.
+    with _cluster(tmp_path, addressed=True,
+                  fake_clocks=libfaketime() is not None).start() as cluster:
         _replicated_topic(cluster, "chaos", 3)
         producer = AckingProducer(cluster.bootstrap, "chaos")
         observed: list[Read] = []
