@@ -12,16 +12,17 @@ Each node is a BrokerProcess (tests/harness.py) started with the settings rillet
 `rillet cluster` renders (rillet/local_cluster.py), on free ports, data in
 <tmp_path>/node-<i>/ and output in <tmp_path>/node-<i>.broker.log.
 
-Links (proxied=True): for every ordered pair a -> b where b is a voter, a LinkProxy
-(tests/tcp_proxy.py) forwards to b's CONTROLLER listener, and node a's
+Controller links only (addressed=False): for every ordered pair a -> b where b is a voter,
+a LinkProxy (tests/tcp_proxy.py) forwards to b's CONTROLLER listener, and node a's
 controller.quorum.voters names that proxy as b's address (its own entry stays its own
 listener). cut(a, b) stops both a -> b and b -> a; "refuse" resets connections at once,
 "blackhole" holds every byte until heal(), so the peer times out. `link_tap`, when given,
 is every link's tap (tests/tcp_proxy.py): it sees the bytes each link carries to its voter.
 
-Every link (addressed=True): node i gets its own loopback address, 127.0.0.(i+1), for its
-listeners and as the source of every connection it opens, and a gate in front of each of its
-listeners tells its peers apart by their addresses (tests/node_gate.py). Then every link
+Every link (addressed=True, the default of a proxied cluster): node i gets its own loopback
+address, 127.0.0.(i+1), for its listeners and as the source of every connection it opens,
+and a gate in front of each of its listeners tells its peers apart by their addresses
+(tests/node_gate.py). Then every link
 between two nodes is proxied, data too: quorum, replication (a follower fetching from its
 leader), forwarding and registration. cut/heal/isolate work as above on every link, and a
 link can also be cut one way only (cut_one_way: a -> b bytes held or refused, b -> a still
@@ -33,7 +34,7 @@ tests/clock_faults.py), at real time until step_clock moves it; restore_all sets
 right again.
 
 Limits:
-- Without addressed=True only controller traffic is proxied: the quorum (Vote,
+- With addressed=False only controller traffic is proxied: the quorum (Vote,
   BeginQuorumEpoch, metadata Fetch) and what brokers send the controller (registration,
   heartbeats, AlterPartition). Partition data between brokers goes to the advertised
   PLAINTEXT addresses from cluster metadata, which are the same for every node, so a cut
@@ -83,7 +84,9 @@ class LocalCluster:
                  racks: Sequence[str] | None = None, voter_count: int | None = None,
                  ready: Callable[[BrokerProcess], bool] = answering,
                  cluster_id: str | None = None, link_tap: Tap | None = None,
-                 addressed: bool = False, fake_clocks: bool = False) -> None:
+                 addressed: bool | None = None, fake_clocks: bool = False) -> None:
+        if addressed is None:   # by default a proxied cluster proxies every link
+            addressed = proxied
         if addressed and not proxied:
             raise ValueError("addressed=True proxies every link; it needs proxied=True")
         self.root = Path(tmp_path)

@@ -64,7 +64,8 @@ def _leader_cut_off(tmp_path: Path, cut: Callable[[LocalCluster, int, int], None
         _replicated_topic(cluster, "p", 1)
         old = _leader_of(cluster, "p", 0)
         others = [i for i in cluster.node_ids if i != old]
-        producer = AckingProducer(cluster.bootstrap, "p", partitions=1, **PRODUCER).start()
+        producer = AckingProducer(cluster.bootstrap, "p", partitions=1, max_rate=1000,
+                                  **PRODUCER).start()
         try:
             wait_until(lambda: len(producer.acked) >= ACKED_BEFORE, WAIT_S,
                        "the producer to be acknowledged before the fault")
@@ -76,7 +77,7 @@ def _leader_cut_off(tmp_path: Path, cut: Callable[[LocalCluster, int, int], None
             # Clients still reach the old leader, and it acknowledges nothing alone.
             address = cluster.node(old).bootstrap
             assert cluster.node(old).answers(5.0), "the cut leader stopped answering clients"
-            assert _produce_to_only(address, "p") != 0, \
+            assert _produce_to_only(address, "p", timeout_ms=3000) != 0, \
                 "a leader cut from its followers acknowledged an acks=all write"
             during = len(producer.acked)
             wait_until(lambda: len(producer.acked) >= during + ACKED_BEFORE, WAIT_S,

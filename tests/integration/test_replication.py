@@ -28,7 +28,7 @@ REPLICATION = {"broker.session.timeout.ms": 4000, "broker.heartbeat.interval.ms"
 TOPIC_CONFIG = {"min.insync.replicas": "2"}
 
 
-def _cluster(tmp_path: Path, nodes: int = 3, addressed: bool = False,
+def _cluster(tmp_path: Path, nodes: int = 3, addressed: bool | None = None,
              fake_clocks: bool = False, **config: Any) -> LocalCluster:
     racks = (RACKS * 2)[:nodes]
     return LocalCluster(tmp_path, nodes=nodes, racks=racks,
@@ -76,9 +76,10 @@ class AckingProducer:
     acknowledged, in acknowledgement order."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int | None = None,
-                 **config: Any) -> None:
+                 max_rate: int = 5000, **config: Any) -> None:
         """`partitions`: write to each of that many partitions in turn (by default the
-        partitioner spreads 13 keys)."""
+        partitioner spreads 13 keys); `max_rate`: records per second at most."""
+        self._pause_every = max(1, max_rate // 100)
         self.topic = topic
         self.partitions = partitions
         self.acked: list[Write] = []
@@ -109,8 +110,8 @@ class AckingProducer:
                 continue
             self.sent += 1
             self._producer.poll(0)
-            if self.sent % 50 == 0:
-                time.sleep(0.01)   # bounded load: ~5000 records/s at most
+            if self.sent % self._pause_every == 0:
+                time.sleep(0.01)   # bounded load: ~max_rate records/s at most
         self._producer.flush(90)
 
     def start(self) -> "AckingProducer":
@@ -233,15 +234,16 @@ def _produce_one(bootstrap: str, topic: str, acks: str) -> str | None:
     return result[0] if result else "NO_ANSWER"
 
 
-def _produce_to_only(address: str, topic: str) -> int:
-    """The error code of one acks=all record produced to partition 0 on `address` itself."""
+def _produce_to_only(address: str, topic: str, timeout_ms: int = 8000) -> int:
+    """The error code of one acks=all record produced to partition 0 on `address` itself
+    (the broker waits up to `timeout_ms` for the in-sync replicas)."""
     from rillet.records import Record, encode_batch
 
     from tests.wire import Wire
     batch = encode_batch([Record(offset=0, timestamp=int(time.time() * 1000), key=None,
                                  value=b"x", headers=[])])
     with Wire(address, timeout=30) as w:
-        resp = w.request(0, 9, {"acks": -1, "timeout": 8000, "topic_data": [
+        resp = w.request(0, 9, {"acks": -1, "timeout": timeout_ms, "topic_data": [
             {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
     return int(resp.responses[0].partition_responses[0].error_code)
 
