@@ -26,9 +26,10 @@ from tests.integration.test_replication import (REPLICATION, AckingProducer, _le
 from tests.polling import wait_until
 
 ACKED_BEFORE = 100   # records acknowledged before the fault, and again after it
-# A produce to the cut leader times out at the broker after this (the request's timeout);
-# then the client looks the leader up again.
-PRODUCER = {"request.timeout.ms": 5000, "message.timeout.ms": 60000}
+# A produce to the cut leader times out after request.timeout.ms; the idempotent producer
+# gives up on what it had in flight to it only at message.timeout.ms, then carries on at the
+# new leader (librdkafka), so that bounds how long the test waits.
+PRODUCER = {"request.timeout.ms": 5000, "message.timeout.ms": 15000}
 
 
 def _cluster(tmp_path: Path) -> LocalCluster:
@@ -60,7 +61,13 @@ def _read_to_end(bootstrap: str, topic: str, partition: int = 0) -> list[Read]:
 def _leader_cut_off(tmp_path: Path, cut: Callable[[LocalCluster, int, int], None]) -> None:
     """Cut the leader of p-0 from both followers with `cut(cluster, leader, follower)`
     while a producer runs; heal; check nothing acknowledged is lost."""
+    started = time.monotonic()
+
+    def phase(what: str) -> None:
+        print(f"t={time.monotonic() - started:5.1f}s {what}")
+
     with _cluster(tmp_path).start() as cluster:
+        phase("cluster ready")
         _replicated_topic(cluster, "p", 1)
         old = _leader_of(cluster, "p", 0)
         others = [i for i in cluster.node_ids if i != old]
@@ -71,9 +78,11 @@ def _leader_cut_off(tmp_path: Path, cut: Callable[[LocalCluster, int, int], None
                        "the producer to be acknowledged before the fault")
             for follower in others:
                 cut(cluster, old, follower)
+            phase(f"leader {old} cut")
             for node_id in others:
                 wait_until(lambda: _leader_seen_by(cluster, node_id, "p", 0) in others,
                            WAIT_S, f"node {node_id} to see a new leader")
+            phase("new leader seen")
             # Clients still reach the old leader, and it acknowledges nothing alone.
             address = cluster.node(old).bootstrap
             assert cluster.node(old).answers(5.0), "the cut leader stopped answering clients"
@@ -82,18 +91,22 @@ def _leader_cut_off(tmp_path: Path, cut: Callable[[LocalCluster, int, int], None
             during = len(producer.acked)
             wait_until(lambda: len(producer.acked) >= during + ACKED_BEFORE, WAIT_S,
                        "the producer to carry on at the new leader")
+            phase("producer acknowledged at the new leader")
             cluster.heal_all()
             wait_until(lambda: _leader_seen_by(cluster, old, "p", 0) in others, WAIT_S,
                        "the old leader to learn of the new one")
+            phase("healed: the old leader follows")
         finally:
             producer.stop()
         final = _read_to_end(cluster.bootstrap, "p")
+        phase("read back")
         print(f"{producer.sent} sent, {len(producer.acked)} acknowledged, "
               f"{len(producer.errors)} failed")
         report = check(producer.acked, final)
         assert report.ok, report.summary()
         wait_until(lambda: _replicas_identical(cluster, "p", 0, cluster.node_ids), WAIT_S,
                    "the replicas to be identical")
+        phase("replicas identical")
 
 
 def test_a_leader_cut_from_its_followers_but_not_clients_loses_nothing(tmp_path: Path) -> None:
