@@ -73,7 +73,9 @@ bench: venv
 
 # Long runs of what the suite runs briefly: the Raft simulation (20x the seeds), and the
 # chaos tests (CHAOS_CYCLES fault cycles each, at most CHAOS_SECONDS): the metadata quorum
-# under faults, and acks=all producers and consumers under faults with the loss checker.
+# under faults, and acks=all producers and consumers under faults with the loss checker
+# (every link between nodes, data links too, and wall clock steps where libfaketime is
+# installed); each prints the faults it injected per type.
 CHAOS_CYCLES ?= 100
 CHAOS_SECONDS ?= 900
 # Protocol fuzz (issue 31): FUZZ_FRAMES mutated client and controller frames against a single

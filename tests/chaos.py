@@ -10,6 +10,12 @@ and lets the cluster settle:
 - pause:   SIGSTOP a node, then SIGCONT
 - cut:     cut the link between two nodes (refuse or blackhole), then heal it
 - isolate: cut every link of one node, then heal them
+- oneway:  (addressed clusters) hold or refuse what one node sends another, then heal
+- slow:    (addressed clusters) delay what one node sends another, then heal
+- clock:   (clusters with fake clocks) step one node's wall clock 10 minutes forward or
+           back, then step it back (tests/clock_faults.py)
+On an addressed cluster (LocalCluster(addressed=True)) cut and isolate reach every link
+between nodes, data too; otherwise only the controller links.
 The run ends after `cycles` cycles or `seconds` seconds, whichever comes first (a fault being
 held is cut short at the deadline; restarting a node may add its start-up time), and always
 ends with every link healed and every node running and ready, even when a fault or the
@@ -25,6 +31,8 @@ Hooks, so a test can run a workload and a checker beside the faults:
 
 As a script (a throwaway cluster in a temp dir, or --data DIR, closed at the end):
     python -m tests.chaos --cycles 10 --seconds 60 --seed 7 [--nodes 3] [--faults kill,cut]
+        [--controller-links-only]
+It ends with a report: per fault type (kind/mode), the count injected (`fault_counts`).
 """
 from __future__ import annotations
 
@@ -44,15 +52,20 @@ from tests.tcp_proxy import LinkMode
 
 log = logging.getLogger("chaos")
 
-FAULTS = ("kill", "stop", "pause", "cut", "isolate")
-LINK_FAULTS = ("cut", "isolate")
+FAULTS = ("kill", "stop", "pause", "cut", "isolate", "oneway", "slow", "clock")
+LINK_FAULTS = ("cut", "isolate", "oneway", "slow")
+ADDRESSED_FAULTS = ("oneway", "slow")   # one direction of a link: addressed clusters only
 CUT_MODES = (LinkMode.REFUSE.value, LinkMode.BLACKHOLE.value)
+SLOW_SECONDS = (0.05, 0.5)   # how long a slowed link holds each chunk (min, max)
+CLOCK_STEPS = (600.0, -600.0)   # an NTP step of the wall clock, seconds
 WORKLOAD_JOIN = 30.0
 
 
 class FaultTarget(Protocol):
     """What chaos needs of a cluster: LocalCluster, or a fake in unit tests."""
     proxied: bool
+    addressed: bool
+    clocked: bool
 
     @property
     def node_ids(self) -> list[int]: ...
@@ -65,6 +78,9 @@ class FaultTarget(Protocol):
     def heal(self, a: int, b: int) -> None: ...
     def isolate(self, node_id: int, mode: str) -> None: ...
     def heal_all(self) -> None: ...
+    def cut_one_way(self, a: int, b: int, mode: str) -> None: ...
+    def slow(self, a: int, b: int, seconds: float) -> None: ...
+    def step_clock(self, node_id: int, seconds: float) -> None: ...
     def restore_all(self) -> None: ...
 
 
@@ -92,11 +108,22 @@ class ChaosPlan:
 class Fault:
     kind: str
     nodes: tuple[int, ...]
-    mode: str | None = None   # for cut and isolate
+    mode: str | None = None   # for cut, isolate and oneway
+    delay: float | None = None   # for slow, seconds
+    step: float | None = None    # for clock, seconds
 
     def __str__(self) -> str:
-        nodes = "<->".join(map(str, self.nodes))
-        return f"{self.kind} {nodes}" + (f" ({self.mode})" if self.mode else "")
+        nodes = ("->" if self.kind in ADDRESSED_FAULTS else "<->").join(map(str, self.nodes))
+        detail = self.mode or (f"{self.delay:.2f}s" if self.delay is not None else None) or (
+            f"{self.step:+.0f}s" if self.step is not None else None)
+        return f"{self.kind} {nodes}" + (f" ({detail})" if detail else "")
+
+    @property
+    def type(self) -> str:
+        """What the report counts: the kind, and the mode of a cut."""
+        if self.step is not None:
+            return f"{self.kind}/{'forward' if self.step > 0 else 'back'}"
+        return f"{self.kind}/{self.mode}" if self.mode else self.kind
 
 
 @dataclass(frozen=True)
@@ -112,17 +139,23 @@ class ChaosEvent:
 
 
 def pick_fault(rng: random.Random, node_ids: Sequence[int], faults: Sequence[str],
-               proxied: bool) -> Fault:
+               proxied: bool, addressed: bool = False, clocked: bool = False) -> Fault:
     """One random fault among those this cluster allows (link faults need proxies and two
-    nodes)."""
-    allowed = [f for f in faults if f not in LINK_FAULTS or (proxied and len(node_ids) > 1)]
+    nodes, one-way ones an addressed cluster, clock steps fake clocks)."""
+    allowed = [f for f in faults if (f not in LINK_FAULTS or (proxied and len(node_ids) > 1))
+               and (f not in ADDRESSED_FAULTS or addressed) and (f != "clock" or clocked)]
     if not allowed:
         raise ValueError(f"none of {list(faults)} applies to this cluster")
     kind = rng.choice(allowed)
-    if kind == "cut":
+    if kind in ("cut", "oneway"):
         a, b = rng.sample(list(node_ids), 2)
         return Fault(kind, (a, b), rng.choice(CUT_MODES))
+    if kind == "slow":
+        a, b = rng.sample(list(node_ids), 2)
+        return Fault(kind, (a, b), delay=round(rng.uniform(*SLOW_SECONDS), 3))
     node = rng.choice(list(node_ids))
+    if kind == "clock":
+        return Fault(kind, (node,), step=rng.choice(CLOCK_STEPS))
     return Fault(kind, (node,), rng.choice(CUT_MODES) if kind == "isolate" else None)
 
 
@@ -138,6 +171,12 @@ def inject(cluster: FaultTarget, fault: Fault) -> None:
         cluster.cut(node, fault.nodes[1], fault.mode or CUT_MODES[0])
     elif fault.kind == "isolate":
         cluster.isolate(node, fault.mode or CUT_MODES[0])
+    elif fault.kind == "oneway":
+        cluster.cut_one_way(node, fault.nodes[1], fault.mode or CUT_MODES[0])
+    elif fault.kind == "slow":
+        cluster.slow(node, fault.nodes[1], fault.delay or SLOW_SECONDS[0])
+    elif fault.kind == "clock":
+        cluster.step_clock(node, fault.step or CLOCK_STEPS[0])
 
 
 def undo(cluster: FaultTarget, fault: Fault) -> None:
@@ -146,10 +185,27 @@ def undo(cluster: FaultTarget, fault: Fault) -> None:
         cluster.start_node(node)
     elif fault.kind == "pause":
         cluster.resume_node(node)
-    elif fault.kind == "cut":
+    elif fault.kind in ("cut", "oneway", "slow"):
         cluster.heal(node, fault.nodes[1])
     elif fault.kind == "isolate":
         cluster.heal_all()
+    elif fault.kind == "clock":
+        cluster.step_clock(node, -(fault.step or CLOCK_STEPS[0]))
+
+
+def fault_counts(events: Sequence[ChaosEvent]) -> dict[str, int]:
+    """The report: per fault type (kind, or kind/mode), how many were injected."""
+    counts: dict[str, int] = {}
+    for event in events:
+        if event.action == "inject" and event.fault is not None:
+            counts[event.fault.type] = counts.get(event.fault.type, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def fault_report(events: Sequence[ChaosEvent]) -> str:
+    counts = fault_counts(events)
+    return (f"faults injected: {sum(counts.values())} ("
+            + ", ".join(f"{kind} {n}" for kind, n in counts.items()) + ")")
 
 
 @dataclass
@@ -246,7 +302,8 @@ def _cycles(cluster: FaultTarget, run: _Run, rng: random.Random) -> None:
     for cycle in range(run.plan.cycles):
         if run.over():
             return
-        fault = pick_fault(rng, cluster.node_ids, run.plan.faults, cluster.proxied)
+        fault = pick_fault(rng, cluster.node_ids, run.plan.faults, cluster.proxied,
+                           cluster.addressed, cluster.clocked)
         inject(cluster, fault)
         run.record(cycle, "inject", fault)
         run.wait(run.plan.hold, rng)
@@ -271,6 +328,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from tests.clock_faults import libfaketime
     from tests.cluster import LocalCluster
     parser = argparse.ArgumentParser(prog="python -m tests.chaos",
                                      description="Bounded random faults against a local cluster.")
@@ -280,6 +338,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--faults", default=",".join(FAULTS),
                         help=f"comma-separated subset of {','.join(FAULTS)}")
+    parser.add_argument("--controller-links-only", action="store_true",
+                        help="proxy only the controller links (no per-node addresses, so no "
+                             "data-link, one-way or slow faults)")
     parser.add_argument("--data", type=Path, default=None,
                         help="where the nodes keep data and logs (default: a new temp dir)")
     args = parser.parse_args(argv)
@@ -291,13 +352,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     data = args.data or Path(tempfile.mkdtemp(prefix="rillet-chaos-"))
     log.info("chaos: %d nodes, data and logs in %s", args.nodes, data)
     try:
-        with LocalCluster(data, nodes=args.nodes) as cluster:
+        with LocalCluster(data, nodes=args.nodes, addressed=not args.controller_links_only,
+                          fake_clocks=libfaketime() is not None) as cluster:
             cluster.start()
             events = run_chaos(cluster, plan)
     except KeyboardInterrupt as exc:
         log.info("chaos: interrupted (%s); every node killed, every proxy closed", exc)
         return 130
-    log.info("chaos: done, %d actions, seed %d, every node restored", len(events), seed)
+    log.info("chaos: done, %d actions, seed %d, every node restored; %s", len(events), seed,
+             fault_report(events))
     return 0
 
 

@@ -82,6 +82,12 @@ class BrokerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.paused = False
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.broker.log"
+        # Added to the process's environment at every start (e.g. tests/clock_faults.py's
+        # libfaketime settings).
+        self.env: dict[str, str] = {}
+        # Run in front of the broker's command line, e.g. tests/disk_faults.py's private
+        # mount namespace with a small log dir.
+        self.prefix: list[str] = []
 
     @property
     def bootstrap(self) -> str:
@@ -91,7 +97,7 @@ class BrokerProcess:
         settings = {"node.id": self.node_id,
                     "listeners": f"PLAINTEXT://{self.host}:{self.port}",
                     "log.dirs": str(self.data_dir), **self.config}
-        return serve_command(settings)
+        return self.prefix + serve_command(settings)
 
     def start(self, timeout: float = 30.0, wait: bool = True) -> "BrokerProcess":
         """Start the process; with wait=False return at once (nodes of a cluster may only
@@ -100,7 +106,7 @@ class BrokerProcess:
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
         log.close()
         self.paused = False
         if wait:

@@ -12,6 +12,12 @@ recv or send; close alone does not). Subclasses say what one accepted connection
   a real partition. A new connection is accepted but not carried on to the target until the
   link heals, so the peer's requests time out.
 
+The state of a link lives in a `Link`, one direction of it: LinkProxy uses one Link both
+ways; the per-node gates of addressed clusters (tests/node_gate.py) use one per direction
+of each pair of nodes, so a link can also be cut one way (a connection is only set up while
+both ways are open, as a TCP handshake needs) or slowed (`Link.slow`: every chunk that way
+is held that long; chunks are sent in order, so a slow link also caps throughput).
+
 A LinkProxy given a `tap` calls it with (connection label, bytes) for every chunk it carries
 toward its target, just before sending it on: how the fuzz corpus records controller traffic
 (tests/fuzz/capture/controller.py). Without one it forwards exactly as before.
@@ -73,20 +79,22 @@ class ProxyServer:
     Not a public server: one thread accepts, each connection gets its own threads
     (started with _spawn), and every socket it opens is registered (_track)."""
 
-    def __init__(self, target_host: str, target_port: int, port: int | None = None) -> None:
+    def __init__(self, target_host: str, target_port: int, port: int | None = None,
+                 host: str = "127.0.0.1") -> None:
         self.target = (target_host, target_port)
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
         self._sockets: set[socket.socket] = set()
         # Port 0 by default: the kernel's choice, bound at once, so no other test can take it.
-        self._listener = socket.create_server(("127.0.0.1", port or 0))
+        self._listener = socket.create_server((host, port or 0))
+        self.host = host
         self.port: int = self._listener.getsockname()[1]
         self._spawn(self._accept_loop, name=f"proxy-accept-{self.port}")
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def closed(self) -> bool:
@@ -174,24 +182,31 @@ class LinkMode(str, Enum):
     BLACKHOLE = "blackhole"
 
 
-class LinkProxy(ProxyServer):
-    """A proxy that forwards bytes to one target until cut; see the module docstring."""
+class Link:
+    """One direction of a network link, shared by every proxied connection whose bytes go
+    that way: open, refused or blackholed, and how long each chunk is delayed.
 
-    def __init__(self, target_host: str, target_port: int, port: int | None = None,
-                 name: str = "", tap: Tap | None = None) -> None:
-        self.name = name or f"->{target_host}:{target_port}"
-        self._tap = tap
-        self._connection_numbers = itertools.count(1)
+    A connection is admitted only while both its directions are open (a TCP handshake needs
+    packets both ways); once admitted, each direction's bytes obey their own Link, so a
+    one-way cut holds a->b bytes while b->a bytes still flow on established connections."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
         self._gate = threading.Condition()
         self._mode = LinkMode.OPEN
+        self._delay = 0.0
         # Bumped by every refuse cut: a connection admitted before it may not carry another
         # byte, even one it read in the instant before the cut dropped its sockets.
         self._generation = 0
-        super().__init__(target_host, target_port, port)
+        self._carried: set[socket.socket] = set()
 
     @property
     def mode(self) -> LinkMode:
         return self._mode
+
+    @property
+    def delay(self) -> float:
+        return self._delay
 
     def cut(self, mode: str | LinkMode = LinkMode.REFUSE) -> None:
         mode = LinkMode(mode)
@@ -201,54 +216,112 @@ class LinkProxy(ProxyServer):
             self._mode = mode
             if mode is LinkMode.REFUSE:
                 self._generation += 1
+                dropped, self._carried = list(self._carried), set()
             self._gate.notify_all()
         if mode is LinkMode.REFUSE:
-            self._drop_connections()
+            shut(*dropped)
 
     def heal(self) -> None:
+        """Open again, with no delay."""
         with self._gate:
             self._mode = LinkMode.OPEN
+            self._delay = 0.0
             self._gate.notify_all()
+
+    def slow(self, seconds: float) -> None:
+        """Hold every chunk this way `seconds` before sending it on (0: none)."""
+        if seconds < 0:
+            raise ValueError("a delay is >= 0 seconds")
+        self._delay = seconds
+
+    def wake(self) -> None:
+        """Wake every thread waiting on this link (a proxy is closing)."""
+        with self._gate:
+            self._gate.notify_all()
+
+    def generation(self) -> int:
+        return self._generation
+
+    def wait_open(self, closed: threading.Event) -> bool:
+        """Wait while blackholed; False when refused or `closed`."""
+        with self._gate:
+            while self._mode is LinkMode.BLACKHOLE and not closed.is_set():
+                self._gate.wait()
+            return self._mode is LinkMode.OPEN and not closed.is_set()
+
+    def admits(self, generation: int, closed: threading.Event) -> bool:
+        """May a connection admitted in `generation` carry one more chunk? Waits while
+        blackholed."""
+        return self.wait_open(closed) and generation == self._generation
+
+    def carry(self, *socks: socket.socket) -> None:
+        with self._gate:
+            self._carried.update(socks)
+
+    def release(self, *socks: socket.socket) -> None:
+        with self._gate:
+            self._carried.difference_update(socks)
+
+
+class LinkedProxy(ProxyServer):
+    """A ProxyServer whose connections go over Links: `_carry` forwards one accepted
+    connection to the target, each direction through its own Link."""
+
+    def __init__(self, target_host: str, target_port: int, port: int | None = None,
+                 host: str = "127.0.0.1", tap: Tap | None = None) -> None:
+        self._tap = tap
+        self._connection_numbers = itertools.count(1)
+        super().__init__(target_host, target_port, port, host)
+
+    def _links(self) -> list[Link]:
+        """Every Link this proxy's connections may wait on, to wake in close()."""
+        raise NotImplementedError
 
     def _on_close(self) -> None:
-        with self._gate:
-            self._gate.notify_all()
+        for link in self._links():
+            link.wake()
 
-    def _admit(self, generation: int | None) -> int | None:
-        """Wait while blackholed; the generation to carry on with, or None to drop.
+    def _admit(self, forward: Link, backward: Link) -> tuple[int, int] | None:
+        """Wait until both directions are open; their generations, or None to refuse."""
+        while forward.wait_open(self._closed) and backward.wait_open(self._closed):
+            if forward.mode is LinkMode.OPEN and backward.mode is LinkMode.OPEN:
+                return forward.generation(), backward.generation()
+        return None
 
-        generation None: a new connection, admitted into the current generation."""
-        with self._gate:
-            while self._mode is LinkMode.BLACKHOLE and not self.closed:
-                self._gate.wait()
-            if self.closed or self._mode is LinkMode.REFUSE:
-                return None
-            if generation is not None and generation != self._generation:
-                return None
-            return self._generation
-
-    def _serve(self, client: socket.socket) -> None:
-        generation = self._admit(None)
-        upstream = self._connect_upstream() if generation is not None else None
+    def _carry(self, client: socket.socket, forward: Link, backward: Link, label: str,
+               tapped: bool) -> None:
+        """Forward `client` to the target: its bytes over `forward`, the answers over
+        `backward`. `tapped`: the tap sees the bytes toward the target."""
+        generations = self._admit(forward, backward)
+        upstream = self._connect_upstream() if generations is not None else None
         if upstream is None or not self._track(upstream):
             reset(client)
             return
         upstream.settimeout(None)
-        label = f"{self.name}#{next(self._connection_numbers)}"
+        socks = (client, upstream)
+        forward.carry(*socks)
+        backward.carry(*socks)
+        tap_label = f"{label}#{next(self._connection_numbers)}" if tapped else None
         try:
-            self._spawn(self._pump, upstream, client, generation,
+            self._spawn(self._pump, upstream, client, backward, generations[1], None,
                         name=f"proxy-pump-{self.port}")
-            self._pump(client, upstream, generation, label)
+            self._pump(client, upstream, forward, generations[0], tap_label)
         finally:
+            forward.release(*socks)
+            backward.release(*socks)
             self._untrack(upstream)
 
-    def _pump(self, src: socket.socket, dst: socket.socket, generation: int,
-              tap_label: str | None = None) -> None:
-        """Copy src to dst; `tap_label` (toward the target only) names the bytes to the tap."""
+    def _pump(self, src: socket.socket, dst: socket.socket, link: Link, generation: int,
+              tap_label: str | None) -> None:
+        """Copy src to dst over `link`; `tap_label` names the bytes to the tap."""
         try:
             while True:
                 data = src.recv(CHUNK)
-                if not data or self._admit(generation) is None:
+                if not data:
+                    break
+                if link.delay and self._closed.wait(link.delay):
+                    break
+                if not link.admits(generation, self._closed):
                     break
                 if tap_label is not None and self._tap is not None:
                     self._tap(tap_label, data)
@@ -257,3 +330,30 @@ class LinkProxy(ProxyServer):
             pass
         # Either side ending ends both, as a dropped link would: no half-open leftovers.
         shut(src, dst)
+
+
+class LinkProxy(LinkedProxy):
+    """A proxy that forwards bytes to one target until cut; see the module docstring.
+    One Link carries both directions."""
+
+    def __init__(self, target_host: str, target_port: int, port: int | None = None,
+                 name: str = "", tap: Tap | None = None) -> None:
+        self.name = name or f"->{target_host}:{target_port}"
+        self._link = Link(self.name)
+        super().__init__(target_host, target_port, port, tap=tap)
+
+    @property
+    def mode(self) -> LinkMode:
+        return self._link.mode
+
+    def cut(self, mode: str | LinkMode = LinkMode.REFUSE) -> None:
+        self._link.cut(mode)
+
+    def heal(self) -> None:
+        self._link.heal()
+
+    def _links(self) -> list[Link]:
+        return [self._link]
+
+    def _serve(self, client: socket.socket) -> None:
+        self._carry(client, self._link, self._link, self.name, tapped=True)

@@ -47,11 +47,13 @@ async def serve(config: BrokerConfig) -> None:
     # the other subcommands (groups, cluster, format) start without loading the broker.
     from .apis import load_all
     from .broker import Broker
+    from .client.connection import set_source_host
     from .defs.tls import TlsSettings
     from .security.tls import ReloadingContext
     from .server import KafkaServer
 
     load_all()
+    set_source_host(config["outbound.source.address"])
     broker = Broker(config)
 
     def server_for(listener: Listener, role: str) -> KafkaServer:

@@ -18,11 +18,12 @@ from confluent_kafka import Producer
 
 from rillet.local_cluster import is_listening
 from rillet.protocol.codec import decode_response
-from tests.chaos import ChaosPlan, run_chaos
+from tests.chaos import LINK_FAULTS, ChaosPlan, run_chaos
 from tests.cluster import LocalCluster
 from tests.harness import BrokerProcess
 from tests.polling import wait_until
-from tests.tcp_proxy import LinkProxy
+from tests.node_gate import LinkTable, NodeGate, node_address
+from tests.tcp_proxy import LinkProxy, recv_exact
 from tests.wire import Wire
 
 from .clients import confluent_consume, create_topic
@@ -139,7 +140,7 @@ def test_kill_minus_nine_and_restart_keeps_acknowledged_data(cluster: LocalClust
 def test_links_lead_to_each_voters_controller_listener(tmp_path: Path) -> None:
     # Not started: a stand-in listens on node 2's CONTROLLER port, so the test holds
     # whether or not a node opens that listener itself.
-    with LocalCluster(tmp_path, nodes=3) as cluster:
+    with LocalCluster(tmp_path, nodes=3, addressed=False) as cluster:
         spec = {s.node_id: s for s in cluster.specs}
         for a in (1, 2, 3):
             voters = dict(v.split("@") for v in
@@ -180,7 +181,7 @@ def test_an_unproxied_cluster_has_no_links_to_cut(tmp_path: Path) -> None:
 
 def test_close_ends_every_process_and_thread_even_mid_fault(tmp_path: Path) -> None:
     before = set(threading.enumerate())
-    cluster = LocalCluster(tmp_path, nodes=3).start()
+    cluster = LocalCluster(tmp_path, nodes=3, addressed=False).start()
     cluster.pause_node(1)
     cluster.cut(2, 3, mode="blackhole")
     # A connection waiting on the blackholed link holds a proxy thread.
@@ -217,7 +218,120 @@ def test_a_short_chaos_run_ends_with_everything_restored(cluster: LocalCluster) 
     events = run_chaos(cluster, plan, workload=workload)
     kinds = {e.fault.kind for e in events if e.fault}
     assert len([e for e in events if e.action == "inject"]) == 5, events
-    assert kinds & {"kill", "stop", "pause"} and kinds & {"cut", "isolate"}, kinds
+    assert kinds & {"kill", "stop", "pause"} and kinds & set(LINK_FAULTS), kinds
     assert events[-1].action == "restore" and cluster.cut_links() == []
     assert all(cluster.node(i).answers() for i in cluster.node_ids), cluster.logs()
     assert answered
+
+
+# -- per-node gates (addressed clusters): the mechanics, against an echo listener ---------------
+
+
+@pytest.fixture
+def echo_gate() -> Iterator[NodeGate]:
+    """Node 1's gate in front of an echo listener on node 1's address; nodes 2 and 3 known."""
+    table = LinkTable([1, 2, 3])
+    server = socket.create_server((node_address(1), 0))
+    stop = threading.Event()
+
+    def echo() -> None:
+        server.settimeout(0.2)
+        conns = []
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except socket.timeout:
+                continue
+            conns.append(conn)
+            threading.Thread(target=_echo, args=(conn,), daemon=True).start()
+        for conn in conns:
+            conn.close()
+
+    thread = threading.Thread(target=echo, daemon=True)
+    thread.start()
+    gate = NodeGate(1, server.getsockname()[1], table)
+    try:
+        yield gate
+    finally:
+        gate.close()
+        stop.set()
+        thread.join(5)
+        server.close()
+        assert gate.threads() == []
+
+
+def _echo(conn: socket.socket) -> None:
+    try:
+        while data := conn.recv(4096):
+            conn.sendall(data)
+    except OSError:
+        pass
+
+
+def _from(node_id: int | None, gate: NodeGate) -> socket.socket:
+    """A connection to the gate from node `node_id`'s address (None: a client's)."""
+    source = ("127.0.0.1", 0) if node_id is None else (node_address(node_id), 0)
+    return socket.create_connection((gate.host, gate.port), timeout=5, source_address=source)
+
+
+def _round_trip(sock: socket.socket, data: bytes = b"ping", timeout: float = 5.0) -> bytes:
+    sock.settimeout(timeout)
+    sock.sendall(data)
+    return recv_exact(sock, len(data))
+
+
+def test_a_gate_cuts_one_way_per_peer_and_never_a_client(echo_gate: NodeGate) -> None:
+    table: LinkTable = echo_gate.table
+    from_2, from_3, client = _from(2, echo_gate), _from(3, echo_gate), _from(None, echo_gate)
+    with from_2, from_3, client:
+        assert _round_trip(from_2) == b"ping" and _round_trip(from_3) == b"ping"
+        # 1 -> 2 held: node 2's request reaches node 1, the answer does not come back.
+        table.link(1, 2).cut("blackhole")
+        with pytest.raises(socket.timeout):
+            _round_trip(from_2, timeout=0.5)
+        assert _round_trip(from_3) == b"ping" and _round_trip(client) == b"ping"
+        assert table.cut() == [(1, 2)]
+        table.link(1, 2).heal()
+        assert recv_exact(from_2, 4) == b"ping"   # held, then delivered
+        # 2 -> 1 refused: node 2's connection is reset, the others carry on.
+        table.link(2, 1).cut("refuse")
+        with pytest.raises(OSError):
+            _round_trip(from_2, timeout=FAST)
+        assert _round_trip(from_3) == b"ping" and _round_trip(client) == b"ping"
+        table.link(2, 1).heal()
+    with _from(2, echo_gate) as again:
+        assert _round_trip(again) == b"ping"
+
+
+def test_a_slowed_link_delays_each_chunk_that_way_only(echo_gate: NodeGate) -> None:
+    table: LinkTable = echo_gate.table
+    with _from(2, echo_gate) as from_2, _from(None, echo_gate) as client:
+        table.link(2, 1).slow(0.3)
+        started = time.monotonic()
+        assert _round_trip(from_2) == b"ping"
+        assert time.monotonic() - started >= 0.3
+        started = time.monotonic()
+        assert _round_trip(client) == b"ping"
+        assert time.monotonic() - started < 0.3
+        table.link(2, 1).heal()
+        assert table.link(2, 1).delay == 0.0
+
+
+def test_an_addressed_cluster_routes_every_node_link_through_gates(tmp_path: Path) -> None:
+    # Not started: the settings and the gates are what is checked.
+    with LocalCluster(tmp_path, nodes=3, addressed=True) as cluster:
+        for node_id in cluster.node_ids:
+            config = cluster.node(node_id).config
+            host = node_address(node_id)
+            assert config["outbound.source.address"] == host
+            assert config["listeners"].startswith(f"PLAINTEXT://{host}:")
+            gate = cluster.node(node_id).bootstrap
+            assert config["advertised.listeners"] == f"PLAINTEXT://{gate}"
+            voters = dict(v.split("@") for v in config["controller.quorum.voters"].split(","))
+            assert all(voters[str(o)].startswith(node_address(o) + ":") for o in (1, 2, 3))
+            assert voters[str(node_id)] == cluster.specs[node_id - 1].controller_address
+        assert len(cluster.links()) == 6
+        cluster.cut_one_way(1, 2)
+        assert cluster.cut_links() == [(1, 2)]
+        cluster.heal(1, 2)
+        assert cluster.cut_links() == []

@@ -12,7 +12,7 @@ import random
 import threading
 from pathlib import Path
 
-from tests.chaos import ChaosPlan, run_chaos
+from tests.chaos import ChaosPlan, fault_report, run_chaos
 from tests.cluster import LocalCluster
 from tests.integration.test_cluster import (FAST_FENCING, WAIT_S, _address, _metadata,
                                             _partitions, _quorum, _try_create)
@@ -46,7 +46,8 @@ def test_acknowledged_metadata_survives_faults(tmp_path: Path) -> None:
     with LocalCluster(tmp_path, nodes=3, extra_config=FAST_FENCING).start() as cluster:
         events = run_chaos(cluster, ChaosPlan(cycles=CYCLES, seconds=SECONDS, seed=seed),
                            workload=workload)
-        print(f"{len(events)} chaos events, {len(created)} acknowledged creations")
+        print(f"{len(events)} chaos events, {len(created)} acknowledged creations; "
+              f"{fault_report(events)}")
         assert events, "no fault was injected"
         assert created, f"no topic could be created during the chaos (seed {seed})"
         views = {}

@@ -15,8 +15,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from tests.chaos import ChaosPlan, run_chaos
+from tests.chaos import ChaosPlan, fault_report, run_chaos
 from tests.checker import Read, Write, check
+from tests.clock_faults import libfaketime
 from tests.cluster import LocalCluster
 from tests.integration.java_tools import kafka_jars  # noqa: F401 (fixture)
 from tests.integration.test_cluster import RACKS, WAIT_S, _address, _partitions
@@ -27,10 +28,12 @@ REPLICATION = {"broker.session.timeout.ms": 4000, "broker.heartbeat.interval.ms"
 TOPIC_CONFIG = {"min.insync.replicas": "2"}
 
 
-def _cluster(tmp_path: Path, nodes: int = 3, **config: Any) -> LocalCluster:
+def _cluster(tmp_path: Path, nodes: int = 3, addressed: bool | None = None,
+             fake_clocks: bool = False, **config: Any) -> LocalCluster:
     racks = (RACKS * 2)[:nodes]
     return LocalCluster(tmp_path, nodes=nodes, racks=racks,
-                        extra_config={**REPLICATION, **config})
+                        extra_config={**REPLICATION, **config}, addressed=addressed,
+                        fake_clocks=fake_clocks)
 
 
 def _replicated_topic(cluster: LocalCluster, name: str, partitions: int,
@@ -73,9 +76,10 @@ class AckingProducer:
     acknowledged, in acknowledgement order."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int | None = None,
-                 **config: Any) -> None:
+                 max_rate: int = 5000, **config: Any) -> None:
         """`partitions`: write to each of that many partitions in turn (by default the
-        partitioner spreads 13 keys)."""
+        partitioner spreads 13 keys); `max_rate`: records per second at most."""
+        self._pause_every = max(1, max_rate // 100)
         self.topic = topic
         self.partitions = partitions
         self.acked: list[Write] = []
@@ -106,8 +110,8 @@ class AckingProducer:
                 continue
             self.sent += 1
             self._producer.poll(0)
-            if self.sent % 50 == 0:
-                time.sleep(0.01)   # bounded load: ~5000 records/s at most
+            if self.sent % self._pause_every == 0:
+                time.sleep(0.01)   # bounded load: ~max_rate records/s at most
         self._producer.flush(90)
 
     def start(self) -> "AckingProducer":
@@ -230,15 +234,16 @@ def _produce_one(bootstrap: str, topic: str, acks: str) -> str | None:
     return result[0] if result else "NO_ANSWER"
 
 
-def _produce_to_only(address: str, topic: str) -> int:
-    """The error code of one acks=all record produced to partition 0 on `address` itself."""
+def _produce_to_only(address: str, topic: str, timeout_ms: int = 8000) -> int:
+    """The error code of one acks=all record produced to partition 0 on `address` itself
+    (the broker waits up to `timeout_ms` for the in-sync replicas)."""
     from rillet.records import Record, encode_batch
 
     from tests.wire import Wire
     batch = encode_batch([Record(offset=0, timestamp=int(time.time() * 1000), key=None,
                                  value=b"x", headers=[])])
     with Wire(address, timeout=30) as w:
-        resp = w.request(0, 9, {"acks": -1, "timeout": 8000, "topic_data": [
+        resp = w.request(0, 9, {"acks": -1, "timeout": timeout_ms, "topic_data": [
             {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
     return int(resp.responses[0].partition_responses[0].error_code)
 
@@ -359,12 +364,15 @@ SECONDS = float(os.environ.get("RILLET_CHAOS_SECONDS", "60"))
 
 
 def test_acknowledged_records_survive_chaos(tmp_path: Path) -> None:
-    """kill -9, SIGTERM, SIGSTOP, cut and blackholed quorum links while an idempotent
-    acks=all producer and a consumer run; then: every acknowledged record exactly once and
+    """kill -9, SIGTERM, SIGSTOP, cut, blackholed, one-way and slowed links (every link
+    between nodes: an addressed cluster) and wall clock steps while an idempotent acks=all producer and a
+    consumer run; then: every acknowledged record exactly once and
     in order, offsets dense, replicas identical, and nothing a consumer read was lost."""
     seed = int(os.environ.get("RILLET_CHAOS_SEED", random.randrange(1 << 30)))
     print(f"chaos seed {seed} (RILLET_CHAOS_SEED={seed} replays the fault schedule)")
-    with _cluster(tmp_path).start() as cluster:
+    # Every link can fail, and every wall clock step, where libfaketime is installed.
+    with _cluster(tmp_path, addressed=True,
+                  fake_clocks=libfaketime() is not None).start() as cluster:
         _replicated_topic(cluster, "chaos", 3)
         producer = AckingProducer(cluster.bootstrap, "chaos")
         observed: list[Read] = []
@@ -389,7 +397,8 @@ def test_acknowledged_records_survive_chaos(tmp_path: Path) -> None:
                            workload=workload, workload_join=180)
         final = _read_all(cluster.bootstrap, "chaos", 3, len(producer.acked))
         print(f"{len(events)} chaos events; {producer.sent} sent, {len(producer.acked)} acked, "
-              f"{len(producer.errors)} not acknowledged, {len(observed)} read during chaos")
+              f"{len(producer.errors)} not acknowledged, {len(observed)} read during chaos; "
+              f"{fault_report(events)}")
         report = check(producer.acked, final)
         assert report.ok, f"seed {seed}: {report.summary()}"
         by_offset = {(r.partition, r.offset): r.value for r in final}

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from tests.chaos import FAULTS, ChaosEvent, ChaosPlan, Fault, pick_fault, run_chaos
+from tests.chaos import (ADDRESSED_FAULTS, FAULTS, ChaosEvent, ChaosPlan, Fault, fault_counts,
+                         fault_report, pick_fault, run_chaos)
 
 NO_WAIT = dict(hold=(0.0, 0.0), settle=(0.0, 0.0))
 
@@ -16,6 +17,9 @@ NO_WAIT = dict(hold=(0.0, 0.0), settle=(0.0, 0.0))
 class FakeCluster:
     """Records what chaos asks for and keeps just enough state to tell 'restored'."""
     proxied: bool = True
+    addressed: bool = False
+    clocked: bool = False
+    clocks: dict[int, float] = field(default_factory=dict)
     node_ids: list[int] = field(default_factory=lambda: [1, 2, 3])
     calls: list[tuple] = field(default_factory=list)
     down: set[int] = field(default_factory=set)
@@ -62,6 +66,18 @@ class FakeCluster:
         self._call("isolate", node_id, mode)
         self.cut_links |= {frozenset((node_id, o)) for o in self.node_ids if o != node_id}
 
+    def cut_one_way(self, a: int, b: int, mode: str) -> None:
+        self._call("cut_one_way", a, b, mode)
+        self.cut_links.add(frozenset((a, b)))
+
+    def slow(self, a: int, b: int, seconds: float) -> None:
+        self._call("slow", a, b, seconds)
+        self.cut_links.add(frozenset((a, b)))
+
+    def step_clock(self, node_id: int, seconds: float) -> None:
+        self._call("step_clock", node_id, seconds)
+        self.clocks[node_id] = self.clocks.get(node_id, 0.0) + seconds
+
     def heal_all(self) -> None:
         self._call("heal_all")
         self.cut_links.clear()
@@ -71,10 +87,11 @@ class FakeCluster:
         self.down.clear()
         self.paused.clear()
         self.cut_links.clear()
+        self.clocks.clear()
 
     @property
     def healthy(self) -> bool:
-        return not (self.down or self.paused or self.cut_links)
+        return not (self.down or self.paused or self.cut_links or any(self.clocks.values()))
 
 
 def test_each_cycle_injects_then_undoes_one_fault_and_the_end_restores_all() -> None:
@@ -116,6 +133,26 @@ def test_picked_faults_name_real_nodes_and_modes() -> None:
         assert set(fault.nodes) <= {1, 2, 3} and len(set(fault.nodes)) == len(fault.nodes)
         assert (fault.mode is not None) == (fault.kind in ("cut", "isolate"))
         assert len(fault.nodes) == (2 if fault.kind == "cut" else 1)
+        assert fault.kind not in ADDRESSED_FAULTS
+
+
+def test_an_addressed_cluster_also_gets_one_way_and_slow_links_and_a_report() -> None:
+    cluster = FakeCluster(addressed=True)
+    events = run_chaos(cluster, ChaosPlan(60, 30, 8, **NO_WAIT))
+    injected = [e.fault for e in events if e.action == "inject" and e.fault]
+    assert {f.kind for f in injected} == set(FAULTS) - {"clock"}
+    for fault in injected:
+        if fault.kind == "oneway":
+            assert fault.mode in ("refuse", "blackhole") and len(set(fault.nodes)) == 2
+        if fault.kind == "slow":
+            assert fault.delay is not None and 0 < fault.delay <= 0.5
+    assert ("cut_one_way", *next(f for f in injected if f.kind == "oneway").nodes) == \
+        next(c for c in cluster.calls if c[0] == "cut_one_way")[:3]
+    counts = fault_counts(events)
+    assert sum(counts.values()) == 60 == len(injected)
+    assert counts["slow"] == len([f for f in injected if f.kind == "slow"])
+    assert set(counts) >= {"kill", "oneway/blackhole", "cut/refuse"}
+    assert fault_report(events).startswith("faults injected: 60 (") and cluster.healthy
 
 
 def test_a_failing_fault_still_leaves_everything_restored() -> None:
@@ -170,3 +207,15 @@ def test_plans_are_checked() -> None:
         ChaosPlan(1, 1, 0, faults=("flood",))
     with pytest.raises(ValueError):
         ChaosPlan(1, 1, 0, hold=(2.0, 1.0))
+
+
+def test_a_clocked_cluster_gets_clock_steps_each_stepped_back() -> None:
+    cluster = FakeCluster(clocked=True)
+    events = run_chaos(cluster, ChaosPlan(40, 30, 3, faults=("clock", "kill"), **NO_WAIT))
+    steps = [c for c in cluster.calls if c[0] == "step_clock"]
+    assert steps and len(steps) % 2 == 0
+    assert {abs(c[2]) for c in steps} == {600.0}
+    assert set(fault_counts(events)) >= {"clock/forward", "clock/back"}
+    assert cluster.healthy
+    with pytest.raises(ValueError):
+        pick_fault(random.Random(0), [1, 2, 3], ("clock",), proxied=True, addressed=True)

@@ -15,6 +15,19 @@ from ..protocol.codec import (FramingError, decode_response, encode_request, req
 from ..protocol.errors import KafkaError, error_for_code
 
 
+# The address every connection this process opens binds to as its source; None lets the OS
+# choose (the default). A broker sets it once at start-up (outbound.source.address) before it
+# opens any connection; it is process-wide because every outbound path of a node (quorum,
+# replication, forwarding, registration) must leave from the same address.
+_source_host: str | None = None
+
+
+def set_source_host(host: str | None) -> None:
+    """Bind every connection opened from now on to `host` (None or "": the OS's choice)."""
+    global _source_host
+    _source_host = host or None
+
+
 class KafkaClientError(Exception):
     """A request failed on the wire (connection lost, timeout, bad response)."""
 
@@ -36,10 +49,13 @@ def raise_for(code: Any, what: str, message: str | None = None) -> None:
 async def open_stream(host: str, port: int, ssl_context: ssl.SSLContext | None = None
                       ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """A connection to a listener, TLS when `ssl_context` is given (the host name checked
-    against the certificate, as the context says)."""
+    against the certificate, as the context says), from the source address set by
+    set_source_host."""
+    local = (_source_host, 0) if _source_host else None
     if ssl_context is None:
-        return await asyncio.open_connection(host, port)
-    return await asyncio.open_connection(host, port, ssl=ssl_context, server_hostname=host)
+        return await asyncio.open_connection(host, port, local_addr=local)
+    return await asyncio.open_connection(host, port, ssl=ssl_context, server_hostname=host,
+                                         local_addr=local)
 
 
 class BrokerConnection:

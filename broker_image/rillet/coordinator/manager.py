@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from ..metadata.delta import MetadataDelta
 from ..metadata.image import MetadataImage
 from ..protocol import errors
+from ..steady_clock import steady_clock
 from ..tasks import cancel_and_wait
 from ..txn_marker import TxnMarker
 from .group import Group
@@ -69,9 +69,11 @@ def _resolver(fut: "asyncio.Future[Any]") -> Callable[[Any], None]:
 class GroupCoordinator:
     """Owner of all groups on this node; API handlers call it, never the groups directly."""
 
-    def __init__(self, broker: CoordinatorHost, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, broker: CoordinatorHost,
+                 clock: Callable[[], float] | None = None) -> None:
         self.broker = broker
-        self._clock = clock
+        # Deadlines must not move with a step of the wall clock (rillet/steady_clock.py).
+        self._clock = clock or steady_clock()
         cfg = broker.config
         self.config = GroupConfig(
             initial_rebalance_delay_ms=cfg["group.initial.rebalance.delay.ms"],

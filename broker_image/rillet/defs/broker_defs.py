@@ -6,6 +6,7 @@ Cluster's spec.config with them and renders the ConfigMap), so both refuse the s
 """
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -61,6 +62,16 @@ def parse_host_port(spec: str) -> tuple[str, int]:
             or not 0 <= int(port) <= 65535:
         raise ValueError(spec)
     return host, int(port)
+
+
+def _ip_or_empty(v: str) -> bool:
+    if v == "":
+        return True
+    try:
+        ipaddress.ip_address(v)
+    except ValueError:
+        return False
+    return True
 
 
 def _host_port_or_empty(v: str) -> bool:
@@ -239,6 +250,13 @@ _BROKER_DEFS = [
     ConfigDef("broker.heartbeat.interval.ms", "int", 2000, "", _positive, "> 0"),
     ConfigDef("metadata.log.max.record.bytes.between.snapshots", "long", 20971520, "",
               _positive, "> 0"),
+    # rillet's own: the source address of the connections this node opens (Kafka lets the
+    # OS choose). Hosts with several addresses, and the test harness's per-node loopback
+    # addresses (tests/cluster.py), use it so peers can tell this node's links apart.
+    ConfigDef("outbound.source.address", "string", "",
+              "IP address every connection this node opens (to controllers, leaders, other "
+              "brokers) binds to as its source (empty: the OS's choice)", _ip_or_empty,
+              "an IP address of this host, or empty"),
     # rillet's own: the HTTP admin endpoint (/healthz, /readyz, /metrics; rillet/admin_http.py).
     ConfigDef("admin.http.listener", "string", "", "HOST:PORT of the HTTP admin endpoint "
               "(empty: off)", _host_port_or_empty, "HOST:PORT (e.g. 0.0.0.0:9404) or empty"),

@@ -29,8 +29,9 @@ CLUSTER_CONFIG = {"broker.session.timeout.ms": 4000, "broker.heartbeat.interval.
 def controller_workload(tmp: Path, run: Run, tap: StreamTap) -> None:
     """Drive a 3-node cluster, its controller links tapped, through the quorum's and the
     brokers' lifecycles."""
-    cluster = LocalCluster(tmp / "cluster", nodes=3, proxied=True, extra_config=CLUSTER_CONFIG,
-                           link_tap=tap)
+    # Controller links only (addressed=False): the corpus was recorded through them.
+    cluster = LocalCluster(tmp / "cluster", nodes=3, proxied=True, addressed=False,
+                           extra_config=CLUSTER_CONFIG, link_tap=tap)
     try:
         cluster.start()
         _cluster_lifecycle(cluster, run)
