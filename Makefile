@@ -10,7 +10,7 @@ PORT   ?= 9092
 DATA   ?= ./rillet-data
 
 .PHONY: venv venv-run run test unit integration e2e bench bench-compare cluster-up cluster-down \
-	clean sim chaos fuzz bench-cluster bench-compare-cluster bench-move demo demo-down
+	clean sim chaos fuzz system-packages bench-cluster bench-compare-cluster bench-move demo demo-down
 
 # pip shows its progress: a cold install of the test extras downloads ~600 MB.
 $(BIN)/pip:
@@ -37,14 +37,23 @@ venv: $(STAMP)
 run: venv-run
 	$(BIN)/rillet serve --set listeners=PLAINTEXT://127.0.0.1:$(PORT) --set log.dirs=$(DATA)
 
+# Debian packages the tests use beyond the venv, pinned: libfaketime for the clock faults
+# (tests/clock_faults.py; without it those tests skip, saying so). Installed once, as root.
+FAKETIME_PKG = libfaketime=0.9.10-2.1
+system-packages:
+	@ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || { \
+	  echo "installing $(FAKETIME_PKG) (apt)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(FAKETIME_PKG); }
+
 # The whole suite: unit, integration (real brokers, real clients) and e2e.
-test: venv
+test: venv system-packages
 	$(BIN)/python -m pytest -q -ra --durations=25 $(PYTEST_ARGS) tests e2e
 
 unit: venv
 	$(BIN)/python -m pytest -q tests/unit
 
-integration: venv
+integration: venv system-packages
 	$(BIN)/python -m pytest -q tests/integration
 
 # End-to-end: a real Kubernetes API server (the local control plane, or $KUBECONFIG e.g. kind).
@@ -89,7 +98,7 @@ fuzz: venv
 sim: venv
 	RILLET_SIM_SCALE=20 $(BIN)/python -m pytest -q --timeout 3600 tests/unit/raft/test_sim.py
 
-chaos: venv
+chaos: venv system-packages
 	RILLET_CHAOS_CYCLES=$(CHAOS_CYCLES) RILLET_CHAOS_SECONDS=$(CHAOS_SECONDS) \
 		$(BIN)/python -m pytest -q -s tests/integration/test_quorum_chaos.py \
 		tests/integration/test_replication.py -k chaos

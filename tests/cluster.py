@@ -19,10 +19,11 @@ listener). cut(a, b) stops both a -> b and b -> a; "refuse" resets connections a
 "blackhole" holds every byte until heal(), so the peer times out. `link_tap`, when given,
 is every link's tap (tests/tcp_proxy.py): it sees the bytes each link carries to its voter.
 
-Every link (addressed=True, the default of a proxied cluster): node i gets its own loopback
-address, 127.0.0.(i+1), for its listeners and as the source of every connection it opens,
-and a gate in front of each of its listeners tells its peers apart by their addresses
-(tests/node_gate.py). Then every link
+Every link (addressed=True; opt-in, as every byte between nodes then goes through Python
+proxy threads, a cost the many tests that cut only quorum links need not pay): node i gets
+its own loopback address, 127.0.0.(i+1), for its listeners and as the source of every
+connection it opens, and a gate in front of each of its listeners tells its peers apart by
+their addresses (tests/node_gate.py). Then every link
 between two nodes is proxied, data too: quorum, replication (a follower fetching from its
 leader), forwarding and registration. cut/heal/isolate work as above on every link, and a
 link can also be cut one way only (cut_one_way: a -> b bytes held or refused, b -> a still
@@ -84,9 +85,7 @@ class LocalCluster:
                  racks: Sequence[str] | None = None, voter_count: int | None = None,
                  ready: Callable[[BrokerProcess], bool] = answering,
                  cluster_id: str | None = None, link_tap: Tap | None = None,
-                 addressed: bool | None = None, fake_clocks: bool = False) -> None:
-        if addressed is None:   # by default a proxied cluster proxies every link
-            addressed = proxied
+                 addressed: bool = False, fake_clocks: bool = False) -> None:
         if addressed and not proxied:
             raise ValueError("addressed=True proxies every link; it needs proxied=True")
         self.root = Path(tmp_path)

@@ -28,7 +28,7 @@ REPLICATION = {"broker.session.timeout.ms": 4000, "broker.heartbeat.interval.ms"
 TOPIC_CONFIG = {"min.insync.replicas": "2"}
 
 
-def _cluster(tmp_path: Path, nodes: int = 3, addressed: bool | None = None,
+def _cluster(tmp_path: Path, nodes: int = 3, addressed: bool = False,
              fake_clocks: bool = False, **config: Any) -> LocalCluster:
     racks = (RACKS * 2)[:nodes]
     return LocalCluster(tmp_path, nodes=nodes, racks=racks,
