@@ -75,13 +75,16 @@ class Wire:
         self._sock: socket.socket | None = None
         self._correlation = 0
 
-    def call(self, api_key: int, version: int, body: dict[str, Any]) -> Reply:
+    def call(self, api_key: int, version: int, body: dict[str, Any],
+             timeout: float | None = None) -> Reply:
+        """One round trip; `timeout` (default the connection's) bounds each socket wait."""
         self._correlation += 1
         frame = encode_request(api_key, version, self._correlation, "rillet-scale",
                                build(request_schema(api_key, version), body))
         try:
             if self._sock is None:
                 self._sock = socket.create_connection(self.address, timeout=self.timeout)
+            self._sock.settimeout(timeout or self.timeout)
             started = time.monotonic()
             self._sock.sendall(frame)
             head = self._read(4)
@@ -168,7 +171,7 @@ class ScaleRun:
         started = time.monotonic()
         reply = self.wires[0].call(CREATE_TOPICS, 5, {
             "topics": topics, "timeout": int(self.args.step_timeout * 1000),
-            "validate_only": False})
+            "validate_only": False}, timeout=self.args.step_timeout)
         failed = [(t.name, t.error_code) for t in reply.body.topics if t.error_code]
         if failed:
             raise RuntimeError(f"CreateTopics errors: {failed[:5]}")
