@@ -153,6 +153,7 @@ class ScaleRun:
                       for client, _ in cluster.ports]
         self.victim: int | None = None      # index of the node killed
         self.rss_before_kill: list[int] = []
+        self.quorum_at_start: tuple[int, int] | None = None   # (controller, epoch) at create
 
     def close(self) -> None:
         for wire in self.wires:
@@ -168,6 +169,7 @@ class ScaleRun:
         sizes = [min(per_topic, self.total - start) for start in range(0, self.total, per_topic)]
         topics = [{"name": f"{TOPIC_PREFIX}{i}", "num_partitions": n, "replication_factor": 3,
                    "assignments": [], "configs": []} for i, n in enumerate(sizes)]
+        self.quorum_at_start = self._quorum()
         started = time.monotonic()
         reply = self.wires[0].call(CREATE_TOPICS, 5, {
             "topics": topics, "timeout": int(self.args.step_timeout * 1000),
@@ -187,11 +189,15 @@ class ScaleRun:
         return {"metadata_kb": replies[-1].size / 1024,
                 "metadata_ms": statistics.median(r.seconds for r in replies) * 1000}
 
-    def _pick_victim(self) -> int:
-        reply = self.wires[0].call(DESCRIBE_QUORUM, 1, {"topics": [
+    def _quorum(self, index: int = 0) -> tuple[int, int]:
+        """(active controller id, its epoch), as node `index` sees the quorum."""
+        reply = self.wires[index].call(DESCRIBE_QUORUM, 1, {"topics": [
             {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]})
-        leader = reply.body.topics[0].partitions[0].leader_id
-        return max(i for i in range(NODES) if i + 1 != leader)
+        part = reply.body.topics[0].partitions[0]
+        return part.leader_id, part.leader_epoch
+
+    def _pick_victim(self) -> int:
+        return max(i for i in range(NODES) if i + 1 != self._quorum()[0])
 
     def failover(self) -> dict[str, float]:
         """kill -9 a node that is not the active controller; until every partition has a live
@@ -225,9 +231,11 @@ class ScaleRun:
     def heartbeat_lateness(self) -> dict[str, float]:
         if not isinstance(self.cluster, RilletCluster):
             return {}
-        reply = self.wires[0].call(DESCRIBE_QUORUM, 1, {"topics": [
-            {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]})
-        leader = reply.body.topics[0].partitions[0].leader_id
+        leader, epoch = self._quorum(0 if self.victim is None else (self.victim + 1) % NODES)
+        if (leader, epoch) != self.quorum_at_start:
+            # The record starts again at each activation: it would miss the run's worst gaps.
+            raise RuntimeError(f"the active controller changed during the run "
+                               f"({self.quorum_at_start} -> {(leader, epoch)})")
         url = f"http://127.0.0.1:{self.cluster.admin_ports[leader - 1]}/metrics"
         with urllib.request.urlopen(url, timeout=self.args.request_timeout) as resp:
             text = resp.read().decode()
