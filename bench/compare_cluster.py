@@ -34,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare import (KAFKA_TOOLS, KAFKA_VERSION, MB, _process_tree,  # noqa: E402
                      _vm_hwm, consumer_perf, free_port, producer_perf, run_tool,
                      runtime_rillet, source_env)
-from measurements import Measurements, rotated, summarise, with_spread  # noqa: E402
+from measurements import (Measurements, error_lines, ratio, rotated,  # noqa: E402
+                          summarise, with_spread)
 
 from rillet.local_cluster import NodeSpec, cluster_settings, serve_command  # noqa: E402
 
@@ -260,14 +261,9 @@ def render(results: dict[str, Measurements], args: argparse.Namespace) -> str:
     lines = [head, "", f"{'measure':<36}{'rillet':>24}{'kafka':>24}{'rillet/kafka':>14}"]
     for key, label, _higher_better in ROWS:
         cells = [with_spread(results.get(system), key) for system in ("rillet", "kafka")]
-        values = [(results.get(system) or Measurements()).values.get(key)
-                  for system in ("rillet", "kafka")]
-        ratio = f"{values[0] / values[1]:.2f}x" if None not in values and values[1] else "-"
-        lines.append(f"{label:<36}{cells[0]:>24}{cells[1]:>24}{ratio:>14}")
-    for system, m in results.items():
-        for key, error in sorted(m.errors.items()):
-            lines.append(f"{system} {key}: {error.splitlines()[0][:300]}")
-    return "\n".join(lines)
+        rk = ratio(results.get("rillet"), results.get("kafka"), key)
+        lines.append(f"{label:<36}{cells[0]:>24}{cells[1]:>24}{rk:>14}")
+    return "\n".join(lines + error_lines(results))
 
 
 def main(argv: list[str]) -> int:

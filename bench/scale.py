@@ -45,7 +45,8 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare import KAFKA_VERSION, MB  # noqa: E402
 from compare_cluster import NODES, Cluster, RilletCluster, cluster_for  # noqa: E402
-from measurements import Measurements, number  # noqa: E402
+from measurements import (Measurements, error_lines, number, ratio,  # noqa: E402
+                          with_spread)
 
 from rillet.protocol.build import build  # noqa: E402
 from rillet.protocol.codec import (decode_response, encode_request,  # noqa: E402
@@ -295,18 +296,10 @@ def render(results: dict[int, dict[str, Measurements]], args: argparse.Namespace
         lines += ["", f"{total} partitions",
                   f"{'measure':<40}{'rillet':>12}{'kafka':>12}{'rillet/kafka':>14}"]
         for key, label in ROWS:
-            cells, values = [], []
-            for system in ("rillet", "kafka"):
-                m = by_system.get(system)
-                value = None if m is None else m.values.get(key)
-                values.append(value)
-                cells.append(number(value) if value is not None else
-                              "error" if m is not None and key in m.errors else "-")
-            ratio = f"{values[0] / values[1]:.2f}x" if None not in values and values[1] else "-"
-            lines.append(f"{label:<40}{cells[0]:>12}{cells[1]:>12}{ratio:>14}")
-        for system, m in by_system.items():
-            for key, error in sorted(m.errors.items()):
-                lines.append(f"{system} {key}: {error.splitlines()[0][:300]}")
+            cells = [with_spread(by_system.get(system), key) for system in ("rillet", "kafka")]
+            rk = ratio(by_system.get("rillet"), by_system.get("kafka"), key)
+            lines.append(f"{label:<40}{cells[0]:>12}{cells[1]:>12}{rk:>14}")
+        lines += error_lines(by_system)
     return "\n".join(lines)
 
 
