@@ -98,7 +98,7 @@ bench-compare-cluster: venv
 
 # Many partitions on three nodes, rillet beside Kafka (bench/scale.py): create, Metadata size and
 # latency, kill -9 failover and ISR recovery, heartbeat lateness, peak RSS per node; fresh clusters
-# per count. The full list takes hours on 2 cores; SCALE_PARTITIONS=1000 is the quick run (~10 min).
+# per count. The full list takes hours on 2 cores; SCALE_PARTITIONS=1000 is the quick run (~5 min).
 SCALE_PARTITIONS ?= 1000,5000,10000
 bench-scale: venv
 	$(BIN)/python bench/scale.py --partitions $(SCALE_PARTITIONS) $(BENCH_ARGS)
