@@ -10,7 +10,8 @@ PORT   ?= 9092
 DATA   ?= ./rillet-data
 
 .PHONY: venv venv-run run test unit integration e2e bench bench-compare cluster-up cluster-down \
-	clean sim chaos fuzz system-packages bench-cluster bench-compare-cluster bench-move demo demo-down
+	clean sim chaos fuzz system-packages bench-cluster bench-compare-cluster bench-move bench-scale \
+	demo demo-down
 
 # pip shows its progress: a cold install of the test extras downloads ~600 MB.
 $(BIN)/pip:
@@ -106,6 +107,13 @@ chaos: venv system-packages
 # Three rillet nodes beside three Kafka nodes: RF=3, min.insync.replicas=2, acks=all (~15 min).
 bench-compare-cluster: venv
 	$(BIN)/python bench/compare_cluster.py $(BENCH_ARGS)
+
+# Many partitions on three nodes, rillet beside Kafka (bench/scale.py): create, Metadata size and
+# latency, kill -9 failover and ISR recovery, heartbeat lateness, peak RSS per node; fresh clusters
+# per count. The full list takes hours on 2 cores; SCALE_PARTITIONS=1000 is the quick run (~5 min).
+SCALE_PARTITIONS ?= 1000,5000,10000
+bench-scale: venv
+	$(BIN)/python bench/scale.py --partitions $(SCALE_PARTITIONS) $(BENCH_ARGS)
 
 # Start-up and controller failover times of a local three-node cluster (20 kill -9 rounds).
 bench-cluster: venv

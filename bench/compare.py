@@ -92,6 +92,7 @@ class Broker:
         log = self.log_path.open("wb")
         started = time.monotonic()
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                     env=source_env(),
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
         try:
@@ -163,6 +164,15 @@ def runtime_rillet() -> Path:
                        check=True, timeout=900)
         (venv / ".complete").touch()
     return venv / "bin" / "rillet"
+
+
+def source_env() -> dict[str, str]:
+    """The environment a broker process is spawned with: this checkout's rillet source first
+    on the path. The cached runtime venv is shared by every checkout on the machine, and its
+    editable install points at whichever one created it."""
+    path = os.environ.get("PYTHONPATH")
+    source = str(REPO / "broker_image")
+    return {**os.environ, "PYTHONPATH": f"{source}:{path}" if path else source}
 
 
 def _process_tree(root: int) -> list[int]:

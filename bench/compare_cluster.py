@@ -33,8 +33,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare import (KAFKA_TOOLS, KAFKA_VERSION, MB, _process_tree,  # noqa: E402
                      _vm_hwm, consumer_perf, free_port, producer_perf, run_tool,
-                     runtime_rillet)
-from measurements import Measurements, rotated, summarise, with_spread  # noqa: E402
+                     runtime_rillet, source_env)
+from measurements import (Measurements, error_lines, ratio, rotated,  # noqa: E402
+                          summarise, with_spread)
 
 from rillet.local_cluster import NodeSpec, cluster_settings, serve_command  # noqa: E402
 
@@ -49,6 +50,7 @@ class Cluster:
         self.workdir = workdir
         self.ports = [(free_port(), free_port()) for _ in range(NODES)]
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.cmds: list[list[str]] = []   # each node's command, fixed at start (restarts reuse it)
 
     @property
     def bootstrap(self) -> str:
@@ -63,13 +65,10 @@ class Cluster:
     def start(self) -> float:
         """Spawn the nodes; seconds until an acks=all write to an RF=3 topic is acknowledged."""
         self.prepare()
+        self.cmds = self.commands()
         started = time.monotonic()
-        for i, cmd in enumerate(self.commands(), 1):
-            log = (self.workdir / f"node-{i}.log").open("wb")
-            self.procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                               stdin=subprocess.DEVNULL,
-                                               start_new_session=True))
-            log.close()
+        for index in range(NODES):
+            self.spawn(index)
         deadline = started + 180
         while time.monotonic() < deadline:
             if self._first_write():
@@ -92,8 +91,29 @@ class Cluster:
         except Exception:
             return False
 
+    def spawn(self, index: int) -> None:
+        """Start node `index` (0-based) from its command, in its own session; a restart
+        appends to the same log."""
+        with (self.workdir / f"node-{index + 1}.log").open("ab") as log:
+            proc = subprocess.Popen(self.cmds[index], stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    env=source_env())
+        if index < len(self.procs):
+            self.procs[index] = proc
+        else:
+            self.procs.append(proc)
+
+    def kill(self, index: int) -> None:
+        """kill -9 node `index`'s whole process group (no shutdown of any kind)."""
+        os.killpg(self.procs[index].pid, signal.SIGKILL)
+        self.procs[index].wait(30)
+
+    def node_peak_rss_bytes(self, index: int) -> int:
+        """VmHWM of node `index`'s process tree (since its last start)."""
+        return sum(_vm_hwm(pid) for pid in _process_tree(self.procs[index].pid))
+
     def peak_rss_bytes(self) -> int:
-        return sum(_vm_hwm(pid) for p in self.procs for pid in _process_tree(p.pid))
+        return sum(self.node_peak_rss_bytes(i) for i in range(len(self.procs)))
 
     def stop(self) -> None:
         for p in self.procs:
@@ -110,12 +130,19 @@ class Cluster:
 class RilletCluster(Cluster):
     name = "rillet"
 
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir)
+        # Each node's HTTP admin endpoint (GET /metrics), for benches that read its metrics.
+        self.admin_ports = [free_port() for _ in range(NODES)]
+
     def commands(self) -> list[list[str]]:
         specs = [NodeSpec(i, self.workdir / f"node-{i}", client, controller)
                  for i, (client, controller) in enumerate(self.ports, 1)]
         cluster_id = base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
         settings = cluster_settings(specs, cluster_id, None,
                                     {"group.initial.rebalance.delay.ms": 0})
+        for spec, port in zip(specs, self.admin_ports):
+            settings[spec.node_id]["admin.http.listener"] = f"127.0.0.1:{port}"
         python = str(runtime_rillet().parent / "python")
         return [serve_command(settings[s.node_id], python=python) for s in specs]
 
@@ -143,6 +170,11 @@ class KafkaCluster(Cluster):
     def commands(self) -> list[list[str]]:
         return [[str(KAFKA_TOOLS / "kafka-server"), "run", str(self.workdir / f"node-{i}")]
                 for i in range(1, NODES + 1)]
+
+
+def cluster_for(system: str, workdir: Path) -> Cluster:
+    """A not yet started cluster of `system` ("rillet" or "kafka") in `workdir`."""
+    return RilletCluster(workdir) if system == "rillet" else KafkaCluster(workdir)
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
@@ -229,14 +261,9 @@ def render(results: dict[str, Measurements], args: argparse.Namespace) -> str:
     lines = [head, "", f"{'measure':<36}{'rillet':>24}{'kafka':>24}{'rillet/kafka':>14}"]
     for key, label, _higher_better in ROWS:
         cells = [with_spread(results.get(system), key) for system in ("rillet", "kafka")]
-        values = [(results.get(system) or Measurements()).values.get(key)
-                  for system in ("rillet", "kafka")]
-        ratio = f"{values[0] / values[1]:.2f}x" if None not in values and values[1] else "-"
-        lines.append(f"{label:<36}{cells[0]:>24}{cells[1]:>24}{ratio:>14}")
-    for system, m in results.items():
-        for key, error in sorted(m.errors.items()):
-            lines.append(f"{system} {key}: {error.splitlines()[0][:300]}")
-    return "\n".join(lines)
+        rk = ratio(results.get("rillet"), results.get("kafka"), key)
+        lines.append(f"{label:<36}{cells[0]:>24}{cells[1]:>24}{rk:>14}")
+    return "\n".join(lines + error_lines(results))
 
 
 def main(argv: list[str]) -> int:
@@ -262,9 +289,7 @@ def main(argv: list[str]) -> int:
         # alternate which system goes first, so a drift in machine load hits both alike
         for system in systems if round_no % 2 == 0 else list(reversed(systems)):
             with tempfile.TemporaryDirectory(prefix=f"bench-{system}-") as tmp:
-                cluster = RilletCluster(Path(tmp)) if system == "rillet" else \
-                    KafkaCluster(Path(tmp))
-                rounds[system].append(measure(cluster, args, round_no))
+                rounds[system].append(measure(cluster_for(system, Path(tmp)), args, round_no))
     results = {system: summarise(runs) for system, runs in rounds.items()}
     print(render(results, args))
     return 0 if all(not m.errors for m in results.values()) else 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 import sys
 from dataclasses import dataclass, field
-from typing import Callable, Sequence, TypeVar
+from typing import Callable, Mapping, Sequence, TypeVar
 
 T = TypeVar("T")
 
@@ -70,3 +70,16 @@ def with_spread(m: Measurements | None, key: str) -> str:
         text = number(m.values[key])
         return text if low == high else f"{text} ({number(low)}-{number(high)})"
     return "error" if key in m.errors else "-"
+
+
+def ratio(first: Measurements | None, second: Measurements | None, key: str) -> str:
+    """first/second of row `key` as "0.47x"; "-" when either is missing or second is 0."""
+    a = None if first is None else first.values.get(key)
+    b = None if second is None else second.values.get(key)
+    return f"{a / b:.2f}x" if a is not None and b else "-"
+
+
+def error_lines(results: Mapping[str, Measurements]) -> list[str]:
+    """One line per failed row, `system row: first line of the error`."""
+    return [f"{system} {key}: {error.splitlines()[0][:300]}"
+            for system, m in results.items() for key, error in sorted(m.errors.items())]

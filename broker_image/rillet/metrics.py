@@ -27,6 +27,8 @@ Names follow Kafka's MBeans with a rillet_ prefix, snake case, Prometheus suffix
   rillet_group_consumer_lag{group,topic,partition}   high watermark - committed offset,
       for groups this broker coordinates and partitions whose log is on this broker
   rillet_broker_state{state}                         1 for the current state (readiness.py)
+  rillet_controller_heartbeat_gap_max_seconds{broker}  active controller only: longest time
+      between two heartbeats (or registrations) of a broker since it became active
 
 Owned by the broker; everything runs on its event loop (the scrape too: the walk reads
 event-loop state, so it must not run in another thread).
@@ -240,6 +242,7 @@ class _ScrapeCollector(Collector):
                      counts.leaders)
         yield _gauge("rillet_replica_partition_count", "Partitions with a replica on this "
                      "broker", counts.partitions)
+        yield self._heartbeat_gaps(broker.controller)
         yield from self._logs()
         yield self._lags()
         yield from self._consumer_fetches()
@@ -259,6 +262,15 @@ class _ScrapeCollector(Collector):
         yield _counter("rillet_server_preferred_read_replica_redirects", "Consumer fetches "
                        "answered with a preferred read replica in the consumer's rack",
                        served.redirected)
+
+    @staticmethod
+    def _heartbeat_gaps(controller: Controller) -> GaugeMetricFamily:
+        family = GaugeMetricFamily("rillet_controller_heartbeat_gap_max_seconds", "Longest "
+                                   "time between two heartbeats of a broker at this active "
+                                   "controller", labels=["broker"])
+        for node_id, gap in sorted(controller.heartbeat_gaps().items()):
+            family.add_metric([str(node_id)], gap)
+        return family
 
     def _state(self) -> GaugeMetricFamily:
         lifecycle = self.broker.lifecycle

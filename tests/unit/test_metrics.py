@@ -123,7 +123,8 @@ def test_exposition_walks_partitions_logs_and_groups():
     served = ConsumerFetchCounters()
     served.count(("t", 0), "follower", 300, "zone-b")
     served.count(("t", 1), "leader", 20, "")
-    broker = _broker(controller=object(), image=image, logs=logs, coordinator=coordinator,
+    controller = SimpleNamespace(heartbeat_gaps=lambda: {2: 2.5, 3: 7.25})
+    broker = _broker(controller=controller, image=image, logs=logs, coordinator=coordinator,
                      lifecycle=None, replication=SimpleNamespace(
                          consumer_fetches=served,
                          alter_partitions=SimpleNamespace(requests_sent=2, changes_sent=300)))
@@ -136,6 +137,7 @@ def test_exposition_walks_partitions_logs_and_groups():
     assert s[("rillet_replica_leader_count", ())] == 1
     assert s[("rillet_replica_partition_count", ())] == 2
     assert s[("rillet_log_size_bytes", (("partition", "0"), ("topic", "t")))] == 500
+    assert s[("rillet_controller_heartbeat_gap_max_seconds", (("broker", "3"),))] == 7.25
     assert s[("rillet_log_end_offset", (("partition", "1"), ("topic", "t")))] == 3
     lag = {k[1]: v for k, v in s.items() if k[0] == "rillet_group_consumer_lag"}
     assert lag == {(("group", "g"), ("partition", "0"), ("topic", "t")): 5,

@@ -207,6 +207,11 @@ class Controller:
             fenced = self.image.brokers[node_id].fenced
             return BrokerState(caught_up, fenced, False)
 
+    def heartbeat_gaps(self) -> dict[int, float]:
+        """Active controller: node id -> longest seconds between two of its heartbeats since
+        this node became active (liveness.py); elsewhere empty."""
+        return self._liveness.longest_gaps() if self.is_active else {}
+
     async def fence_expired_brokers(self) -> None:
         """Active controller, periodically: fence brokers whose heartbeats stopped."""
         if not self.is_active:

@@ -94,3 +94,17 @@ def test_silence_is_counted_from_the_last_arrival() -> None:
     assert live.silence(1, 110.0) == 10.0
     live.deactivate()
     assert not live.active
+
+
+def test_longest_gap_between_arrivals_is_kept_per_broker() -> None:
+    live = BrokerLiveness()
+    live.activate([1, 2], now=100.0)
+    live.touch(1, 102.0)
+    live.touch(1, 106.5)
+    live.touch(1, 105.0)   # late, older: neither a gap nor a move back
+    live.touch(1, 108.0)
+    live.touch(3, 101.0)   # first heard of: no gap yet
+    assert live.longest_gaps() == {1: 4.5}
+    live.forget(1)
+    live.activate([1, 2, 3], now=200.0)   # a new term starts a new record
+    assert live.longest_gaps() == {}
