@@ -14,6 +14,9 @@ from rillet.client.connection import BrokerConnection, KafkaClientError
 from rillet.controller.channel import ControllerChannel
 from tests.wire import uvarint
 
+# What both ask the hostile peer: Metadata v12 of every topic.
+METADATA = (3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                    "include_topic_authorized_operations": False})
 # Metadata v12 response (flexible header v1) whose brokers array claims ~4 billion entries.
 HUGE_COUNT = struct.pack(">i", 0) + uvarint(2**32 - 16)
 
@@ -55,9 +58,7 @@ def test_the_admin_client_refuses_a_hostile_response(kind: str) -> None:
     async def use(port: int) -> object:
         conn = BrokerConnection("127.0.0.1", port, timeout=2.0)
         try:
-            return await conn.request(3, 12, {"topics": None,
-                                              "allow_auto_topic_creation": False,
-                                              "include_topic_authorized_operations": False})
+            return await conn.request(*METADATA)
         finally:
             await conn.close()
     asyncio.run(_with_peer(HOSTILE[kind], use))
@@ -70,9 +71,7 @@ def test_the_controller_channel_refuses_a_hostile_response(kind: str) -> None:
         raft = NS(leader_id=2, voters={2: voter}, is_leader=False)
         channel = ControllerChannel(1, "c", raft, NS(), NS(), None, 2.0)  # type: ignore[arg-type]
         try:
-            return await channel.request(3, 12, {"topics": None,
-                                                 "allow_auto_topic_creation": False,
-                                                 "include_topic_authorized_operations": False})
+            return await channel.request(*METADATA)
         finally:
             await channel.close()
     asyncio.run(_with_peer(HOSTILE[kind], use))

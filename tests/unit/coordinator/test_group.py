@@ -64,6 +64,17 @@ def sync_all(g: Group, now: int, results: list[JoinResult]) -> dict[str, SyncRes
     return {m: b.value for m, b in boxes.items()}
 
 
+def stable_pair() -> tuple[Group, JoinResult, JoinResult]:
+    """A Stable group of two members, "a" and "b"; their join results (generation 2)."""
+    g, _ = make()
+    a = join_new(g, 0, client="a").value
+    b_box = join_new(g, 0, client="b")
+    a_box = Box()
+    g.join(req(member_id=a.member_id, client="a"), 0, a_box)
+    sync_all(g, 0, [a_box.value, b_box.value])
+    return g, a_box.value, b_box.value
+
+
 def test_first_member_gets_member_id_required_then_leads_generation_1() -> None:
     g, persisted = make()
     box = join_new(g, 0, client="a")
@@ -249,14 +260,9 @@ def test_member_that_never_syncs_is_removed_after_rebalance_timeout() -> None:
 
 
 def test_leader_leaving_hands_leadership_to_a_remaining_member() -> None:
-    g, _ = make()
-    a = join_new(g, 0, client="a").value
-    b_box = join_new(g, 0, client="b")
-    a_box = Box()
-    g.join(req(member_id=a.member_id, client="a"), 0, a_box)
-    sync_all(g, 0, [a_box.value, b_box.value])
-    leader = a_box.value.leader
-    other = b_box.value.member_id if leader == a.member_id else a.member_id
+    g, a, b = stable_pair()
+    leader = a.leader
+    other = b.member_id if leader == a.member_id else a.member_id
     assert g.leave(leader, None, 10) == 0
     rejoin = Box()
     g.join(req(member_id=other, client="x"), 20, rejoin)
@@ -275,16 +281,10 @@ def test_static_member_leaves_by_instance_id() -> None:
 
 
 def test_follower_rejoin_in_stable_group_gets_current_generation() -> None:
-    g, _ = make()
-    a = join_new(g, 0, client="a").value
-    b_box = join_new(g, 0, client="b")
-    a_box = Box()
-    g.join(req(member_id=a.member_id, client="a"), 0, a_box)
-    sync_all(g, 0, [a_box.value, b_box.value])
-    follower = b_box.value if b_box.value.leader != b_box.value.member_id else a_box.value
+    g, a, b = stable_pair()
+    follower = b if b.leader != b.member_id else a
     again = Box()
-    g.join(req(member_id=follower.member_id, client="b" if follower is b_box.value else "a"),
-           50, again)
+    g.join(req(member_id=follower.member_id, client="b" if follower is b else "a"), 50, again)
     assert again.value.generation_id == follower.generation_id and g.state == GroupState.STABLE
 
 
@@ -293,18 +293,12 @@ def test_leader_rejoin_in_stable_group_starts_a_generation_and_says_why(
     # Kafka's rule: a rejoining leader may bring new metadata, so it rebalances; the
     # other members must rejoin (kafka-python 3.0.12's leader rejoins once more after a
     # poll timed out mid-join, which a consumer that stops polling never answers).
-    g, _ = make()
-    a = join_new(g, 0, client="a").value
-    b_box = join_new(g, 0, client="b")
-    a_box = Box()
-    g.join(req(member_id=a.member_id, client="a"), 0, a_box)
-    sync_all(g, 0, [a_box.value, b_box.value])
-    leader = a_box.value if a_box.value.leader == a_box.value.member_id else b_box.value
+    g, a, b = stable_pair()
+    leader = a if a.leader == a.member_id else b
     assert g.state == GroupState.STABLE
     caplog.set_level("INFO", logger="rillet.coordinator.group_state")
     again = Box()
-    g.join(req(member_id=leader.member_id, client="a" if leader is a_box.value else "b"),
-           50, again)
+    g.join(req(member_id=leader.member_id, client="a" if leader is a else "b"), 50, again)
     assert again.value is None and g.state == GroupState.PREPARING_REBALANCE
     assert f"member {leader.member_id} rejoined" in caplog.text
     assert "preparing to rebalance in state Stable, generation 2" in caplog.text
