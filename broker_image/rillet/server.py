@@ -134,11 +134,6 @@ class KafkaServer:
                         await writer.drain()
                     if session.close_after_response:
                         return
-                    # A client quota throttled this request: read nothing more until the
-                    # wait is over (Kafka mutes the channel; KIP-219 clients wait as well).
-                    muted = session.muted_until - time.monotonic()
-                    if muted > 0:
-                        await asyncio.sleep(muted)
                 except FramingError as exc:
                     log.warning("closing connection %d from %s: %s", conn_id, peer, exc)
                     return
@@ -151,6 +146,12 @@ class KafkaServer:
                     return
                 finally:
                     self._busy.discard(task)
+                # A client quota throttled this request: read nothing more until the wait is
+                # over (Kafka mutes the channel; KIP-219 clients wait as well). Idle, not busy,
+                # meanwhile: a stopping broker cancels a muted connection at once.
+                muted = session.muted_until - time.monotonic()
+                if muted > 0:
+                    await asyncio.sleep(muted)
         except (asyncio.IncompleteReadError, ConnectionError):
             return
         except asyncio.CancelledError:

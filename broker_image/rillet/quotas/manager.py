@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Mapping
 
-from .entity import Entity, resolve
+from .entity import REQUEST_PERCENTAGE, Entity, resolve
 from .rate import RateQuota
 
 IDLE_S = 3600.0   # a group's sensors are dropped after this long without a request
@@ -54,7 +54,13 @@ class ClientQuotaManager:
             return 0.0
         now = self._clock()
         sensor.record(amount, now)
-        return sensor.throttle_s(now)
+        wait = sensor.throttle_s(now)
+        if key == REQUEST_PERCENTAGE:
+            # As Kafka's request quota: at most one window. Byte rates wait all they need (a
+            # request larger than a window's worth would otherwise pass early), but a handler
+            # step of 200 ms under request_percentage=1 would mute a client for 10 s.
+            return min(wait, self._window[1])
+        return wait
 
     def allowance(self, quotas: Mapping[Entity, Mapping[str, float]], key: str, user: str,
                   client_id: str) -> int:

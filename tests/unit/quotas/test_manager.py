@@ -42,6 +42,17 @@ def test_throttle_is_the_time_the_excess_takes_at_the_bound() -> None:
     assert manager.record(quotas, P, "ANONYMOUS", "slow", 0) == 0.0
 
 
+def test_a_request_percentage_wait_is_at_most_one_window_a_byte_rate_wait_is_not() -> None:
+    manager, _ = _manager(window_s=2)
+    # request_percentage counts percent of one thread (seconds * 100): a bound of 1 allows
+    # 10 ms of handler time a second, so 200 s of it (20,000) owes minutes, capped at the 2 s
+    # window as Kafka caps it; a byte rate's wait is not capped.
+    busy = {entity_of({"client-id": "busy"}): {"request_percentage": 1.0}}
+    assert manager.record(busy, "request_percentage", "u", "busy", 20_000) == pytest.approx(2.0)
+    heavy = {entity_of({"client-id": "heavy"}): {P: 1000.0}}
+    assert manager.record(heavy, P, "u", "heavy", 200_000) > 100
+
+
 def test_other_clients_and_unquoted_keys_are_not_held() -> None:
     manager, _ = _manager()
     quotas = {entity_of({"client-id": "slow"}): {P: 1.0}}
