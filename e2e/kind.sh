@@ -30,6 +30,9 @@ service_subnet=198.19.0.0/20
 nodes=("$name-control-plane=198.19.255.10" "$name-worker=198.19.255.11"
        "$name-worker2=198.19.255.12" "$name-worker3=198.19.255.13")
 api_server=https://198.19.255.10:6443
+operator_ns=rillet-system   # the chart's release, as `make demo` installs it
+release=rillet
+helm_bin=${RILLET_HELM:-$cache_root/helm/v3.19.4/bin/helm}
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$cache_root/containers.conf}
 
 say() { echo "kind.sh: $*" >&2; }
@@ -150,6 +153,45 @@ nodes_ready() {
   [[ $(kubectl_ get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True) == "${#nodes[@]}" ]]
 }
 
+# The project's images (broker, operator, Spark, test images), built as `e2e/images build`
+# builds them and saved as archives (e2e/localk8s/kind_images.py: podman only holds them under a
+# private name; the stand-in's localhost/rillet/*:dev tags are left alone), then `kind load
+# image-archive`ed into every node. $state/loaded lists the archives this cluster has: an
+# unchanged image is neither rebuilt nor loaded again.
+load_project_images() {
+  local t0=$SECONDS tag archive built
+  built=$(cd "$(dirname "$here")" && PYTHONPATH=e2e python3 -m localk8s.kind_images)
+  touch "$state/loaded"
+  while IFS=$'\t' read -r tag archive; do
+    grep -qxF "$archive" "$state/loaded" && continue
+    say "kind load image-archive $tag ($(du -m "$archive" | cut -f1) MB)"
+    kind_cmd load image-archive --name "$name" "$archive"
+    echo "$archive" >> "$state/loaded"
+  done <<<"$built"
+  say "project images ready in the nodes after $((SECONDS - t0)) s"
+}
+
+# The operator, as a user installs it: the CRDs (server-side apply: helm never upgrades a
+# chart's CRDs), a namespace enforcing the restricted Pod Security Standard, then the chart.
+# `helm upgrade --install` with unchanged values and chart is a no-op revision.
+install_chart() {
+  local t0=$SECONDS repo; repo=$(dirname "$here")
+  [[ -x $helm_bin ]] || helm_bin=$("$here/build-k8s" helm | tail -1)/helm   # from its Go module
+  kubectl_ apply --server-side --force-conflicts -f "$repo/crds" >/dev/null
+  kubectl_ apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: $operator_ns
+  labels:
+    pod-security.kubernetes.io/enforce: restricted
+    pod-security.kubernetes.io/warn: restricted
+YAML
+  KUBECONFIG=$kubeconfig "$helm_bin" upgrade --install "$release" "$repo/helm/rillet" \
+    --namespace "$operator_ns" --wait --timeout 300s >/dev/null
+  say "chart $release installed in $operator_ns after $((SECONDS - t0)) s"
+}
+
 up() {
   local t0=$SECONDS
   mkdir -p "$state"
@@ -162,6 +204,7 @@ up() {
   write_podman_wrapper
   ensure_network
   if ! kind_cmd get clusters 2>/dev/null | grep -qx "$name"; then
+    rm -f "$state/loaded"   # a new cluster has none of the project's images
     say "kind create cluster $name (image $node_image)"
     kind_cmd create cluster --name "$name" --image "$node_image" --kubeconfig "$state/kind-kubeconfig" \
       --retain --config - <<YAML
@@ -202,6 +245,8 @@ YAML
   kubectl_ apply -f "$here/kind/network.yaml" -f "$here/kind/coredns.yaml" >/dev/null
   wait_for "4 nodes Ready" 300 nodes_ready
   wait_for "CoreDNS available" 180 kubectl_ -n kube-system rollout status deploy/coredns --timeout=5s
+  load_project_images
+  install_chart
   say "up in $((SECONDS - t0)) s (cluster $((SECONDS - tb)) s); KUBECONFIG=$kubeconfig"
   echo "$kubeconfig"
 }
@@ -215,7 +260,7 @@ down() {
   fi
   podman network exists "$network" && podman network rm "$network" >/dev/null || true
   host_side_down
-  rm -rf "$state/bin" "$state/empty-lib-modules" "$state/kubeconfig" "$state/kind-kubeconfig"
+  rm -rf "$state/bin" "$state/empty-lib-modules" "$state/kubeconfig" "$state/kind-kubeconfig" "$state/loaded"
   say "down in $((SECONDS - t0)) s"
   if [[ -f $state/machine-before ]]; then
     if diff <(cat "$state/machine-before") <(machine_state) > "$state/machine-diff"; then
