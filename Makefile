@@ -10,7 +10,8 @@ PORT   ?= 9092
 DATA   ?= ./rillet-data
 
 .PHONY: venv venv-run run test unit integration e2e bench bench-compare cluster-up cluster-down \
-	clean sim chaos fuzz bench-cluster bench-compare-cluster bench-move demo demo-down
+	clean sim chaos fuzz bench-cluster bench-compare-cluster bench-move demo demo-down \
+	kind-up kind-down kind-memory-load
 
 # pip shows its progress: a cold install of the test extras downloads ~600 MB.
 $(BIN)/pip:
@@ -50,6 +51,18 @@ integration: venv
 # End-to-end: a real Kubernetes API server (the local control plane, or $KUBECONFIG e.g. kind).
 e2e: venv
 	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS) e2e
+
+# kind on this machine (e2e/README.md, "kind"): the cluster, then the memory must-show: one
+# broker under a 512Mi limit through a 5-minute produce+consume load; prints its peak RSS.
+kind-up:
+	e2e/kind.sh up
+
+kind-down:
+	e2e/kind.sh down
+
+kind-memory-load: venv
+	KUBECONFIG=$$(e2e/kind.sh kubeconfig) RILLET_MEMORY_LOAD_S=$${RILLET_MEMORY_LOAD_S:-300} \
+		$(BIN)/python -m pytest -q -s -ra e2e/test_kubelet.py -k 512mi
 
 # The local cluster by hand (see e2e/README.md).
 cluster-up:
