@@ -72,9 +72,11 @@ ensure_containers_conf() {
 #   - fixed addresses and /etc/hosts entries for every node (the network has no DNS server: a
 #     podman DNS server would forward unknown names to this machine's resolver, off the machine)
 #   - --dns none: the node image's loopback-only resolv.conf, not this machine's
+#   - $state/shared at /var/local-path-shared in every node: the ReadWriteMany StorageClass
+#     "shared" (e2e/kind/node/kind/manifests/default-storage.yaml), as NFS on a real cluster
 write_podman_wrapper() {
   local dir=$state/bin
-  mkdir -p "$dir" "$state/empty-lib-modules"
+  mkdir -p "$dir" "$state/empty-lib-modules" "$state/shared"
   cat > "$dir/podman" <<EOF
 #!/usr/bin/env bash
 # Written by e2e/kind.sh (write_podman_wrapper): podman as kind calls it, adjusted to this machine.
@@ -87,7 +89,7 @@ for a in "\$@"; do
   [[ \$prev == --name ]] && name=\$a
   args+=("\$a"); prev=\$a
 done
-extra=(--dns none)
+extra=(--dns none -v $state/shared:/var/local-path-shared)
 for n in ${nodes[*]}; do
   extra+=(--add-host "\${n%=*}:\${n#*=}")
   [[ \${n%=*} == "\$name" ]] && extra+=(--ip "\${n#*=}")
@@ -260,7 +262,7 @@ down() {
   fi
   podman network exists "$network" && podman network rm "$network" >/dev/null || true
   host_side_down
-  rm -rf "$state/bin" "$state/empty-lib-modules" "$state/kubeconfig" "$state/kind-kubeconfig" "$state/loaded"
+  rm -rf "$state/bin" "$state/empty-lib-modules" "$state/kubeconfig" "$state/kind-kubeconfig" "$state/loaded" "$state/shared"
   say "down in $((SECONDS - t0)) s"
   if [[ -f $state/machine-before ]]; then
     if diff <(cat "$state/machine-before") <(machine_state) > "$state/machine-diff"; then
