@@ -40,10 +40,11 @@ say() { echo "kind.sh: $*" >&2; }
 # What `down` must leave exactly as `up` found it: links, addresses, routes, firewall, the kernel
 # settings a privileged node could reach (all of /proc/sys but counters), and podman's objects of
 # ours. Left out: links named vethN (podman makes and removes one per container, for any user of
-# podman here) and the local stand-in's bridge rillet0* (e2e/local-cluster remakes it per run).
+# podman here) and the local stand-in's bridge rillet0* and its service range's blackhole route
+# (e2e/local-cluster remakes both per run, and may run while kind is up).
 machine_state() (
   set +e +o pipefail  # an empty section is fine (no ip6tables rules, say)
-  noise='^(veth[0-9]+|rillet0)|dev (veth[0-9]+|rillet0)'
+  noise='^(veth[0-9]+|rillet0)|dev (veth[0-9]+|rillet0)|^blackhole 198\.19\.0\.0/16'
   echo "## ip link"; ip -o link show | sed -E 's/^[0-9]+: //; s/ link\/.*//' | grep -vE "$noise" | sort
   echo "## ip addr"; ip -o addr show | awk '{print $2, $3, $4}' | grep -vE "$noise" | sort
   echo "## ip route"; ip route show table all | grep -vE "$noise" | sort
