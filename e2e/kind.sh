@@ -125,11 +125,12 @@ PY
 # gets none), and "unreachable" for the pod and service ranges, so that no answer to a pod or
 # service address can ever take this machine's default route.
 host_side_up() {
-  ip -o addr show dev "$bridge" | grep -q " $host_address/" ||
+  # (here-strings, not pipes into grep -q: with pipefail, grep's early exit can fail the pipe)
+  grep -q " $host_address/" <<<"$(ip -o addr show dev "$bridge")" ||
     ip addr add "$host_address/${node_subnet#*/}" dev "$bridge"
   local r
   for r in "$pod_subnet" "$service_subnet"; do
-    ip route show type unreachable | grep -q "^unreachable $r" || ip route add unreachable "$r"
+    grep -q "^unreachable $r" <<<"$(ip route show type unreachable)" || ip route add unreachable "$r"
   done
 }
 
@@ -206,7 +207,7 @@ up() {
   local tb=$SECONDS
   write_podman_wrapper
   ensure_network
-  if ! kind_cmd get clusters 2>/dev/null | grep -qx "$name"; then
+  if ! grep -qx "$name" <<<"$(kind_cmd get clusters 2>/dev/null)"; then
     rm -f "$state/loaded"   # a new cluster has none of the project's images
     say "kind create cluster $name (image $node_image)"
     kind_cmd create cluster --name "$name" --image "$node_image" --kubeconfig "$state/kind-kubeconfig" \
