@@ -20,8 +20,9 @@ import pytest
 
 from localk8s.kube import Kube
 from localk8s.testing import pod_ready, restricted_namespace
-from test_operator import (CLUSTER, REPO, _cr_path, _debug, delete_namespace, get_cr,
-                           job_result, kubectl, operator, run_job, start_job)  # noqa: F401
+from test_operator import (CLUSTER, REPO, _cr_path, _debug, assert_no_pod_security_warning,
+                           delete_namespace, get_cr, job_result, kubectl, operator, run_job,
+                           start_job)  # noqa: F401
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -70,16 +71,7 @@ def test_example_cluster_in_a_restricted_namespace_is_ready_with_no_pod_security
     refused = [e for e in kube.list("Event", ns) if e["reason"] == "FailedCreate"
                or "PodSecurity" in e.get("message", "")]
     assert refused == [], refused
-    sts = kube.get("StatefulSet", f"{CLUSTER}-broker", ns)
-    for key in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"):
-        sts["metadata"].pop(key, None)
-    sts.pop("status", None)
-    dry = subprocess.run(["kubectl", "apply", "--dry-run=server", "-f", "-"],
-                         input=json.dumps(sts), capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "KUBECONFIG": k8s.kubeconfig})
-    # (kubectl's own note about its last-applied annotation is no PodSecurity warning)
-    assert dry.returncode == 0 and "PodSecurity" not in dry.stderr \
-        and "would violate" not in dry.stderr, dry.stderr
+    assert_no_pod_security_warning(k8s, ns, f"{CLUSTER}-broker")
     # What a user of the namespace may do with the operator's resources (its RBAC), and what
     # the brokers' own service account may not (create pods).
     can = kubectl(k8s.kubeconfig, "auth", "can-i", "create", "clusters.rillet.io", "-n", ns)
