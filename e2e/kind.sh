@@ -177,7 +177,8 @@ load_project_images() {
 
 # The operator, as a user installs it: the CRDs (server-side apply: helm never upgrades a
 # chart's CRDs), a namespace enforcing the restricted Pod Security Standard, then the chart.
-# `helm upgrade --install` with unchanged values and chart is a no-op revision.
+# `helm upgrade --install` with the chart's defaults: a re-run changes nothing but the revision
+# (and resets values a test upgraded the release to).
 install_chart() {
   local t0=$SECONDS repo; repo=$(dirname "$here")
   [[ -x $helm_bin ]] || helm_bin=$("$here/build-k8s" helm | tail -1)/helm   # from its Go module
