@@ -11,7 +11,7 @@ DATA   ?= ./rillet-data
 
 .PHONY: venv venv-run run test unit integration e2e bench bench-compare cluster-up cluster-down \
 	clean sim chaos fuzz system-packages bench-cluster bench-compare-cluster bench-move bench-scale \
-	demo demo-down
+	demo demo-down kind-up kind-down kind-memory-load
 
 # pip shows its progress: a cold install of the test extras downloads ~600 MB.
 $(BIN)/pip:
@@ -60,6 +60,18 @@ integration: venv system-packages
 # End-to-end: a real Kubernetes API server (the local control plane, or $KUBECONFIG e.g. kind).
 e2e: venv
 	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS) e2e
+
+# kind on this machine (e2e/README.md, "kind"): the cluster, then the memory must-show: one
+# broker under a 512Mi limit through a 5-minute produce+consume load; prints its peak RSS.
+kind-up:
+	e2e/kind.sh up
+
+kind-down:
+	e2e/kind.sh down
+
+kind-memory-load: venv
+	KUBECONFIG=$$(e2e/kind.sh kubeconfig) RILLET_MEMORY_LOAD_S=$${RILLET_MEMORY_LOAD_S:-300} \
+		$(BIN)/python -m pytest -q -s -ra e2e/test_kubelet.py -k 512mi
 
 # The local cluster by hand (see e2e/README.md).
 cluster-up:

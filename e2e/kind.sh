@@ -30,6 +30,9 @@ service_subnet=198.19.0.0/20
 nodes=("$name-control-plane=198.19.255.10" "$name-worker=198.19.255.11"
        "$name-worker2=198.19.255.12" "$name-worker3=198.19.255.13")
 api_server=https://198.19.255.10:6443
+operator_ns=rillet-system   # the chart's release, as `make demo` installs it
+release=rillet
+helm_bin=${RILLET_HELM:-$cache_root/helm/v3.19.4/bin/helm}
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$cache_root/containers.conf}
 
 say() { echo "kind.sh: $*" >&2; }
@@ -37,10 +40,11 @@ say() { echo "kind.sh: $*" >&2; }
 # What `down` must leave exactly as `up` found it: links, addresses, routes, firewall, the kernel
 # settings a privileged node could reach (all of /proc/sys but counters), and podman's objects of
 # ours. Left out: links named vethN (podman makes and removes one per container, for any user of
-# podman here) and the local stand-in's bridge rillet0* (e2e/local-cluster remakes it per run).
+# podman here) and the local stand-in's bridge rillet0* and its service range's blackhole route
+# (e2e/local-cluster remakes both per run, and may run while kind is up).
 machine_state() (
   set +e +o pipefail  # an empty section is fine (no ip6tables rules, say)
-  noise='^(veth[0-9]+|rillet0)|dev (veth[0-9]+|rillet0)'
+  noise='^(veth[0-9]+|rillet0)|dev (veth[0-9]+|rillet0)|^blackhole 198\.19\.0\.0/16'
   echo "## ip link"; ip -o link show | sed -E 's/^[0-9]+: //; s/ link\/.*//' | grep -vE "$noise" | sort
   echo "## ip addr"; ip -o addr show | awk '{print $2, $3, $4}' | grep -vE "$noise" | sort
   echo "## ip route"; ip route show table all | grep -vE "$noise" | sort
@@ -69,9 +73,11 @@ ensure_containers_conf() {
 #   - fixed addresses and /etc/hosts entries for every node (the network has no DNS server: a
 #     podman DNS server would forward unknown names to this machine's resolver, off the machine)
 #   - --dns none: the node image's loopback-only resolv.conf, not this machine's
+#   - $state/shared at /var/local-path-shared in every node: the ReadWriteMany StorageClass
+#     "shared" (e2e/kind/node/kind/manifests/default-storage.yaml), as NFS on a real cluster
 write_podman_wrapper() {
   local dir=$state/bin
-  mkdir -p "$dir" "$state/empty-lib-modules"
+  mkdir -p "$dir" "$state/empty-lib-modules" "$state/shared"
   cat > "$dir/podman" <<EOF
 #!/usr/bin/env bash
 # Written by e2e/kind.sh (write_podman_wrapper): podman as kind calls it, adjusted to this machine.
@@ -84,7 +90,7 @@ for a in "\$@"; do
   [[ \$prev == --name ]] && name=\$a
   args+=("\$a"); prev=\$a
 done
-extra=(--dns none)
+extra=(--dns none -v $state/shared:/var/local-path-shared)
 for n in ${nodes[*]}; do
   extra+=(--add-host "\${n%=*}:\${n#*=}")
   [[ \${n%=*} == "\$name" ]] && extra+=(--ip "\${n#*=}")
@@ -119,11 +125,12 @@ PY
 # gets none), and "unreachable" for the pod and service ranges, so that no answer to a pod or
 # service address can ever take this machine's default route.
 host_side_up() {
-  ip -o addr show dev "$bridge" | grep -q " $host_address/" ||
+  # (here-strings, not pipes into grep -q: with pipefail, grep's early exit can fail the pipe)
+  grep -q " $host_address/" <<<"$(ip -o addr show dev "$bridge")" ||
     ip addr add "$host_address/${node_subnet#*/}" dev "$bridge"
   local r
   for r in "$pod_subnet" "$service_subnet"; do
-    ip route show type unreachable | grep -q "^unreachable $r" || ip route add unreachable "$r"
+    grep -q "^unreachable $r" <<<"$(ip route show type unreachable)" || ip route add unreachable "$r"
   done
 }
 
@@ -150,6 +157,46 @@ nodes_ready() {
   [[ $(kubectl_ get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True) == "${#nodes[@]}" ]]
 }
 
+# The project's images (broker, operator, Spark, test images), built as `e2e/images build`
+# builds them and saved as archives (e2e/localk8s/kind_images.py: podman only holds them under a
+# private name; the stand-in's localhost/rillet/*:dev tags are left alone), then `kind load
+# image-archive`ed into every node. $state/loaded lists the archives this cluster has: an
+# unchanged image is neither rebuilt nor loaded again.
+load_project_images() {
+  local t0=$SECONDS tag archive built
+  built=$(cd "$(dirname "$here")" && PYTHONPATH=e2e python3 -m localk8s.kind_images)
+  touch "$state/loaded"
+  while IFS=$'\t' read -r tag archive; do
+    grep -qxF "$archive" "$state/loaded" && continue
+    say "kind load image-archive $tag ($(du -m "$archive" | cut -f1) MB)"
+    kind_cmd load image-archive --name "$name" "$archive"
+    echo "$archive" >> "$state/loaded"
+  done <<<"$built"
+  say "project images ready in the nodes after $((SECONDS - t0)) s"
+}
+
+# The operator, as a user installs it: the CRDs (server-side apply: helm never upgrades a
+# chart's CRDs), a namespace enforcing the restricted Pod Security Standard, then the chart.
+# `helm upgrade --install` with the chart's defaults: a re-run changes nothing but the revision
+# (and resets values a test upgraded the release to).
+install_chart() {
+  local t0=$SECONDS repo; repo=$(dirname "$here")
+  [[ -x $helm_bin ]] || helm_bin=$("$here/build-k8s" helm | tail -1)/helm   # from its Go module
+  kubectl_ apply --server-side --force-conflicts -f "$repo/crds" >/dev/null
+  kubectl_ apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: $operator_ns
+  labels:
+    pod-security.kubernetes.io/enforce: restricted
+    pod-security.kubernetes.io/warn: restricted
+YAML
+  KUBECONFIG=$kubeconfig "$helm_bin" upgrade --install "$release" "$repo/helm/rillet" \
+    --namespace "$operator_ns" --wait --timeout 300s >/dev/null
+  say "chart $release installed in $operator_ns after $((SECONDS - t0)) s"
+}
+
 up() {
   local t0=$SECONDS
   mkdir -p "$state"
@@ -161,7 +208,8 @@ up() {
   local tb=$SECONDS
   write_podman_wrapper
   ensure_network
-  if ! kind_cmd get clusters 2>/dev/null | grep -qx "$name"; then
+  if ! grep -qx "$name" <<<"$(kind_cmd get clusters 2>/dev/null)"; then
+    rm -f "$state/loaded"   # a new cluster has none of the project's images
     say "kind create cluster $name (image $node_image)"
     kind_cmd create cluster --name "$name" --image "$node_image" --kubeconfig "$state/kind-kubeconfig" \
       --retain --config - <<YAML
@@ -202,6 +250,8 @@ YAML
   kubectl_ apply -f "$here/kind/network.yaml" -f "$here/kind/coredns.yaml" >/dev/null
   wait_for "4 nodes Ready" 300 nodes_ready
   wait_for "CoreDNS available" 180 kubectl_ -n kube-system rollout status deploy/coredns --timeout=5s
+  load_project_images
+  install_chart
   say "up in $((SECONDS - t0)) s (cluster $((SECONDS - tb)) s); KUBECONFIG=$kubeconfig"
   echo "$kubeconfig"
 }
@@ -215,7 +265,7 @@ down() {
   fi
   podman network exists "$network" && podman network rm "$network" >/dev/null || true
   host_side_down
-  rm -rf "$state/bin" "$state/empty-lib-modules" "$state/kubeconfig" "$state/kind-kubeconfig"
+  rm -rf "$state/bin" "$state/empty-lib-modules" "$state/kubeconfig" "$state/kind-kubeconfig" "$state/loaded" "$state/shared"
   say "down in $((SECONDS - t0)) s"
   if [[ -f $state/machine-before ]]; then
     if diff <(cat "$state/machine-before") <(machine_state) > "$state/machine-diff"; then

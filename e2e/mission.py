@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import yaml
+
 from localk8s.kube import ApiError, Kube
 from localk8s.testing import RESTRICTED_CONTAINER, RESTRICTED_POD, restricted_namespace
 
@@ -225,11 +227,21 @@ class Mission:
     # --- Spark on Kubernetes ------------------------------------------------------------------
 
     def prepare_spark(self) -> None:
-        """The driver's service account and role, and the claim for output and checkpoint."""
-        for f in ("rbac.yaml", "pvc.yaml"):
-            out = self.kubectl("apply", "-n", self.ns, "-f", str(REPO / "spark" / "k8s" / f))
-            if out.returncode != 0:
-                raise MissionError(f"kubectl apply {f}: {out.stderr}")
+        """The driver's service account and role, and the claim for output and checkpoint:
+        ReadWriteMany, in the StorageClass labelled rillet.io/read-write-many=true when the
+        cluster has one (kind: e2e/kind.sh's "shared"), else the default class."""
+        out = self.kubectl("apply", "-n", self.ns, "-f", str(REPO / "spark" / "k8s" / "rbac.yaml"))
+        if out.returncode != 0:
+            raise MissionError(f"kubectl apply rbac.yaml: {out.stderr}")
+        claim = yaml.safe_load((REPO / "spark" / "k8s" / "pvc.yaml").read_text())
+        shared = self.kube.list("StorageClass", labelSelector="rillet.io/read-write-many=true")
+        if shared:
+            claim["spec"]["storageClassName"] = shared[0]["metadata"]["name"]
+        out = subprocess.run(["kubectl", "apply", "-n", self.ns, "-f", "-"], input=json.dumps(claim),
+                             env={**os.environ, "KUBECONFIG": self.kubeconfig},
+                             capture_output=True, text=True, timeout=120)
+        if out.returncode != 0:
+            raise MissionError(f"kubectl apply pvc.yaml: {out.stderr}")
 
     def submit_spark(self) -> str:
         """spark/submit-k8s in cluster mode; the driver pod's name once it runs."""

@@ -1,9 +1,12 @@
 """Pure pieces of the local cluster harness (no cluster needed): Kubernetes' $(VAR) expansion,
-downward-API field paths, the CRI log format, the Dockerfile inputs the image cache hashes, and
-probe thresholds."""
+downward-API field paths, the CRI log format, the Dockerfile inputs the image cache hashes,
+probe thresholds, and the names kind's image archives carry."""
 from __future__ import annotations
 
+import io
+import json
 import os
+import tarfile
 from pathlib import Path
 
 from localk8s.agent import _cri_log_lines
@@ -11,6 +14,7 @@ import subprocess
 
 import pytest
 
+from localk8s.kind_images import containerd_name, rename
 from localk8s.images import (DebootstrapProgress, ImageSpec, _build_step, _copy_sources,
                              inputs_hash, run_reporting)
 from localk8s.probes import ProbeState
@@ -151,3 +155,30 @@ def test_run_as_non_root_is_checked_against_the_images_user_as_the_kubelet_does(
     assert non_root_refusal(strict, {"runAsUser": 185}, "") is None
     assert "breaks non-root" in non_root_refusal({}, {"runAsNonRoot": True, "runAsUser": 0}, "")
     assert non_root_refusal({}, {}, "") is None
+
+
+def test_kind_archives_carry_the_names_pod_specs_use(tmp_path):
+    """containerd reads `rillet/broker:dev` as docker.io/rillet/broker:dev; the archive kind
+    loads is renamed to that (and to every alias), its layers untouched."""
+    assert containerd_name("rillet/broker:dev") == "docker.io/rillet/broker:dev"
+    assert containerd_name("rillet-spark:dev") == "docker.io/library/rillet-spark:dev"
+    assert containerd_name("localhost/x/y:1") == "localhost/x/y:1"
+    assert containerd_name("registry.k8s.io/pause:3.10.1") == "registry.k8s.io/pause:3.10.1"
+    src, dst = tmp_path / "in.tar", tmp_path / "out.tar"
+    files = {"manifest.json": json.dumps([{"Config": "c.json", "RepoTags": ["localhost/p:tmp"],
+                                           "Layers": ["l/layer.tar"]}]),
+             "repositories": json.dumps({"localhost/p": {"tmp": "abc"}}),
+             "l/layer.tar": "layer bytes"}
+    with tarfile.open(src, "w") as tar:
+        for name, text in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    names = ["docker.io/rillet/spark:dev", "docker.io/library/rillet-spark:dev"]
+    rename(src, dst, names)
+    with tarfile.open(dst) as tar:
+        out = {m.name: tar.extractfile(m).read().decode() for m in tar}
+    assert json.loads(out["manifest.json"])[0]["RepoTags"] == names
+    assert json.loads(out["repositories"]) == {"docker.io/rillet/spark": {"dev": "abc"},
+                                               "docker.io/library/rillet-spark": {"dev": "abc"}}
+    assert out["l/layer.tar"] == "layer bytes"

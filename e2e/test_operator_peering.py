@@ -7,14 +7,13 @@ each rillet operator process picks a random priority, and the chart names each p
 """
 from __future__ import annotations
 
-import uuid
 from typing import Iterator
 
 import pytest
 
 from localk8s.kube import ApiError, Kube
 from localk8s.testing import pod_ready
-from test_operator import REPO, _cr_path, apply_crds, condition, get_cr, helm_run, patch_cr
+from test_operator import _cr_path, condition, get_cr, operator_release, patch_cr
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -23,21 +22,9 @@ PEERINGS = "/apis/kopf.dev/v1/clusterkopfpeerings"
 
 @pytest.fixture(scope="module")
 def two_replicas(k8s, helm) -> Iterator[tuple[str, str]]:
-    kube = k8s.kube
-    ns = f"rillet-peers-{uuid.uuid4().hex[:5]}"
-    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    release = f"pr{uuid.uuid4().hex[:4]}"
-    apply_crds(k8s.kubeconfig)
-    try:
-        out = helm_run(helm, k8s.kubeconfig, "install", release, str(REPO / "helm" / "rillet"),
-                       "--namespace", ns, "--set", "replicas=2", "--set",
-                       "reconcileIntervalSeconds=5", "--wait", "--timeout", "240s")
-        assert out.returncode == 0, out.stdout + out.stderr
-        yield ns, release
-    finally:
-        helm_run(helm, k8s.kubeconfig, "uninstall", release, "--namespace", ns, "--wait",
-                 "--timeout", "120s")
-        kube.delete("Namespace", ns)
+    with operator_release(k8s, helm, ["--set", "replicas=2", "--set",
+                                      "reconcileIntervalSeconds=5"], "rillet-peers") as found:
+        yield found
 
 
 def _operator_pods(kube: Kube, ns: str, release: str) -> dict[str, dict]:

@@ -64,10 +64,14 @@ def test_crashing_container_restarts_with_growing_restart_count(k8s, namespace):
 
     kube.wait_for("restartCount >= 3", restarted_three_times, timeout=150, interval=0.5)
     assert seen == sorted(seen), f"restartCount went down: {seen}"
-    status = _status(kube.get("Pod", "crasher", ns), "echo")
+    # In its back-off (CrashLoopBackOff) the crashed container is not ready.
+    status = kube.wait_for("the crashed container in CrashLoopBackOff", lambda: (
+        lambda s: s if s["state"].get("waiting", {}).get("reason") == "CrashLoopBackOff"
+        else None)(_status(kube.get("Pod", "crasher", ns), "echo")), timeout=90, interval=0.2)
     assert status["lastState"]["terminated"]["exitCode"] == 3
     assert status["ready"] is False
-    # Logs of the previous attempt are readable through the API (kubectl logs --previous).
+    # Logs of the attempt that crashed are readable through the API (kubectl logs --previous;
+    # a kubelet keeps that one dead container, so this is asked while it waits to restart).
     assert "crashing on purpose" in kube.logs("crasher", ns, "echo", previous=True)
 
 

@@ -74,12 +74,14 @@ def test_statefulset_zones_volumes_dns_scaling_and_namespace_delete(k8s, namespa
                 kube, ns, src, "/fetch?" + q(url=f"http://{name}:8080/"))), timeout=30)
             assert answer["hostname"] == dst, answer
 
-    # A client reaches them through the Service name, never through its ClusterIP.
+    # A client reaches them through the Service name: on a real cluster the name is the
+    # ClusterIP (kube-proxy spreads it over the ready pods); the stand-in has no kube-proxy and
+    # resolves it to the ready pods themselves.
     cluster_ip = kube.get("Service", "echo-client", ns)["spec"]["clusterIP"]
     pod_ips = {p["status"]["podIP"] for p in pods.values()}
-    resolved = retry("echo-client resolves to ready pods", lambda: _resolves_to_pods(
-        kube, ns, "echo-0", "echo-client", pod_ips), timeout=30)
-    assert cluster_ip not in resolved
+    expected = None if k8s.local else {cluster_ip}
+    retry("echo-client resolves", lambda: _resolves_to(
+        kube, ns, "echo-0", "echo-client", pod_ips, expected), timeout=30)
     answer = json.loads(pod_get(kube, ns, "echo-0", "/fetch?" + q(url="http://echo-client:8080/")))
     assert answer["hostname"] in pods
     if k8s.local:  # the local cluster also resolves cluster names for processes on this machine
@@ -114,10 +116,14 @@ def test_statefulset_zones_volumes_dns_scaling_and_namespace_delete(k8s, namespa
             if pv["spec"].get("claimRef", {}).get("namespace") == ns], timeout=60)
 
 
-def _resolves_to_pods(kube: Kube, ns: str, pod: str, name: str, pod_ips: set[str]) -> set[str]:
+def _resolves_to(kube: Kube, ns: str, pod: str, name: str, pod_ips: set[str],
+                expected: set[str] | None) -> None:
+    """`name`, resolved in `pod`, gives exactly `expected`, or (None) some of the ready pods."""
     ips = set(json.loads(pod_get(kube, ns, pod, "/resolve?" + q(name=name))))
-    assert ips and ips <= pod_ips, f"{name} resolved to {ips}, pods are {pod_ips}"
-    return ips
+    if expected is not None:
+        assert ips == expected, f"{name} resolved to {ips}, not {expected}"
+    else:
+        assert ips and ips <= pod_ips, f"{name} resolved to {ips}, pods are {pod_ips}"
 
 
 def test_pod_reaches_api_server_with_its_service_account(k8s, namespace):

@@ -249,21 +249,35 @@ class DebootstrapProgress:
 
 # ---- building ---------------------------------------------------------------------------------
 
+def base_id(layout: Layout) -> str:
+    """The id of the local python:3.11-slim-bookworm ('' when missing): part of every hash."""
+    return podman(layout, "image", "inspect", "--format", "{{.Id}}", BASE_IMAGE,
+                  check=False).stdout.strip()
+
+
 def build(layout: Layout, spec: ImageSpec) -> bool:
     """Builds one image unless its inputs are unchanged. Returns True when it (re)built."""
-    base_id = podman(layout, "image", "inspect", "--format", "{{.Id}}", BASE_IMAGE,
-                     check=False).stdout.strip()
-    digest = inputs_hash(spec, base_id)
+    digest = inputs_hash(spec, base_id(layout))
     if _label(layout, spec.tag) == digest:
         for alias in spec.aliases:
             podman(layout, "tag", spec.tag, alias)
         return False
+    podman_build(layout, spec, spec.tag, digest)
+    for alias in spec.aliases:
+        podman(layout, "tag", spec.tag, alias)
+    return True
+
+
+def podman_build(layout: Layout, spec: ImageSpec, tag: str, digest: str,
+                 log_prefix: str = "") -> None:
+    """`podman build` of spec's Dockerfile as `tag` (labelled with its inputs' digest), with
+    progress on stderr; raises with the log's tail when it fails."""
     t0 = time.monotonic()
-    log = layout.cache / "images" / f"{spec.tag.replace('/', '_').replace(':', '_')}.log"
+    log = layout.cache / "images" / f"{log_prefix}{spec.tag.replace('/', '_').replace(':', '_')}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     argv = ["build", "--pull=never", "--network", "host", "--layers",
             "--label", f"{INPUTS_LABEL}={digest}",
-            "-f", str(spec.dockerfile), "-t", spec.tag, str(spec.context)]
+            "-f", str(spec.dockerfile), "-t", tag, str(spec.context)]
     print(f"images: building {spec.tag} from {spec.dockerfile.relative_to(layout.repo)}",
           file=sys.stderr, flush=True)
     code = run_reporting(["podman", *argv], log, lambda line: _build_step(spec.tag, line),
@@ -272,10 +286,7 @@ def build(layout: Layout, spec: ImageSpec) -> bool:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
         raise RuntimeError(f"podman build of {spec.tag} from {spec.dockerfile} failed; "
                            f"log {log}:\n{tail}")
-    for alias in spec.aliases:
-        podman(layout, "tag", spec.tag, alias)
     print(f"images: built {spec.tag} in {time.monotonic() - t0:.0f}s", file=sys.stderr, flush=True)
-    return True
 
 
 def build_all(layout: Layout, only: str | None = None) -> dict[str, str | None]:
