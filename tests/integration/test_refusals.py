@@ -8,7 +8,7 @@ from tests.harness import BrokerProcess
 from ..wire import Wire
 from .clients import create_topic
 
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+INVALID_TRANSACTION_TIMEOUT = 50
 TOPIC_DELETION_DISABLED = 73
 UNKNOWN_TOPIC_OR_PARTITION = 3
 UNSUPPORTED_ENDPOINT_TYPE = 119
@@ -40,12 +40,17 @@ def test_an_auto_create_the_controller_refuses_is_not_promised(broker_factory) -
     assert "auto-creating topic " + topic + " refused" in b.log()
 
 
-def test_transactions_and_controller_endpoints_are_refused(broker: BrokerProcess) -> None:
+def test_out_of_range_transaction_timeouts_and_controller_endpoints_are_refused(
+        broker: BrokerProcess) -> None:
+    """Transactions are served (test_txn_coordinator.py); what Kafka refuses of them is
+    refused the same way: a timeout of 0 or past transaction.max.timeout.ms."""
     with Wire(broker.bootstrap) as w:
-        pid = w.request(22, 4, {"transactional_id": "tx-1", "transaction_timeout_ms": 60000,
-                                "producer_id": -1, "producer_epoch": -1})
-        assert pid.error_code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        assert pid.producer_id == -1
+        for timeout_ms in (0, 900_001):
+            pid = w.request(22, 4, {"transactional_id": "tx-1",
+                                    "transaction_timeout": timeout_ms,
+                                    "producer_id": -1, "producer_epoch": -1})
+            assert pid.error_code == INVALID_TRANSACTION_TIMEOUT, timeout_ms
+            assert pid.producer_id == -1
         cluster = w.request(60, 1, {"include_cluster_authorized_operations": False,
                                     "endpoint_type": 2})
         assert cluster.error_code == UNSUPPORTED_ENDPOINT_TYPE and cluster.brokers == ()
