@@ -1,9 +1,13 @@
 """Zero-copy Fetch (issue 25) on a real broker and real sockets: a plaintext listener sends
 records with sendfile, a TLS listener of the same broker copies them; a client sees the
 same bytes from both, for every Fetch version served, pipelined requests stay in order, and
-a consumer reads back exactly what was produced."""
+consumers read back exactly what was produced. The frame writer on a loopback socket: what
+sendfile sends is what a copy would, and a file cut short fails the frame."""
 from __future__ import annotations
 
+import asyncio
+import io
+import os
 import ssl
 import struct
 import uuid
@@ -14,7 +18,9 @@ import pytest
 import trustme
 
 from rillet.protocol.build import build
+from rillet.frame_writer import SENDFILE_MIN_BYTES, write_frame
 from rillet.protocol.codec import decode_response, encode_request, request_schema
+from rillet.protocol.file_records import FileRange, ShortFile, SplicedFrame
 from rillet.records import Record, decode_records, encode_batch, parse_batches
 from tests.harness import BrokerProcess, free_port, listening
 from tests.wire import Wire
@@ -170,3 +176,58 @@ def test_consumers_read_everything_produced(two_listeners: tuple[BrokerProcess, 
                              {"batch.size": 150_000}) == []
     got = consume(broker.bootstrap, topic, PARTITIONS, len(records), timeout=60)
     assert sorted(m.value for m in got) == sorted(r["value"] for r in records)
+
+
+def _frame_of(path: Path, spans: list[bytes | tuple[int, int]]) -> SplicedFrame:
+    parts: list[Any] = [s if isinstance(s, bytes)
+                        else FileRange(io.FileIO(str(path), "rb"), s[0], s[1]) for s in spans]
+    return SplicedFrame(parts, sum(len(p) if isinstance(p, bytes) else p.length for p in parts))
+
+
+async def _received(frame: SplicedFrame) -> tuple[bytes, BaseException | None]:
+    """What a peer receives of ``frame`` written with sendfile on a loopback socket, and what
+    the writer raised."""
+    raised: list[BaseException | None] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await write_frame(writer, frame, sendfile=True)
+            raised.append(None)
+        except Exception as exc:
+            raised.append(exc)
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    data = await asyncio.wait_for(reader.read(), 30)
+    writer.close()
+    server.close()
+    await server.wait_closed()
+    return data, raised[0]
+
+
+def test_write_frame_sends_with_sendfile_what_materialise_copies(tmp_path: Path) -> None:
+    path = tmp_path / "segment.log"
+    content = os.urandom(3 << 20)
+    path.write_bytes(content)
+    spans: list[bytes | tuple[int, int]] = [
+        b"\0\0\0\x10head", (10, 100), b"mid", (5000, 1 << 20), (0, SENDFILE_MIN_BYTES),
+        b"", (2 << 20, 700_000), (7, SENDFILE_MIN_BYTES - 1), b"tail"]
+    want = _frame_of(path, spans).materialise()
+    frame = _frame_of(path, spans)
+    data, raised = asyncio.run(_received(frame))
+    assert raised is None and data == want
+    assert all(p.file.closed for p in frame.parts if isinstance(p, FileRange))
+
+
+def test_a_range_past_the_end_of_its_file_fails_the_frame(tmp_path: Path) -> None:
+    """A file truncated under a queued frame: the writer stops with ShortFile (the server then
+    closes the connection), never sending a frame shorter than its size says."""
+    path = tmp_path / "segment.log"
+    path.write_bytes(os.urandom(1 << 20))
+    frame = _frame_of(path, [b"head", (900_000, 200_000), b"tail"])
+    data, raised = asyncio.run(_received(frame))
+    assert isinstance(raised, ShortFile)
+    assert len(data) < frame.size and not data.endswith(b"tail")
