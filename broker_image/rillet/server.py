@@ -1,11 +1,11 @@
 """asyncio listeners: framing, per-connection in-order responses, limits, shutdown.
 
 Only moves bytes: a frame is read (int32 size + body), handed to dispatch,
-and its response written (a Fetch's records with sendfile, frame_writer.py) before the next
-frame is read, so responses leave in request order, as Kafka guarantees per connection. A framing error closes
-that one connection with a log line; the broker carries on. An SSL listener
-does its TLS handshake first, with the context current at that moment (so a
-renewed certificate applies to new connections); a failed handshake closes
+and its response written (a Fetch's records with sendfile, frame_writer.py) before the
+next frame is read, so responses leave in request order, as Kafka guarantees per
+connection. A framing error closes that one connection with a log line; the broker
+carries on. An SSL listener does its TLS handshake first, with the context current at that
+moment (so a renewed certificate applies to new connections); a failed handshake closes
 that connection only.
 """
 from __future__ import annotations

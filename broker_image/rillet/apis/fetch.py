@@ -40,6 +40,7 @@ from ..metadata.log import METADATA_TOPIC
 from ..protocol import errors
 from ..protocol.file_records import FileRecords
 from ..quotas.entity import CONSUMER_BYTE_RATE
+from ..records import parse_batches
 from ..raft import rpc
 from ..raft.divergence import BelowStart, divergence
 from ..replication import read_replica
@@ -53,9 +54,12 @@ READ_COMMITTED = 1
 
 def _end_of(records: FileRecords | bytes, start: int) -> int:
     """The offset after the last whole batch of ``records`` (``start`` when none), from the
-    batches' headers in the files."""
+    batches' headers (in the files, or in the bytes of a copied read)."""
+    if not isinstance(records, FileRecords):
+        headers = parse_batches(records, verify_crc=False, strict=False) if records else []
+        return headers[-1].next_offset if headers else start
     end = start
-    for r in records.ranges if isinstance(records, FileRecords) else ():
+    for r in records.ranges:
         for header, _ in scan_batches(r.file.fileno(), r.position, r.position + r.length):
             end = header.next_offset
     return end
@@ -79,7 +83,7 @@ def _read(plog: Any, offset: int, max_bytes: int, *, max_offset: int | None = No
         return plog.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
 
 
-def release(topics: list[dict[str, Any]]) -> None:
+def _release(topics: list[dict[str, Any]]) -> None:
     """Close the files a read that is not answered holds (a long poll reading again, an
     answer held back by a quota)."""
     for topic in topics:
@@ -238,11 +242,11 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
         remaining = deadline - time.monotonic()
         if total >= req.min_bytes or errored or remaining <= 0 or not tps:
             break
-        release(topics)   # read again once woken
+        _release(topics)   # read again once woken
         await ctx.broker.replication.wait_for_append(tps, remaining)
     if ctx.record_quota(CONSUMER_BYTE_RATE, total) > 0:
         ctx.unrecord_quota(CONSUMER_BYTE_RATE, total)
-        release(topics)
+        _release(topics)
         return ctx.response({"throttle_time": 0, "error_code": 0, "session_id": 0,
                              "responses": []})
     ctx.broker.metrics.fetch_sent(total, follower=req.replica_id >= 0)
