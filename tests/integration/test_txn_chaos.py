@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from tests.chaos import ChaosPlan, fault_report, run_chaos
@@ -45,6 +46,10 @@ GROUP = "etl-chaos"
 SOURCE, SINK = "etl-in", "etl-out"
 CALL_S = 30.0       # one transactional call (init, commit, abort, committed offsets)
 FINISH_S = 300.0    # what the ETL may take after the faults to finish copying
+RETRY_S = 120.0     # how long a restarting ETL retries one call before it fails the test
+# A workload stopped mid-restart finishes it: two calls retried (init, committed offsets).
+WORKLOAD_JOIN_S = 2 * (RETRY_S + CALL_S) + 60
+pytestmark = pytest.mark.timeout(int(SECONDS + WORKLOAD_JOIN_S + FINISH_S + 600))
 STATE = {"transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 2,
          "transaction.state.log.num.partitions": 3, "offsets.topic.num.partitions": 3,
          "offsets.topic.replication.factor": 3,
@@ -167,7 +172,7 @@ class Etl:
         self.restart()
 
 
-def _retry(call: Any, what: str, seconds: float = 120.0) -> Any:
+def _retry(call: Any, what: str, seconds: float = RETRY_S) -> Any:
     """A transactional call that a killed node may fail for a while (retriable errors,
     timeouts); bounded."""
     deadline = time.monotonic() + seconds
@@ -268,7 +273,7 @@ def test_transactional_etl_is_exactly_once_under_chaos(tmp_path: Path) -> None:
 
         plan = ChaosPlan(cycles=CYCLES, seconds=SECONDS, seed=seed, faults=("kill",),
                          hold=(0.5, 3.0), settle=(1.0, 3.0))
-        events = run_chaos(cluster, plan, workload=workload, workload_join=240,
+        events = run_chaos(cluster, plan, workload=workload, workload_join=WORKLOAD_JOIN_S,
                            target=Aim(cluster))
         deadline = time.monotonic() + FINISH_S
         while not etl.done and time.monotonic() < deadline:
