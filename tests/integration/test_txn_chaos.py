@@ -47,6 +47,7 @@ SOURCE, SINK = "etl-in", "etl-out"
 CALL_S = 30.0       # one transactional call (init, commit, abort, committed offsets)
 FINISH_S = 300.0    # what the ETL may take after the faults to finish copying
 RETRY_S = 120.0     # how long a restarting ETL retries one call before it fails the test
+RETRY_INTERVAL_S = 0.5   # between two tries: some errors come back at once (NOT_COORDINATOR)
 # A workload stopped mid-restart finishes it: two calls retried (init, committed offsets).
 WORKLOAD_JOIN_S = 2 * (RETRY_S + CALL_S) + 60
 pytestmark = pytest.mark.timeout(int(SECONDS + WORKLOAD_JOIN_S + FINISH_S + 600))
@@ -174,7 +175,8 @@ class Etl:
 
 def _retry(call: Any, what: str, seconds: float = RETRY_S) -> Any:
     """A transactional call that a killed node may fail for a while (retriable errors,
-    timeouts); bounded."""
+    timeouts, NOT_COORDINATOR until the client finds the new coordinator); bounded, and
+    polled at RETRY_INTERVAL_S, not in a tight loop."""
     deadline = time.monotonic() + seconds
     while True:
         try:
@@ -183,6 +185,7 @@ def _retry(call: Any, what: str, seconds: float = RETRY_S) -> Any:
             print(f"{time.strftime('%H:%M:%S')} {what}: {exc}", flush=True)
             if time.monotonic() > deadline or exc.args[0].fatal():
                 raise AssertionError(f"{what} kept failing for {seconds}s: {exc}") from exc
+            time.sleep(RETRY_INTERVAL_S)
 
 
 def _inputs(bootstrap: str) -> tuple[list[bytes], dict[int, int]]:
