@@ -97,7 +97,8 @@ bench: venv
 # chaos tests (CHAOS_CYCLES fault cycles each, at most CHAOS_SECONDS): the metadata quorum
 # under faults, and acks=all producers and consumers under faults with the loss checker
 # (every link between nodes, data links too, and wall clock steps where libfaketime is
-# installed); each prints the faults it injected per type.
+# installed); a transactional ETL while the coordinator's and partition leaders' nodes are
+# killed -9, checked exactly once with read_committed; each prints the faults it injected per type.
 CHAOS_CYCLES ?= 100
 CHAOS_SECONDS ?= 900
 # Protocol fuzz (issue 31): FUZZ_FRAMES mutated client and controller frames against a single
@@ -114,7 +115,7 @@ sim: venv
 chaos: venv system-packages
 	RILLET_CHAOS_CYCLES=$(CHAOS_CYCLES) RILLET_CHAOS_SECONDS=$(CHAOS_SECONDS) \
 		$(BIN)/python -m pytest -q -s tests/integration/test_quorum_chaos.py \
-		tests/integration/test_replication.py -k chaos
+		tests/integration/test_replication.py tests/integration/test_txn_chaos.py -k chaos
 
 # Three rillet nodes beside three Kafka nodes: RF=3, min.insync.replicas=2, acks=all (~15 min).
 bench-compare-cluster: venv

@@ -10,6 +10,8 @@ rillet, Kafka and the rillet/Kafka ratio:
   1 and 8 partitions, unthrottled;
 - produce latency p50/p99 from a separate run throttled to --latency-rate records/s (an
   unthrottled run measures the client's queue, not the broker);
+- transactional produce records/s and MB/s (--transactional-id, a commit every 100 ms),
+  8 partitions;
 - consumer MB/s (the tool's fetch MB/s, which leaves out the group join) for 1 and 8 partitions;
 - broker peak RSS (VmHWM of the broker process tree, read before it stops);
 - start-up: from process start to the first Metadata answer that lists a broker. Kafka's storage
@@ -226,11 +228,11 @@ _PRODUCER_SUMMARY = re.compile(
 
 
 def producer_perf(bootstrap: str, topic: str, records: int, acks: str, throughput: int,
-                  timeout: float) -> dict[str, float]:
+                  timeout: float, *extra: str) -> dict[str, float]:
     out = run_tool("kafka-producer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic,
                    "--num-records", str(records), "--record-size", str(RECORD_SIZE),
                    "--throughput", str(throughput), "--command-property", f"acks={acks}",
-                   timeout=timeout)
+                   *extra, timeout=timeout)
     matches = _PRODUCER_SUMMARY.findall(out)
     if not matches:
         raise RuntimeError(f"no summary line in producer-perf-test output: {out[-400:]}")
@@ -255,6 +257,22 @@ def consumer_perf(bootstrap: str, topic: str, records: int, timeout: float) -> d
 
 
 # --- the workload ---------------------------------------------------------------------------
+
+
+TXN_DURATION_MS = 100   # --transaction-duration-ms: a commit every 100 ms of sending
+
+
+def transactional_case(broker: Broker, args: argparse.Namespace) -> dict[str, float]:
+    """Transactional produce (issue 26): the perf tool's producer with a transactional.id
+    commits a transaction every TXN_DURATION_MS, 8 partitions, unthrottled; each commit is
+    AddPartitionsToTxn, EndTxn and the markers written on every partition."""
+    topic = "bench-txn-p8"
+    create_topic(broker.bootstrap, topic, 8)
+    result = producer_perf(broker.bootstrap, topic, args.records, "all", -1, args.step_timeout,
+                           "--transactional-id", "bench-txn",
+                           "--transaction-duration-ms", str(TXN_DURATION_MS))
+    print(f"    transactional: {result}", file=sys.stderr)
+    return {"produce_txn_p8_records_s": result["records_s"], "produce_txn_p8_mb_s": result["mb_s"]}
 
 
 PRODUCE_CASES = [("1", 1), ("1", 8), ("all", 1), ("all", 8)]
@@ -312,6 +330,8 @@ def measure(broker: Broker, args: argparse.Namespace, round_no: int = 0) -> Meas
             return {"latency_p50_ms": result["p50_ms"], "latency_p99_ms": result["p99_ms"]}
 
         m.attempt(["latency_p50_ms", "latency_p99_ms"], latency_case)
+        m.attempt(["produce_txn_p8_records_s", "produce_txn_p8_mb_s"],
+                  lambda: transactional_case(broker, args))
         for partitions in rotated((1, 8), round_no):
             topic = f"bench-acks1-p{partitions}"
             key = f"consume_p{partitions}_mb_s"
@@ -336,6 +356,9 @@ ROWS: list[tuple[str, str, str]] = [
     *[(f"produce_acks{a}_p{p}_{unit}", f"produce acks={a} {p} partition{'s' if p > 1 else ''} {label}",
        "higher")
       for a, p in PRODUCE_CASES for unit, label in (("mb_s", "MB/s"), ("records_s", "records/s"))],
+    ("produce_txn_p8_mb_s", f"produce transactional 8 partitions MB/s "
+                            f"(a commit every {TXN_DURATION_MS} ms)", "higher"),
+    ("produce_txn_p8_records_s", "produce transactional 8 partitions records/s", "higher"),
     ("consume_p1_mb_s", "consume 1 partition MB/s", "higher"),
     ("consume_p8_mb_s", "consume 8 partitions MB/s", "higher"),
     ("latency_p50_ms", "produce latency p50 ms (acks=all, throttled)", "lower"),

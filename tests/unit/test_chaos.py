@@ -219,3 +219,12 @@ def test_a_clocked_cluster_gets_clock_steps_each_stepped_back() -> None:
     assert cluster.healthy
     with pytest.raises(ValueError):
         pick_fault(random.Random(0), [1, 2, 3], ("clock",), proxied=True, addressed=True)
+
+
+def test_a_target_aims_one_node_faults() -> None:
+    """The transaction chaos test kills the coordinator's node and partition leaders: the
+    target chooses, at injection time, among the nodes it is handed."""
+    aims = iter([3, 1, 3, 2])
+    events = run_chaos(FakeCluster(), ChaosPlan(4, 30, 5, faults=("kill",), **NO_WAIT),
+                       target=lambda rng: next(aims))
+    assert [e.fault.nodes for e in events if e.action == "inject"] == [(3,), (1,), (3,), (2,)]
