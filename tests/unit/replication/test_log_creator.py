@@ -1,0 +1,93 @@
+"""LogCreator: a metadata step creates logs only for its slice, the rest in paced slices."""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from rillet.pacing import Pacer
+from rillet.replication.log_creator import LogCreator
+from rillet.storage.log_config import LogConfig
+from rillet.storage.manager import LogManager
+
+
+def _creator(tmp_path: Path, wanted: set[tuple[str, int]] | None = None
+             ) -> tuple[LogManager, LogCreator, list[list[tuple[str, int]]]]:
+    logs = LogManager([tmp_path / "data"])
+    handed: list[list[tuple[str, int]]] = []
+    creator = LogCreator(logs, lambda topic: LogConfig(),
+                         lambda tp: wanted is None or tp in wanted, handed.append)
+    return logs, creator, handed
+
+
+async def _drained(creator: LogCreator) -> None:
+    for _ in range(2000):
+        if not creator.queued:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{creator.queued} log(s) still queued")
+
+
+def test_a_small_step_creates_its_logs_before_returning(tmp_path: Path) -> None:
+    logs, creator, handed = _creator(tmp_path)
+    creator.create([("t", 0), ("t", 1)])
+    assert logs.get("t", 0) is not None and logs.get("t", 1) is not None
+    assert creator.queued == 0 and handed == []
+
+
+def test_a_large_step_defers_the_rest_to_paced_slices(tmp_path: Path,
+                                                      monkeypatch: object) -> None:
+    async def run() -> None:
+        logs, creator, handed = _creator(tmp_path)
+        # A zero budget: the step creates none, the task all of them, one per slice.
+        monkeypatch.setattr("rillet.replication.log_creator.Pacer",  # type: ignore[attr-defined]
+                            lambda: Pacer(0.0))
+        creator.start()
+        try:
+            tps = [("t", p) for p in range(20)]
+            creator.create(tps)
+            assert logs.get("t", 0) is None
+            assert creator.queued == 20
+            await _drained(creator)
+            assert all(logs.get(*tp) is not None for tp in tps)
+            assert sorted(tp for chunk in handed for tp in chunk) == tps
+            assert len(handed) > 1   # handed over slice by slice, not at the end
+        finally:
+            await creator.stop()
+            await logs.close()
+    asyncio.run(run())
+
+
+def test_internal_topics_and_unwanted_partitions(tmp_path: Path, monkeypatch: object) -> None:
+    """Internal topics' logs never wait (their coordinators load on the step); a queued
+    partition the image no longer places here (topic deleted meanwhile) gets no log."""
+    async def run() -> None:
+        logs, creator, handed = _creator(tmp_path, wanted={("t", 1)})
+        monkeypatch.setattr("rillet.replication.log_creator.Pacer",  # type: ignore[attr-defined]
+                            lambda: Pacer(0.0))
+        creator.start()
+        try:
+            creator.create([("t", 0), ("__consumer_offsets", 0), ("t", 1), ("t", 2)])
+            assert logs.get("__consumer_offsets", 0) is not None
+            await _drained(creator)
+            assert logs.get("t", 1) is not None and logs.get("t", 2) is None
+            assert handed == [[("t", 1)]]
+        finally:
+            await creator.stop()
+            await logs.close()
+    asyncio.run(run())
+
+
+def test_pacer_yields_only_when_its_slice_is_spent() -> None:
+    async def run() -> None:
+        ran: list[str] = []
+
+        async def other() -> None:
+            ran.append("other")
+
+        task = asyncio.ensure_future(other())
+        await Pacer(3600.0).pace()
+        assert ran == []              # budget left: no yield
+        await Pacer(0.0).pace()
+        assert ran == ["other"]       # spent: the other task ran
+        await task
+    asyncio.run(run())
