@@ -20,8 +20,13 @@ PACE_S = 0.05
 
 
 class Pacer:
-    def __init__(self, budget_s: float = PACE_S) -> None:
+    """Slices of `budget_s`; after each, a yield, and (`rest` > 0) a pause of `rest` times the
+    slice's length, so bulk background work leaves the loop to Raft and heartbeats even when
+    the machine is too busy to run everything at once."""
+
+    def __init__(self, budget_s: float = PACE_S, rest: float = 0.0) -> None:
         self._budget_s = budget_s
+        self._rest = rest
         self._since = time.monotonic()
 
     def spent(self) -> bool:
@@ -32,7 +37,7 @@ class Pacer:
         self._since = time.monotonic()
 
     async def pace(self) -> None:
-        """Yield to the event loop once this slice's budget is spent."""
+        """Yield to the event loop (and rest) once this slice's budget is spent."""
         if self.spent():
-            await asyncio.sleep(0)
+            await asyncio.sleep(self._rest * (time.monotonic() - self._since))
             self.restart()

@@ -86,7 +86,9 @@ class LogCreator:
             await self._drain()
 
     async def _drain(self) -> None:
-        pacer = Pacer()
+        # Background work: as long a rest as each slice's work, so the loop stays half idle
+        # for Raft, heartbeats and clients however slow the disk is.
+        pacer = Pacer(rest=1.0)
         created: list[TopicPartition] = []
         configs: dict[str, LogConfig] = {}
         log.info("creating %d partition log(s) in slices", len(self._queued))

@@ -349,7 +349,7 @@ class ReplicaManager:
 
         One small file per partition whose high watermark moved: under a producer to a few
         thousand partitions that is seconds of writes, so it yields between slices."""
-        pacer = Pacer()
+        pacer = Pacer(rest=1.0)
         for tp, plog in self.logs.logs().items():
             await pacer.pace()
             try:
