@@ -144,7 +144,7 @@ class Broker:
         self._delete_stray_logs(self.image)
         # Every replica the image gives this node has a log (the start is a delta from empty).
         local = from_empty(self.image, self.node_id).local
-        self.log_creator.create_all([*local.leaders, *local.followers])
+        await self.log_creator.create_all([*local.leaders, *local.followers])
         self.replication.start()
         assert self.channel is not None
         raft = self.raft

@@ -40,6 +40,7 @@ class LogCreator:
         self._on_created = on_created
         self._queued: dict[TopicPartition, None] = {}   # insertion-ordered set
         self._wake = asyncio.Event()
+        self._drained = asyncio.Event()   # set whenever the queue has been worked off
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -66,12 +67,17 @@ class LogCreator:
         if self._queued:
             self._wake.set()
 
-    def create_all(self, tps: Iterable[TopicPartition]) -> None:
-        """Logs of `tps` that are missing, all now (start-up, before anything is served)."""
-        configs: dict[str, LogConfig] = {}
+    async def create_all(self, tps: Iterable[TopicPartition]) -> None:
+        """Logs of `tps` that are missing, in paced slices; returns once none is queued
+        (start-up: a restarted node may lack thousands, and its Raft follower must keep
+        fetching meanwhile, or it stands for election and unseats a healthy leader)."""
         for tp in tps:
             if self._logs.get(*tp) is None:
-                self._create(tp, configs)
+                self._queued[tp] = None
+        while self._queued:
+            self._drained.clear()
+            self._wake.set()
+            await self._drained.wait()
 
     def _create(self, tp: TopicPartition, configs: dict[str, LogConfig]) -> None:
         topic, p = tp
@@ -84,6 +90,7 @@ class LogCreator:
             await self._wake.wait()
             self._wake.clear()
             await self._drain()
+            self._drained.set()
 
     async def _drain(self) -> None:
         # Background work: as long a rest as each slice's work, so the loop stays half idle
@@ -99,8 +106,8 @@ class LogCreator:
             if self._logs.get(*tp) is None and self._wanted(tp):
                 try:
                     self._create(tp, configs)
-                except OSError as exc:
-                    log.warning("%s-%d: cannot create its log: %s", tp[0], tp[1], exc)
+                except Exception as exc:   # one bad partition must not stop the rest
+                    log.warning("%s-%d: cannot create its log: %r", tp[0], tp[1], exc)
                     continue
                 created.append(tp)
             if pacer.spent():

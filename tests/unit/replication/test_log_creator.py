@@ -40,7 +40,7 @@ def test_a_large_step_defers_the_rest_to_paced_slices(tmp_path: Path,
         logs, creator, handed = _creator(tmp_path)
         # A zero budget: the step creates none, the task all of them, one per slice.
         monkeypatch.setattr("rillet.replication.log_creator.Pacer",  # type: ignore[attr-defined]
-                            lambda: Pacer(0.0))
+                            lambda **_: Pacer(0.0))
         creator.start()
         try:
             tps = [("t", p) for p in range(20)]
@@ -63,7 +63,7 @@ def test_internal_topics_and_unwanted_partitions(tmp_path: Path, monkeypatch: ob
     async def run() -> None:
         logs, creator, handed = _creator(tmp_path, wanted={("t", 1)})
         monkeypatch.setattr("rillet.replication.log_creator.Pacer",  # type: ignore[attr-defined]
-                            lambda: Pacer(0.0))
+                            lambda **_: Pacer(0.0))
         creator.start()
         try:
             creator.create([("t", 0), ("__consumer_offsets", 0), ("t", 1), ("t", 2)])
@@ -72,6 +72,34 @@ def test_internal_topics_and_unwanted_partitions(tmp_path: Path, monkeypatch: ob
             assert logs.get("t", 1) is not None and logs.get("t", 2) is None
             assert handed == [[("t", 1)]]
         finally:
+            await creator.stop()
+            await logs.close()
+    asyncio.run(run())
+
+
+def test_start_up_waits_for_every_log_while_the_loop_runs(tmp_path: Path,
+                                                         monkeypatch: object) -> None:
+    async def run() -> None:
+        logs, creator, handed = _creator(tmp_path)
+        monkeypatch.setattr("rillet.replication.log_creator.Pacer",  # type: ignore[attr-defined]
+                            lambda **_: Pacer(0.0))
+        creator.start()
+        ticks = 0
+
+        async def other() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        ticker = asyncio.ensure_future(other())
+        try:
+            tps = [("t", p) for p in range(10)]
+            await asyncio.wait_for(creator.create_all(tps), 60)
+            assert all(logs.get(*tp) is not None for tp in tps)
+            assert ticks >= 10   # served between slices, not after all of them
+        finally:
+            ticker.cancel()
             await creator.stop()
             await logs.close()
     asyncio.run(run())
