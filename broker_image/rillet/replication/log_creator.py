@@ -98,7 +98,8 @@ class LogCreator:
         pacer = Pacer(rest=1.0)
         created: list[TopicPartition] = []
         configs: dict[str, LogConfig] = {}
-        log.info("creating %d partition log(s) in slices", len(self._queued))
+        if self._queued:
+            log.info("creating %d partition log(s) in slices", len(self._queued))
         while self._queued:
             tp = next(iter(self._queued))
             del self._queued[tp]
