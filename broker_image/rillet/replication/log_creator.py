@@ -6,8 +6,9 @@ partitions blocked each node's event loop for ~16 s at once, the followers stopp
 from the Raft leader, and the leader resigned (bench/scale.py). Now a step creates logs at
 once only until its slice (pacing.PACE_S) is spent, internal topics' always (their
 coordinators load a partition when its step arrives and do not look again until the next);
-the rest are queued and created by a task that yields between slices, and each created
-slice goes to `on_created`, where the replica manager takes up the roles it could not take
+the rest are queued and created by a task, each log's files in a worker thread (file
+system calls leave the event loop, and the GIL, to Raft and heartbeats), and each slice of
+created logs goes to `on_created`, where the replica manager takes up the roles it could not take
 without a log. Until then a new partition answers NOT_LEADER_OR_FOLLOWER here and clients
 retry, as they do while any new partition's metadata travels.
 
@@ -93,24 +94,29 @@ class LogCreator:
             self._drained.set()
 
     async def _drain(self) -> None:
-        # Background work: as long a rest as each slice's work, so the loop stays half idle
-        # for Raft, heartbeats and clients however slow the disk is.
-        pacer = Pacer(rest=1.0)
+        pacer = Pacer()
         created: list[TopicPartition] = []
         configs: dict[str, LogConfig] = {}
         if self._queued:
-            log.info("creating %d partition log(s) in slices", len(self._queued))
+            log.info("creating %d partition log(s) in the background", len(self._queued))
         while self._queued:
             tp = next(iter(self._queued))
-            del self._queued[tp]
             # A topic deleted (or moved away) while queued gets no log.
             if self._logs.get(*tp) is None and self._wanted(tp):
+                topic, p = tp
+                if topic not in configs:
+                    configs[topic] = self._config_for(topic)
                 try:
-                    self._create(tp, configs)
+                    # Still queued while its files are made: create() leaves it alone.
+                    await self._logs.create_off_loop(topic, p, configs[topic])
                 except Exception as exc:   # one bad partition must not stop the rest
-                    log.warning("%s-%d: cannot create its log: %r", tp[0], tp[1], exc)
-                    continue
-                created.append(tp)
+                    log.warning("%s-%d: cannot create its log: %r", topic, p, exc)
+                else:
+                    if self._wanted(tp):
+                        created.append(tp)
+                    else:   # deleted while its files were being made
+                        self._logs.delete_partition(topic, p)
+            del self._queued[tp]
             if pacer.spent():
                 self._hand_over(created)
                 created = []
