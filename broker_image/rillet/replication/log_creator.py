@@ -1,4 +1,4 @@
-"""Logs for the replicas a metadata step gives this node, created a slice at a time.
+"""Logs for the replicas a metadata step gives this node: some at once, the rest later.
 
 Creating a partition log costs a directory and a few files (1-20 ms each on a busy disk).
 The metadata publisher used to create every missing log before it returned: 1,000 new
@@ -7,9 +7,9 @@ from the Raft leader, and the leader resigned (bench/scale.py). Now a step creat
 once only until its slice (pacing.PACE_S) is spent, internal topics' always (their
 coordinators load a partition when its step arrives and do not look again until the next);
 the rest are queued and created by a task, each log's files in a worker thread (file
-system calls leave the event loop, and the GIL, to Raft and heartbeats), and each slice of
-created logs goes to `on_created`, where the replica manager takes up the roles it could not take
-without a log. Until then a new partition answers NOT_LEADER_OR_FOLLOWER here and clients
+system calls leave the event loop, and the GIL, to Raft and heartbeats), and each slice
+of created logs goes to `on_created`, where the replica manager takes up the roles it could
+not take without a log. Until then a new partition answers NOT_LEADER_OR_FOLLOWER here and clients
 retry, as they do while any new partition's metadata travels.
 
 Owned by the Broker; event loop only.

@@ -1,22 +1,43 @@
-"""LogCreator: a metadata step creates logs only for its slice, the rest in paced slices."""
+"""LogCreator: a metadata step creates logs only for its slice, the rest in the background."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
+from typing import AsyncIterator
+
+import pytest
 
 from rillet.pacing import Pacer
 from rillet.replication.log_creator import LogCreator
 from rillet.storage.log_config import LogConfig
 from rillet.storage.manager import LogManager
 
+TopicPartition = tuple[str, int]
+Started = tuple[LogManager, LogCreator, list[list[TopicPartition]]]
 
-def _creator(tmp_path: Path, wanted: set[tuple[str, int]] | None = None
-             ) -> tuple[LogManager, LogCreator, list[list[tuple[str, int]]]]:
+
+def _creator(tmp_path: Path, wanted: set[TopicPartition] | None = None) -> Started:
     logs = LogManager([tmp_path / "data"])
-    handed: list[list[tuple[str, int]]] = []
+    handed: list[list[TopicPartition]] = []
     creator = LogCreator(logs, lambda topic: LogConfig(),
                          lambda tp: wanted is None or tp in wanted, handed.append)
     return logs, creator, handed
+
+
+@contextlib.asynccontextmanager
+async def _started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                   wanted: set[TopicPartition] | None = None) -> AsyncIterator[Started]:
+    """A running creator whose slices have a zero budget: a step creates no log of a
+    non-internal topic itself, and the task hands over every log as its own slice."""
+    monkeypatch.setattr("rillet.replication.log_creator.Pacer", lambda **_: Pacer(0.0))
+    logs, creator, handed = _creator(tmp_path, wanted)
+    creator.start()
+    try:
+        yield logs, creator, handed
+    finally:
+        await creator.stop()
+        await logs.close()
 
 
 async def _drained(creator: LogCreator) -> None:
@@ -34,15 +55,10 @@ def test_a_small_step_creates_its_logs_before_returning(tmp_path: Path) -> None:
     assert creator.queued == 0 and handed == []
 
 
-def test_a_large_step_defers_the_rest_to_paced_slices(tmp_path: Path,
-                                                      monkeypatch: object) -> None:
+def test_a_large_step_defers_the_rest_to_the_background(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     async def run() -> None:
-        logs, creator, handed = _creator(tmp_path)
-        # A zero budget: the step creates none, the task all of them, one per slice.
-        monkeypatch.setattr("rillet.replication.log_creator.Pacer",  # type: ignore[attr-defined]
-                            lambda **_: Pacer(0.0))
-        creator.start()
-        try:
+        async with _started(tmp_path, monkeypatch) as (logs, creator, handed):
             tps = [("t", p) for p in range(20)]
             creator.create(tps)
             assert logs.get("t", 0) is None
@@ -51,39 +67,27 @@ def test_a_large_step_defers_the_rest_to_paced_slices(tmp_path: Path,
             assert all(logs.get(*tp) is not None for tp in tps)
             assert sorted(tp for chunk in handed for tp in chunk) == tps
             assert len(handed) > 1   # handed over slice by slice, not at the end
-        finally:
-            await creator.stop()
-            await logs.close()
     asyncio.run(run())
 
 
-def test_internal_topics_and_unwanted_partitions(tmp_path: Path, monkeypatch: object) -> None:
+def test_internal_topics_and_unwanted_partitions(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Internal topics' logs never wait (their coordinators load on the step); a queued
     partition the image no longer places here (topic deleted meanwhile) gets no log."""
     async def run() -> None:
-        logs, creator, handed = _creator(tmp_path, wanted={("t", 1)})
-        monkeypatch.setattr("rillet.replication.log_creator.Pacer",  # type: ignore[attr-defined]
-                            lambda **_: Pacer(0.0))
-        creator.start()
-        try:
+        async with _started(tmp_path, monkeypatch, wanted={("t", 1)}) as (logs, creator,
+                                                                          handed):
             creator.create([("t", 0), ("__consumer_offsets", 0), ("t", 1), ("t", 2)])
             assert logs.get("__consumer_offsets", 0) is not None
             await _drained(creator)
             assert logs.get("t", 1) is not None and logs.get("t", 2) is None
             assert handed == [[("t", 1)]]
-        finally:
-            await creator.stop()
-            await logs.close()
     asyncio.run(run())
 
 
-def test_start_up_waits_for_every_log_while_the_loop_runs(tmp_path: Path,
-                                                         monkeypatch: object) -> None:
+def test_start_up_waits_for_every_log_while_the_loop_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async def run() -> None:
-        logs, creator, handed = _creator(tmp_path)
-        monkeypatch.setattr("rillet.replication.log_creator.Pacer",  # type: ignore[attr-defined]
-                            lambda **_: Pacer(0.0))
-        creator.start()
         ticks = 0
 
         async def other() -> None:
@@ -92,16 +96,15 @@ def test_start_up_waits_for_every_log_while_the_loop_runs(tmp_path: Path,
                 ticks += 1
                 await asyncio.sleep(0)
 
-        ticker = asyncio.ensure_future(other())
-        try:
-            tps = [("t", p) for p in range(10)]
-            await asyncio.wait_for(creator.create_all(tps), 60)
-            assert all(logs.get(*tp) is not None for tp in tps)
-            assert ticks >= 10   # served between slices, not after all of them
-        finally:
-            ticker.cancel()
-            await creator.stop()
-            await logs.close()
+        async with _started(tmp_path, monkeypatch) as (logs, creator, _):
+            ticker = asyncio.ensure_future(other())
+            try:
+                tps = [("t", p) for p in range(10)]
+                await asyncio.wait_for(creator.create_all(tps), 60)
+                assert all(logs.get(*tp) is not None for tp in tps)
+                assert ticks >= 10   # served while the logs were made, not after
+            finally:
+                ticker.cancel()
     asyncio.run(run())
 
 
