@@ -15,6 +15,7 @@ from typing import Mapping
 from .defs.broker_config import BrokerConfig, Voter
 from .forwarding import ControllerForwarder
 from .quotas.manager import ClientQuotaManager
+from .replication.log_creator import LogCreator
 from .replication.manager import ReplicaManager
 from .lifecycle import BrokerLifecycle
 from .metrics import BrokerMetrics
@@ -72,6 +73,8 @@ class Broker:
         self.forwarder: ControllerForwarder | None = None
         self.replication = ReplicaManager(self.node_id, lambda: self.config, self.metadata,
                                           self.logs, self.outbound_tls.brokers)
+        self.log_creator = LogCreator(self.logs, self.log_config_for, self._hosts_replica,
+                                      self.replication.take_up)
         self.snapshotter: Snapshotter | None = None
         self.snapshots: SnapshotStore | None = None
         self._dir_locks: DirLocks | None = None
@@ -125,6 +128,7 @@ class Broker:
         self.replication.attach(self.channel)
         self.logs.load_logs(self.log_config_for)
         # In this order: logs and configs first, then the roles and counters that use them.
+        self.log_creator.start()
         self.controller.on_change(self._on_metadata_update)
         self.controller.on_change(self.replication.on_metadata_update)
         self.controller.on_change(self.metrics.on_metadata_update)
@@ -139,7 +143,8 @@ class Broker:
         self._apply_dynamic_config(self.image)   # also when they came from a snapshot
         self._delete_stray_logs(self.image)
         # Every replica the image gives this node has a log (the start is a delta from empty).
-        self._create_local_logs(from_empty(self.image, self.node_id).local)
+        local = from_empty(self.image, self.node_id).local
+        await self.log_creator.create_all([*local.leaders, *local.followers])
         self.replication.start()
         assert self.channel is not None
         raft = self.raft
@@ -213,6 +218,7 @@ class Broker:
         await self.coordinator.stop()
         await self.txn_coordinator.stop()
         await self.replication.stop()
+        await self.log_creator.stop()
         for task in self._tasks:
             try:
                 await asyncio.wait_for(task, 10)
@@ -277,7 +283,7 @@ class Broker:
             self.logs.delete_topic(name)
             for p in topic.partitions:
                 self.replication.wake((name, p))
-        self._create_local_logs(delta.local)
+        self.log_creator.create([*delta.local.leaders, *delta.local.followers])
         self._delete_moved_away(delta.local)
         self.coordinator.on_metadata_update(delta, new)
         self.txn_coordinator.on_metadata_update(delta, new)
@@ -314,12 +320,7 @@ class Broker:
                 self.logs.delete_partition(topic, p)
                 self.replication.wake((topic, p))
 
-    def _create_local_logs(self, local: LocalChanges) -> None:
-        """A log for every partition this step made (or kept) a replica here, if missing."""
-        configs: dict[str, LogConfig] = {}
-        for topic, p in [*local.leaders, *local.followers]:
-            if self.logs.get(topic, p) is None:
-                if topic not in configs:
-                    configs[topic] = self.log_config_for(topic)
-                self.logs.create(topic, p, configs[topic])
+    def _hosts_replica(self, tp: tuple[str, int]) -> bool:
+        part = self.image.partition(*tp)
+        return part is not None and self.node_id in part.replicas
 

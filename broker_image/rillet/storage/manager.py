@@ -93,6 +93,26 @@ class LogManager:
         self._per_dir[log_dir] += 1
         return plog
 
+    async def create_off_loop(self, topic: str, partition: int, config: LogConfig
+                              ) -> PartitionLog:
+        """create(), with the directory and files made in a worker thread (a few ms of
+        file system calls per log, thousands of logs after a large CreateTopics); the log
+        is registered here, on the event loop. The caller must not create or delete the
+        same partition meanwhile (replication/log_creator.py, its one caller, ensures it)."""
+        existing = self._logs.get((topic, partition))
+        if existing is not None:
+            return existing
+        log_dir = min(self.log_dirs, key=self._per_dir.__getitem__)
+        self._per_dir[log_dir] += 1   # counted now, so creations meanwhile spread over dirs
+        try:
+            plog = await asyncio.to_thread(PartitionLog.open, log_dir / f"{topic}-{partition}",
+                                           config, clock=self._clock)
+        except BaseException:
+            self._per_dir[log_dir] -= 1
+            raise
+        self._logs[(topic, partition)] = plog
+        return plog
+
     def delete_topic(self, topic: str) -> None:
         """Close and remove every partition log of ``topic``."""
         for key in [k for k in self._logs if k[0] == topic]:
