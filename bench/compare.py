@@ -16,9 +16,11 @@ rillet, Kafka and the rillet/Kafka ratio:
   format runs before its clock starts; rillet formats itself on first start, inside its clock.
 
 rillet runs from a venv with only its runtime dependencies (as in the broker image), created
-once under the cache; --rillet-env dev uses the project's .venv instead. Both nodes get
-group.initial.rebalance.delay.ms=0 (Kafka's shipped single-node config). --rounds N repeats the
-whole comparison, alternating which system goes first, and shows per-row medians.
+once under the cache; --rillet-env dev uses the project's .venv instead. Either way this
+checkout's broker source is byte-compiled before the first start, as an installed broker's is.
+Both nodes get group.initial.rebalance.delay.ms=0 (Kafka's shipped single-node config).
+--rounds N repeats the whole comparison, alternating which system goes first, and shows per-row
+medians with the rounds' min-max; each round warms its fresh node up first (discarded).
 
 Every step has a timeout and a failed step shows as "error" in its cell, so a partly working
 broker still yields a table. Usage:
