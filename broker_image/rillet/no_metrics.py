@@ -2,7 +2,8 @@
 
 The same calls as metrics.BrokerMetrics makes on the request path and on metadata steps,
 counting nothing: prometheus_client and the http.server, gzip and wsgiref modules it
-loads are a sixth of a broker's imports, paid at every start for numbers nobody can read.
+loads were about a tenth of a broker's import time, paid at every start for numbers nobody
+can read.
 Which of the two a broker gets is decided once at start-up (Broker.__init__), as the admin
 listener is a static config.
 """
