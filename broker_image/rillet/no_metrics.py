@@ -1,10 +1,8 @@
 """The broker's metrics when nothing can scrape them: no admin.http.listener configured.
 
-The same calls as metrics.BrokerMetrics makes on the request path and on metadata steps,
-counting nothing: prometheus_client and the http.server, gzip and wsgiref modules it
-loads were about a tenth of a broker's import time, paid at every start for numbers nobody
-can read.
-Which of the two a broker gets is decided once at start-up (Broker.__init__), as the admin
+It takes the calls metrics.BrokerMetrics takes (request path, metadata steps) and counts
+nothing: prometheus_client and the http.server, gzip and wsgiref modules it loads were about
+a tenth of a broker's import time, paid at every start for numbers nobody can read. Which of the two a broker gets is decided once at start-up (Broker.__init__), as the admin
 listener is a static config.
 """
 from __future__ import annotations
