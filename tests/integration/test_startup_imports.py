@@ -33,9 +33,9 @@ def _produce_acks_all(bootstrap: str) -> None:
     assert p.flush(30) == 0 and errors == []
 
 
-def test_a_plaintext_node_without_the_admin_endpoint_loads_no_metrics_or_scram(
-        tmp_path: Path) -> None:
-    broker = BrokerProcess(tmp_path / "data")
+def _imports_of_a_serving_node(broker: BrokerProcess) -> set[str]:
+    """Start `broker` with Python's import report on, serve an acks=all produce, stop it:
+    the modules it imported."""
     broker.env["PYTHONPROFILEIMPORTTIME"] = "1"
     broker.start()
     try:
@@ -44,16 +44,16 @@ def test_a_plaintext_node_without_the_admin_endpoint_loads_no_metrics_or_scram(
         broker.stop()
     imported = _imported(broker)
     assert "rillet.broker" in imported, "no import report in the log: the check saw nothing"
+    return imported
+
+
+def test_a_plaintext_node_without_the_admin_endpoint_loads_no_metrics_or_scram(
+        tmp_path: Path) -> None:
+    imported = _imports_of_a_serving_node(BrokerProcess(tmp_path / "data"))
     assert sorted(imported & set(NOT_NEEDED)) == []
 
 
 def test_the_admin_endpoint_brings_the_metrics_with_it(tmp_path: Path) -> None:
     broker = BrokerProcess(tmp_path / "data",
                            config={"admin.http.listener": f"127.0.0.1:{free_port()}"})
-    broker.env["PYTHONPROFILEIMPORTTIME"] = "1"
-    broker.start()
-    try:
-        _produce_acks_all(broker.bootstrap)
-    finally:
-        broker.stop()
-    assert "prometheus_client" in _imported(broker)
+    assert "prometheus_client" in _imports_of_a_serving_node(broker)
