@@ -18,9 +18,11 @@ rillet, Kafka and the rillet/Kafka ratio:
   format runs before its clock starts; rillet formats itself on first start, inside its clock.
 
 rillet runs from a venv with only its runtime dependencies (as in the broker image), created
-once under the cache; --rillet-env dev uses the project's .venv instead. Both nodes get
-group.initial.rebalance.delay.ms=0 (Kafka's shipped single-node config). --rounds N repeats the
-whole comparison, alternating which system goes first, and shows per-row medians.
+once under the cache; --rillet-env dev uses the project's .venv instead. Either way this
+checkout's broker source is byte-compiled before the first start, as an installed broker's is.
+Both nodes get group.initial.rebalance.delay.ms=0 (Kafka's shipped single-node config).
+--rounds N repeats the whole comparison, alternating which system goes first, and shows per-row
+medians with the rounds' min-max; each round warms its fresh node up first (discarded).
 
 Every step has a timeout and a failed step shows as "error" in its cell, so a partly working
 broker still yields a table. Usage:
@@ -50,7 +52,8 @@ sys.path.insert(0, str(KAFKA_TOOLS))
 from metadata_probe import wait_ready  # noqa: E402  (stdlib-only module beside the wrappers)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measurements import Measurements, rotated, summarise, with_spread  # noqa: E402
+from measurements import (Measurements, error_lines, ratio, rotated,  # noqa: E402
+                          run_rounds, summarise, with_spread)
 
 RECORD_SIZE = 1024
 MB = 1024 * 1024
@@ -166,6 +169,17 @@ def runtime_rillet() -> Path:
                        check=True, timeout=900)
         (venv / ".complete").touch()
     return venv / "bin" / "rillet"
+
+
+def compile_source() -> None:
+    """Byte-compile this checkout's broker source before any clock runs. Brokers run it from
+    PYTHONPATH (source_env); with PYTHONDONTWRITEBYTECODE set (this machine's shells, the
+    broker image's build) nothing would cache the bytecode, and every start would compile
+    some 400 modules inside its start-up clock, which an installed broker never does (pip
+    byte-compiles what it installs)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q",
+                    str(REPO / "broker_image" / "rillet")], check=True, timeout=300,
+                   stdout=subprocess.DEVNULL)
 
 
 def source_env() -> dict[str, str]:
@@ -368,14 +382,6 @@ ROWS: list[tuple[str, str, str]] = [
 ]
 
 
-def ratio(rillet: Measurements | None, kafka: Measurements | None, key: str) -> str:
-    if rillet is None or kafka is None or key not in rillet.values or key not in kafka.values:
-        return "-"
-    if kafka.values[key] == 0:
-        return "-"
-    return f"{rillet.values[key] / kafka.values[key]:.2f}x"
-
-
 def render(results: dict[str, Measurements], args: argparse.Namespace) -> str:
     rillet, kafka = results.get("rillet"), results.get("kafka")
     header = ("metric", "rillet", f"Kafka {KAFKA_VERSION}", "rillet/Kafka")
@@ -394,10 +400,7 @@ def render(results: dict[str, Measurements], args: argparse.Namespace) -> str:
                "is the tool's fetch MB/s (group join excluded). Load average (1/5/15 min) at "
                f"the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on "
                f"{os.cpu_count()} CPUs.")
-    for name, m in results.items():
-        for key, error in sorted(m.errors.items()):
-            out.append(f"{name} {key}: {error.splitlines()[0][:300]}")
-    return "\n".join(out)
+    return "\n".join(out + error_lines(results))
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -441,19 +444,20 @@ def main(argv: list[str]) -> int:
     # fetch the jars first so no download lands inside a measurement
     subprocess.run([str(REPO / "tools" / "fetch-jars"), "kafka"], check=True, timeout=1800,
                    stdout=subprocess.DEVNULL)
+    if "rillet" in systems:
+        compile_source()
     if args.rillet_env == "runtime" and "rillet" in systems:
         RilletBroker.executable = runtime_rillet()
-    rounds: dict[str, list[Measurements]] = {name: [] for name in systems}
-    for round_no in range(args.rounds):
-        # alternate which system goes first, so a drift in machine load hits both alike
-        order = systems if round_no % 2 == 0 else list(reversed(systems))
-        for name in order:
-            workdir = Path(tempfile.mkdtemp(prefix=f"compare-{name}-"))
-            try:
-                rounds[name].append(measure(brokers[name](workdir), args, round_no))
-            finally:
-                if not args.keep:
-                    shutil.rmtree(workdir, ignore_errors=True)
+
+    def one_round(name: str, round_no: int) -> Measurements:
+        workdir = Path(tempfile.mkdtemp(prefix=f"compare-{name}-"))
+        try:
+            return measure(brokers[name](workdir), args, round_no)
+        finally:
+            if not args.keep:
+                shutil.rmtree(workdir, ignore_errors=True)
+
+    rounds = run_rounds(systems, args.rounds, one_round)
     results = {name: summarise(runs) for name, runs in rounds.items()}
     print(render(results, args))
     if args.json:

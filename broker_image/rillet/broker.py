@@ -18,7 +18,7 @@ from .quotas.manager import ClientQuotaManager
 from .replication.log_creator import LogCreator
 from .replication.manager import ReplicaManager
 from .lifecycle import BrokerLifecycle
-from .metrics import BrokerMetrics
+from .no_metrics import MetricsSink, NoMetrics
 from .raft.roles import RaftTiming
 from .raft.node import RaftNode
 from .raft.quorum_state import QuorumStateFile
@@ -66,7 +66,7 @@ class Broker:
         self.outbound_tls = OutboundTls.from_config(config)
         self.metadata = MetadataView(lambda: self.image)
         # Reads the parts below at scrape time only, so it may come first.
-        self.metrics = BrokerMetrics(self)
+        self.metrics = self._metrics(config)
         self.authorizer = Authorizer.from_config(self.metadata, config, self.metrics)
         # The path to the active controller and the relay on it: once the quorum runs.
         self.channel: ControllerChannel | None = None
@@ -86,6 +86,15 @@ class Broker:
                                   lambda name: dict(self.image.topic_config(name)))
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+
+    def _metrics(self, config: BrokerConfig) -> MetricsSink:
+        """Prometheus metrics when the admin HTTP endpoint can serve them, else counters
+        that count nothing (no_metrics.py says why)."""
+        if config.admin_http_address is None:
+            return NoMetrics()
+        # Imported only here, so a broker without the endpoint never loads prometheus_client.
+        from .metrics import BrokerMetrics
+        return BrokerMetrics(self)
 
     # -- lifecycle ---------------------------------------------------------------
 
