@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import ipaddress
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Mapping
@@ -126,8 +127,17 @@ def issue_cert(ca: KeyPair, common_name: str, dns_names: list[str], now: datetim
                    ca_cert.public_key()), critical=False))
     if dns_names:
         builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]), critical=False)
+            x509.SubjectAlternativeName([_general_name(n) for n in dns_names]), critical=False)
     return KeyPair(_key_pem(key), _cert_pem(builder.sign(ca_key, hashes.SHA256())))
+
+
+def _general_name(name: str) -> x509.GeneralName:
+    """An address as an IP SAN (what a TLS client checks an address it dialled against), any
+    other name as a DNS SAN."""
+    try:
+        return x509.IPAddress(ipaddress.ip_address(name))
+    except ValueError:
+        return x509.DNSName(name)
 
 
 def broker_sans(cluster: str, namespace: str, replicas: int,
@@ -185,7 +195,8 @@ def _dns_names(cert: x509.Certificate) -> set[str]:
         san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
         return set()
-    return {n.lower() for n in san.get_values_for_type(x509.DNSName)}
+    return {n.lower() for n in san.get_values_for_type(x509.DNSName)} | {
+        str(a) for a in san.get_values_for_type(x509.IPAddress)}
 
 
 def _matches(name: str, sans: set[str]) -> bool:

@@ -125,8 +125,11 @@ async def _leaf(cs: ClusterSpec, secret_name: str, common_name: str, dns_names: 
     return issued
 
 
-async def ensure(cs: ClusterSpec, meta: Any, status: dict, owner: Any, logger: Any) -> Issued:
-    """Every certificate Secret of a secured cluster, created or renewed as needed."""
+async def ensure(cs: ClusterSpec, meta: Any, status: dict, owner: Any, logger: Any,
+                 external_names: list[str] | None = None) -> Issued:
+    """Every certificate Secret of a secured cluster, created or renewed as needed.
+    `external_names`: what clients outside dial the brokers by on TLS external listeners
+    (names and addresses, listeners.certificate_names), covered beside the in-cluster names."""
     now = datetime.datetime.now(datetime.timezone.utc)
     token = (meta.get("annotations") or {}).get(RENEW_ANNOTATION)
     forced = bool(token) and token != (status.get("certificates") or {}).get("renewToken")
@@ -139,7 +142,8 @@ async def ensure(cs: ClusterSpec, meta: Any, status: dict, owner: Any, logger: A
                  "data": {"ca.crt": pki.b64(cluster_ca.cert_pem)}}
     await asyncio.to_thread(kube().apply, _owned(published, cs, owner))
     broker = await _leaf(cs, names.broker_certs(cs.name), names.broker_common_name(cs.name),
-                         pki.broker_sans(cs.name, cs.namespace, cs.replicas), cluster_ca,
+                         pki.broker_sans(cs.name, cs.namespace, cs.replicas)
+                         + list(external_names or ()), cluster_ca,
                          {bc.CLIENTS_CA_KEY: clients_ca.cert_pem}, now, forced, owner, logger)
     operator = await _leaf(cs, names.operator_certs(cs.name),
                            names.operator_common_name(cs.name), [], cluster_ca, {}, now,
