@@ -18,7 +18,7 @@ import kopf
 from rillet.client import KafkaClientError
 from rillet.defs.cluster_id import new_cluster_id
 
-from .. import cluster_status
+from .. import cluster_status, storage_growth
 from ..builders import broker_config as bc
 from ..builders import cluster as builders
 from ..builders import listeners, names
@@ -26,7 +26,7 @@ from ..conditions import CLUSTER_TRACKED, READY, Outcome, Step
 from ..conditions import get as get_condition
 from ..kube import ApiError, Kube
 from ..spec import ClusterSpec, SpecError, parse_cluster
-from . import access, certificates
+from . import access, certificates, storage
 from .common import write_outcome
 from .context import ClusterContext
 from .rolling import apply_dynamic_configs, roll_step
@@ -81,6 +81,7 @@ class ClusterReconciler:
         self.external_services: dict[str, dict] = {}
         self.node_addresses: list[str] = []
         self.listener_pending: Step | None = None
+        self.storage: Step | None = None     # the claims' growth (condition StorageResize)
 
     async def reconcile(self) -> None:
         try:
@@ -91,6 +92,7 @@ class ClusterReconciler:
             await self.certificates()
             await self.scale()
             await self.owned_objects()
+            await self.grow_storage()
             await self.rack_binding()
         except Refused as refused:
             self.write(Outcome(False, refused.reason, refused.message, error=True))
@@ -230,8 +232,23 @@ class ClusterReconciler:
         for obj in builders.owned_objects(self.running.spec, self.cluster_id,
                                           bc.admin_http_supported(), self.cert_hash,
                                           advertised):
+            if obj["kind"] == "StatefulSet" and obj["spec"].get("volumeClaimTemplates"):
+                obj = storage_growth.keep_claim_template(obj, await asyncio.to_thread(
+                    self.kube.get, "StatefulSet", obj["metadata"]["name"], self.namespace))
             kopf.append_owner_reference(obj, owner=self.body)
             await self._apply(obj)
+
+    async def grow_storage(self) -> None:
+        """The brokers' claims grown to spec.storage.size, one at a time, where their class
+        allows it (storage_growth.py); status.storage has each claim's capacity."""
+        try:
+            found = await storage.grow_step(self.kube, self.spec, self.body, self.logger)
+        except ApiError as exc:
+            raise Refused("ApplyFailed", str(exc)) from None
+        if found is not None:
+            growth, claims = found
+            self.storage = growth.step
+            self.patch.status["storage"] = storage_growth.status(growth, claims)
 
     async def rack_binding(self) -> None:
         if not self.spec.rack_topology_key:
@@ -302,7 +319,11 @@ class ClusterReconciler:
             established=was_ready == "True")
         return cluster_status.combine(serves, self.rolling, self.decision.outcome,
                                       bc.config_warnings(self.spec),
-                                      self.unreachable or self.listener_pending)
+                                      self.unreachable or self.listener_pending or (
+                                          self.storage if self.storage and
+                                          self.storage.reason == storage_growth.RESIZING
+                                          else None),
+                                      self.storage)
 
     def write(self, outcome: Outcome) -> None:
         write_outcome(self.patch, self.status, outcome, self.generation, self.body,
