@@ -242,7 +242,8 @@ class ClusterReconciler:
         """The brokers' claims grown to spec.storage.size, one at a time, where their class
         allows it (storage_growth.py); status.storage has each claim's capacity."""
         try:
-            found = await storage.grow_step(self.kube, self.spec, self.body, self.logger)
+            found = await storage.grow_step(self.kube, self.running.spec, self.body,
+                                            self.logger)
         except ApiError as exc:
             raise Refused("ApplyFailed", str(exc)) from None
         if found is not None:

@@ -15,14 +15,17 @@ from ..spec import ClusterSpec
 
 async def grow_step(kube: Kube, spec: ClusterSpec, body: Any, logger: Any
                     ) -> tuple[sg.Growth, list[sg.ClaimView]] | None:
-    """This pass's growth of the brokers' data claims (None: ephemeral storage)."""
+    """This pass's growth of the data claims of the brokers that run (`spec.replicas`; a
+    claim kept from a removed broker is left alone), None with ephemeral storage."""
     if spec.storage.type != "persistent-claim" or not spec.storage.size:
         return None
     prefix = f"data-{names.statefulset(spec.name)}-"
     found = [c for c in await asyncio.to_thread(kube.list, "PersistentVolumeClaim",
                                                 spec.namespace,
                                                 {names.LABEL_CLUSTER: spec.name})
-             if c["metadata"]["name"].startswith(prefix)]
+             if c["metadata"]["name"].startswith(prefix)
+             and c["metadata"]["name"][len(prefix):].isdigit()
+             and int(c["metadata"]["name"][len(prefix):]) < spec.replicas]
     claims = [sg.claim_view(c) for c in found]
     class_name = spec.storage.storage_class or next(
         (c["spec"].get("storageClassName") for c in found
