@@ -23,7 +23,7 @@ from typing import Iterable, Mapping
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from rillet.defs.tls import SSL_NAMES_BY_OID, principal_from_subject
 
@@ -115,8 +115,8 @@ def issue_cert(ca: KeyPair, common_name: str, dns_names: list[str], now: datetim
     broker_sans. Users with tls authentication: client only, no DNS names, CN = user name."""
     ca_key = serialization.load_pem_private_key(ca.key_pem.encode(), password=None)
     ca_cert = x509.load_pem_x509_certificate(ca.cert_pem.encode())
-    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
-        raise ValueError("the CA key must be an EC key")
+    if not isinstance(ca_key, (ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey)):
+        raise ValueError("the CA key must be an EC or RSA key")
     key = _new_key()
     builder = (_builder(_subject(common_name, organization), ca_cert.subject, key, now,
                         valid_days)
@@ -266,6 +266,53 @@ def secret_text_or_none(secret: Mapping | None, key: str) -> str | None:
         return secret_text(secret or {}, key)
     except (KeyError, ValueError):
         return None
+
+
+def user_ca_keypair(secret: Mapping) -> KeyPair:
+    """A CA a user brought (spec.certificates.generateCertificateAuthority false): its key
+    and certificate as tls.key/tls.crt, or as Strimzi names them, ca.key/ca.crt (KeyError if
+    neither pair is there)."""
+    data = secret.get("data") or {}
+    if "tls.key" in data:
+        return keypair_from_secret(secret)
+    return KeyPair(secret_text(secret, "ca.key"), secret_text(secret, "ca.crt"))
+
+
+def ca_problem(keypair: KeyPair, now: datetime, renew_before_days: int) -> str | None:
+    """What keeps a CA a user brought from signing the cluster's certificates, or None: an
+    unreadable key or certificate, a key that is not the certificate's, a certificate that is
+    no CA (basicConstraints, keyCertSign), or one outside its validity."""
+    try:
+        cert = _load(keypair.cert_pem)
+    except ValueError:
+        return "its certificate is not a PEM X.509 certificate"
+    try:
+        key = serialization.load_pem_private_key(keypair.key_pem.encode(), password=None)
+    except (ValueError, TypeError):
+        return "its key is not an unencrypted PEM private key"
+    if not isinstance(key, (ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey)):
+        return "its key is neither EC nor RSA"
+    if key.public_key().public_numbers() != cert.public_key().public_numbers():
+        return "its key does not belong to its certificate"
+    try:
+        if not cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca:
+            return "its certificate is not a CA (basicConstraints CA:FALSE)"
+    except x509.ExtensionNotFound:
+        return "its certificate is not a CA (no basicConstraints)"
+    try:
+        if not cert.extensions.get_extension_for_class(x509.KeyUsage).value.key_cert_sign:
+            return "its certificate may not sign certificates (keyUsage without keyCertSign)"
+    except x509.ExtensionNotFound:
+        pass
+    now = _aware(now)
+    if now < cert.not_valid_before_utc:
+        return f"its certificate is not valid before {cert.not_valid_before_utc:%Y-%m-%d}"
+    if now >= cert.not_valid_after_utc:
+        return f"its certificate expired on {cert.not_valid_after_utc:%Y-%m-%d}"
+    if now >= cert.not_valid_after_utc - timedelta(days=renew_before_days):
+        return (f"its certificate expires on {cert.not_valid_after_utc:%Y-%m-%d}, within "
+                f"renewalDays ({renew_before_days}): replace it")
+    return None
 
 
 def keypair_from_secret(secret: Mapping) -> KeyPair:

@@ -95,6 +95,9 @@ class Certificates:
     validity_days: int = 365
     renewal_days: int = 30
     ca_validity_days: int = 3650
+    # False: the user brings both CAs in the Secrets the operator would make (names.cluster_ca,
+    # names.clients_ca); they are validated, never created or replaced.
+    generate_ca: bool = True
 
 
 @dataclass(frozen=True)
@@ -314,7 +317,11 @@ def parse_certificates(raw: Mapping[str, Any] | None) -> Certificates:
     if renewal >= validity:
         raise SpecError("InvalidSpec", f"{where}.renewalDays ({renewal}) must be less than "
                                        f"validityDays ({validity})")
-    return Certificates(validity, renewal)
+    generate = raw.get("generateCertificateAuthority", True)
+    if not isinstance(generate, bool):
+        raise SpecError("InvalidSpec", f"{where}.generateCertificateAuthority must be true or "
+                                       f"false, got {generate!r}")
+    return Certificates(validity, renewal, generate_ca=generate)
 
 
 def parse_rebalance(raw: Mapping[str, Any] | None) -> Rebalance:

@@ -208,7 +208,7 @@ class ClusterReconciler:
                     listeners.certificate_names(cs, self.external_services,
                                                 self.node_addresses))
             except (certificates.CertificateError, ApiError) as exc:
-                raise Refused("CertificateError", str(exc)) from None
+                raise Refused(getattr(exc, "reason", "CertificateError"), str(exc)) from None
             self.cert_hash = issued.broker_fingerprint
             self.patch.status["certificates"] = issued.status
             target = access.secured_target(cs, issued.operator, issued.cluster_ca_pem)
