@@ -25,6 +25,7 @@ from localk8s.kube import Kube
 from localk8s.testing import restricted_namespace
 from test_operator import (_cr_path, _debug, condition, delete_namespace, get_cr,  # noqa: F401
                            kubectl, operator)
+from test_security import _apply, _wait_ready
 
 pytestmark = pytest.mark.timeout(1800)
 
@@ -32,19 +33,6 @@ CLUSTER = "outside"
 PLAIN_PORT, SCRAM_PORT, LB_PORT = 9094, 9095, 9096
 TOPIC = "events"
 N = 200
-
-
-def _apply(kube: Kube, ns: str, plural: str, kind: str, name: str, spec: dict) -> None:
-    kube.request("POST", _cr_path(ns, plural), {
-        "apiVersion": "rillet.io/v1alpha1", "kind": kind,
-        "metadata": {"name": name, "namespace": ns}, "spec": spec})
-
-
-def _wait_ready(k8s, ns: str, resource: str, timeout: int = 180) -> None:
-    out = kubectl(k8s.kubeconfig, "wait", "--for=condition=Ready", resource, "-n", ns,
-                  f"--timeout={timeout}s", timeout=timeout + 30)
-    if out.returncode != 0:
-        pytest.fail(f"{resource} not Ready: {out.stderr}\n{_debug(k8s.kube, ns)}")
 
 
 def _nodes_reachable(kube: Kube) -> list[str]:
