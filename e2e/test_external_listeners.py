@@ -23,8 +23,7 @@ import pytest
 
 from localk8s.kube import Kube
 from localk8s.testing import restricted_namespace
-from test_operator import (_cr_path, _debug, condition, delete_namespace, get_cr,  # noqa: F401
-                           kubectl, operator)
+from test_operator import _debug, condition, delete_namespace, get_cr, operator  # noqa: F401
 from test_security import _apply, _wait_ready
 
 pytestmark = pytest.mark.timeout(1800)
