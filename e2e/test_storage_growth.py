@@ -4,10 +4,10 @@
   size gets condition StorageResize with reason StorageExpansionUnsupported, a smaller one
   StorageShrinkRefused, and the claims and the StatefulSet stay as they are while the cluster
   stays Ready.
-- A class that allows expansion (the same provisioner, allowVolumeExpansion: true; created by
-  the test) but has no resizer in this cluster: the operator asks broker 0's claim to grow, and
-  with its volume never grown it leaves broker 1's alone (one broker at a time), saying so in
-  status. A real grow (256Mi -> 512Mi with the data intact) needs a CSI driver that expands
+- A class that allows expansion but has no resizer in this cluster (allowVolumeExpansion: true,
+  no provisioner: the test makes a volume per broker by hand, a hostPath on its own node, as an
+  administrator pre-provisions them): the operator asks broker 0's claim to grow, and with its
+  volume never grown it leaves broker 1's alone (one broker at a time), saying so in status. A real grow (256Mi -> 512Mi with the data intact) needs a CSI driver that expands
   volumes, which this kind cluster does not have.
 """
 from __future__ import annotations
@@ -29,14 +29,14 @@ CLUSTER = "disks"
 EXPANDABLE = "rillet-e2e-expandable"
 
 
-def _cluster(k8s, ns: str, replicas: int, storage_class: str) -> None:
+def _cluster(k8s, ns: str, replicas: int, storage_class: str, timeout: int = 600) -> None:
     k8s.kube.request("POST", _cr_path(ns, "clusters"), {
         "apiVersion": "rillet.io/v1alpha1", "kind": "Cluster",
         "metadata": {"name": CLUSTER, "namespace": ns},
         "spec": {"replicas": replicas, "storage": {"type": "persistent-claim", "size": "256Mi",
                                                    "class": storage_class}}})
     out = kubectl(k8s.kubeconfig, "wait", "--for=condition=Ready", f"cluster.rillet.io/{CLUSTER}",
-                  "-n", ns, "--timeout=600s", timeout=630)
+                  "-n", ns, f"--timeout={timeout}s", timeout=timeout + 30)
     if out.returncode != 0:
         pytest.fail(f"Cluster not Ready: {out.stderr}\n{_debug(k8s.kube, ns)}")
 
@@ -97,20 +97,40 @@ def test_growth_on_a_class_without_expansion_and_a_shrink_are_refused(k8s, ns):
 
 @pytest.fixture
 def expandable(k8s) -> Iterator[str]:
+    """The class, and a 256Mi volume per broker pinned to its own worker: the node's /tmp
+    (world-writable, so the non-root broker can write there; the node goes with `down`).
+    local-path-provisioner serves only the classes of its own config, so none is dynamic."""
     kube = k8s.kube
+    workers = sorted(n["metadata"]["name"] for n in kube.list("Node")
+                     if "node-role.kubernetes.io/control-plane" not in n["metadata"]["labels"])
     kube.create({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-                 "metadata": {"name": EXPANDABLE}, "provisioner": "rancher.io/local-path",
-                 "volumeBindingMode": "WaitForFirstConsumer", "reclaimPolicy": "Delete",
+                 "metadata": {"name": EXPANDABLE}, "provisioner": "kubernetes.io/no-provisioner",
+                 "volumeBindingMode": "WaitForFirstConsumer", "reclaimPolicy": "Retain",
                  "allowVolumeExpansion": True})
+    volumes = [f"{EXPANDABLE}-{i}" for i in range(2)]
     try:
+        for volume, node in zip(volumes, workers):
+            kube.create({"apiVersion": "v1", "kind": "PersistentVolume",
+                         "metadata": {"name": volume},
+                         "spec": {"capacity": {"storage": "256Mi"},
+                                  "accessModes": ["ReadWriteOnce"],
+                                  "storageClassName": EXPANDABLE,
+                                  "persistentVolumeReclaimPolicy": "Retain",
+                                  "hostPath": {"path": "/tmp", "type": "Directory"},
+                                  "nodeAffinity": {"required": {"nodeSelectorTerms": [{
+                                      "matchExpressions": [{
+                                          "key": "kubernetes.io/hostname", "operator": "In",
+                                          "values": [node]}]}]}}}})
         yield EXPANDABLE
     finally:
+        for volume in volumes:
+            kube.delete("PersistentVolume", volume)
         kube.delete("StorageClass", EXPANDABLE)
 
 
 def test_growth_asks_one_claim_at_a_time(k8s, ns, expandable):
     kube = k8s.kube
-    _cluster(k8s, ns, 2, expandable)
+    _cluster(k8s, ns, 2, expandable, timeout=300)
     patch_cr(kube, ns, "clusters", CLUSTER, {"spec": {"storage": {"size": "512Mi"}}})
     cr = _wait_condition(kube, ns, "StorageResizing")
     assert f"claim data-{CLUSTER}-broker-0 grows" in condition(cr, "StorageResize")["message"]
