@@ -1,7 +1,8 @@
 """e2e: clients outside Kubernetes, on this machine, reach a Cluster through its external
 listeners: a plaintext nodeport listener and a SCRAM-SHA-512 over TLS nodeport listener, with
 kafka-python and confluent-kafka (librdkafka), each producing and reading back its records
-through the addresses the brokers advertise (node address + each broker's nodePort; the TLS
+(and Kafka's console tools, i.e. the Java client, when their jars are cached) through the
+addresses the brokers advertise (node address + each broker's nodePort; the TLS
 client checks the broker certificate against the node address it dialled).
 
 A loadbalancer listener: this cluster has no load balancer controller, so its Services get no
@@ -15,6 +16,7 @@ Needs a cluster whose node addresses this machine reaches (kind here: 198.19.255
 from __future__ import annotations
 
 import base64
+import sys
 import time
 import uuid
 from typing import Iterator
@@ -25,6 +27,8 @@ from localk8s.kube import Kube
 from localk8s.testing import restricted_namespace
 from test_operator import _debug, condition, delete_namespace, get_cr, operator  # noqa: F401
 from test_security import _apply, _wait_ready
+
+REPO = str(__import__("pathlib").Path(__file__).resolve().parents[1])
 
 pytestmark = pytest.mark.timeout(1800)
 
@@ -159,6 +163,23 @@ def test_plaintext_nodeport_from_outside_with_kafka_python_and_librdkafka(k8s, o
     pods = {int(p["metadata"]["name"].rsplit("-", 1)[1]): p["status"]["hostIP"]
             for p in kube.list("Pod", ns) if p["metadata"]["name"].startswith(f"{CLUSTER}-broker")}
     assert brokers == {i: (pods[i], ports[i]) for i in range(3)}
+
+
+def test_kafka_console_tools_through_the_nodeport_listener(k8s, outside):
+    """The Java client (Kafka's console producer and consumer, from the Maven Central jars the
+    integration tests fetch) through the plaintext nodeport listener."""
+    if REPO not in sys.path:
+        sys.path.insert(0, REPO)
+    from tests.integration.java_tools import KafkaTools, fetch_kafka_jars, parse_consumed
+    fetch_kafka_jars()   # a no-op when cached
+    tools = KafkaTools(_listener(k8s.kube, outside, "plain")["bootstrapServers"])
+    topic = f"console-{uuid.uuid4().hex[:6]}"
+    tools.topics("--create", "--topic", topic, "--partitions", "3", "--replication-factor",
+                 "3").ok()
+    lines = [f"k{i}:java-{i}" for i in range(30)]
+    tools.produce_lines(topic, lines, "--producer-property", "acks=all").ok()
+    got = parse_consumed(tools.consume(topic, len(lines), "--from-beginning").ok())
+    assert sorted(f"{r.key}:{r.value}" for r in got) == sorted(lines)
 
 
 def test_scram_over_tls_nodeport_from_outside_with_kafka_python_and_librdkafka(k8s, outside,
