@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import base64
 import time
-import uuid
 from datetime import datetime, timedelta, timezone
-from typing import Iterator
 
 import pytest
 from cryptography import x509
@@ -19,10 +17,10 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
 from localk8s.kube import Kube
-from localk8s.testing import restricted_namespace
 from test_external_listeners import TOPIC, _nodes_reachable, _roundtrip_confluent
-from test_operator import _debug, condition, delete_namespace, get_cr, operator  # noqa: F401
+from test_operator import _debug, condition, get_cr, operator  # noqa: F401
 from test_security import _apply, _wait_ready
+from test_storage_growth import ns  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -69,18 +67,12 @@ def _wait_refused(kube: Kube, ns: str, reason: str, timeout: float = 120) -> dic
 
 
 @pytest.fixture
-def ns(k8s, operator) -> Iterator[str]:  # noqa: F811
+def reachable(k8s) -> None:
     if not all(a.startswith("198.19.255.") for a in _nodes_reachable(k8s.kube)):
         pytest.skip("the nodes' addresses are not on this machine's kind network")
-    name = f"e2e-byo-{uuid.uuid4().hex[:5]}"
-    k8s.kube.create(restricted_namespace(name))
-    try:
-        yield name
-    finally:
-        delete_namespace(k8s.kube, name)
 
 
-def test_a_cluster_with_its_own_ca(k8s, ns, tmp_path):
+def test_a_cluster_with_its_own_ca(k8s, reachable, ns, tmp_path):
     kube = k8s.kube
     _apply(kube, ns, "clusters", "Cluster", CLUSTER, {
         "replicas": 1, "storage": {"type": "ephemeral"},

@@ -44,8 +44,10 @@ def _cluster(k8s, ns: str, replicas: int, storage_class: str, ready: bool = True
 
 
 @pytest.fixture
-def ns(k8s, operator) -> Iterator[str]:  # noqa: F811
-    name = f"e2e-disk-{uuid.uuid4().hex[:5]}"
+def ns(k8s, operator, request) -> Iterator[str]:  # noqa: F811
+    """A restricted namespace per test with the operator running, deleted (waited for)."""
+    module = request.module.__name__.removeprefix("test_").replace("_", "-")[:20]
+    name = f"e2e-{module}-{uuid.uuid4().hex[:5]}"
     k8s.kube.create(restricted_namespace(name))
     try:
         yield name
