@@ -79,8 +79,8 @@ def serving(spec: ClusterSpec, broker_list: list[dict], new_brokers: frozenset[i
 
 
 def combine(serves: Outcome, rolling: Outcome | None, scaling: Outcome | None,
-            warnings: list[str] | tuple[str, ...] = (), pending: Step | None = None
-            ) -> Outcome:
+            warnings: list[str] | tuple[str, ...] = (), pending: Step | None = None,
+            storage: Step | None = None) -> Outcome:
     """One Cluster outcome from the brokers' state (`serving`), the rolling restart and the
     scale steps (None: nothing under way), the config warnings, and other work that waits
     (`pending`, e.g. the brokers unreachable for restarts and configs: Reconciling only).
@@ -90,7 +90,7 @@ def combine(serves: Outcome, rolling: Outcome | None, scaling: Outcome | None,
     roll_step = Step(rolling.reason, rolling.message) if rolling else None
     scale_step = Step(scaling.reason, scaling.message) if scaling else None
     extra = dict(scaling=scale_step, rolling=roll_step, warnings=tuple(warnings),
-                 pending=pending)
+                 pending=pending, storage=storage)
     failed = next((o for o in (scaling, rolling) if o is not None and o.error), None)
     if failed is not None:
         return Outcome(False, failed.reason, failed.message, reconciling=failed.reconciling,

@@ -19,11 +19,12 @@ from typing import Iterable
 READY, RECONCILING, ERROR = "Ready", "Reconciling", "Error"
 SCALING, ROLLING_RESTART, CONFIG_WARNING = "Scaling", "RollingRestart", "ConfigWarning"
 RECONCILIATION_PAUSED = "ReconciliationPaused"   # pause.py
+STORAGE_RESIZE = "StorageResize"   # storage_growth.py: claims growing, or why they cannot
 # The order conditions are listed in.
-ORDER = (READY, RECONCILING, SCALING, ROLLING_RESTART, ERROR, CONFIG_WARNING,
+ORDER = (READY, RECONCILING, SCALING, ROLLING_RESTART, STORAGE_RESIZE, ERROR, CONFIG_WARNING,
          RECONCILIATION_PAUSED)
 # The conditions a Cluster always carries besides Ready, Reconciling and Error.
-CLUSTER_TRACKED = (SCALING, ROLLING_RESTART, CONFIG_WARNING)
+CLUSTER_TRACKED = (SCALING, ROLLING_RESTART, STORAGE_RESIZE, CONFIG_WARNING)
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,8 @@ class Outcome:
     # Other work waiting (e.g. the operator cannot reach the brokers for a step): Reconciling
     # names it, Ready keeps its own reason.
     pending: Step | None = None
+    # spec.storage.size not (yet) what the claims have: growing, or refused and why.
+    storage: Step | None = None
 
     @property
     def busy(self) -> bool:
@@ -85,7 +88,8 @@ def apply_outcome(conditions: Iterable[dict], outcome: Outcome, now: str,
     conds = set_condition(conds, ERROR, outcome.error,
                           outcome.reason if outcome.error else "NoError",
                           outcome.message if outcome.error else "", now, generation)
-    for type_, step in ((SCALING, outcome.scaling), (ROLLING_RESTART, outcome.rolling)):
+    for type_, step in ((SCALING, outcome.scaling), (ROLLING_RESTART, outcome.rolling),
+                        (STORAGE_RESIZE, outcome.storage)):
         if type_ in tracked:
             conds = set_condition(conds, type_, step is not None,
                                   step.reason if step else "Idle",

@@ -25,6 +25,7 @@ RESOURCES: dict[str, tuple[str, str, bool]] = {
     "Pod": ("v1", "pods", True),
     "PersistentVolumeClaim": ("v1", "persistentvolumeclaims", True),
     "Node": ("v1", "nodes", False),
+    "StorageClass": ("storage.k8s.io/v1", "storageclasses", False),
     "Namespace": ("v1", "namespaces", False),
     "StatefulSet": ("apps/v1", "statefulsets", True),
     "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets", True),

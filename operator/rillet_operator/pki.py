@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import ipaddress
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Mapping
@@ -22,7 +23,7 @@ from typing import Iterable, Mapping
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from rillet.defs.tls import SSL_NAMES_BY_OID, principal_from_subject
 
@@ -114,8 +115,8 @@ def issue_cert(ca: KeyPair, common_name: str, dns_names: list[str], now: datetim
     broker_sans. Users with tls authentication: client only, no DNS names, CN = user name."""
     ca_key = serialization.load_pem_private_key(ca.key_pem.encode(), password=None)
     ca_cert = x509.load_pem_x509_certificate(ca.cert_pem.encode())
-    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
-        raise ValueError("the CA key must be an EC key")
+    if not isinstance(ca_key, (ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey)):
+        raise ValueError("the CA key must be an EC or RSA key")
     key = _new_key()
     builder = (_builder(_subject(common_name, organization), ca_cert.subject, key, now,
                         valid_days)
@@ -126,8 +127,17 @@ def issue_cert(ca: KeyPair, common_name: str, dns_names: list[str], now: datetim
                    ca_cert.public_key()), critical=False))
     if dns_names:
         builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]), critical=False)
+            x509.SubjectAlternativeName([_general_name(n) for n in dns_names]), critical=False)
     return KeyPair(_key_pem(key), _cert_pem(builder.sign(ca_key, hashes.SHA256())))
+
+
+def _general_name(name: str) -> x509.GeneralName:
+    """An address as an IP SAN (what a TLS client checks an address it dialled against), any
+    other name as a DNS SAN."""
+    try:
+        return x509.IPAddress(ipaddress.ip_address(name))
+    except ValueError:
+        return x509.DNSName(name)
 
 
 def broker_sans(cluster: str, namespace: str, replicas: int,
@@ -185,7 +195,8 @@ def _dns_names(cert: x509.Certificate) -> set[str]:
         san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
         return set()
-    return {n.lower() for n in san.get_values_for_type(x509.DNSName)}
+    return {n.lower() for n in san.get_values_for_type(x509.DNSName)} | {
+        str(a) for a in san.get_values_for_type(x509.IPAddress)}
 
 
 def _matches(name: str, sans: set[str]) -> bool:
@@ -255,6 +266,53 @@ def secret_text_or_none(secret: Mapping | None, key: str) -> str | None:
         return secret_text(secret or {}, key)
     except (KeyError, ValueError):
         return None
+
+
+def user_ca_keypair(secret: Mapping) -> KeyPair:
+    """A CA a user brought (spec.certificates.generateCertificateAuthority false): its key
+    and certificate as tls.key/tls.crt, or as Strimzi names them, ca.key/ca.crt (KeyError if
+    neither pair is there)."""
+    data = secret.get("data") or {}
+    if "tls.key" in data:
+        return keypair_from_secret(secret)
+    return KeyPair(secret_text(secret, "ca.key"), secret_text(secret, "ca.crt"))
+
+
+def ca_problem(keypair: KeyPair, now: datetime, renew_before_days: int) -> str | None:
+    """What keeps a CA a user brought from signing the cluster's certificates, or None: an
+    unreadable key or certificate, a key that is not the certificate's, a certificate that is
+    no CA (basicConstraints, keyCertSign), or one outside its validity."""
+    try:
+        cert = _load(keypair.cert_pem)
+    except ValueError:
+        return "its certificate is not a PEM X.509 certificate"
+    try:
+        key = serialization.load_pem_private_key(keypair.key_pem.encode(), password=None)
+    except (ValueError, TypeError):
+        return "its key is not an unencrypted PEM private key"
+    if not isinstance(key, (ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey)):
+        return "its key is neither EC nor RSA"
+    if key.public_key().public_numbers() != cert.public_key().public_numbers():
+        return "its key does not belong to its certificate"
+    try:
+        if not cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca:
+            return "its certificate is not a CA (basicConstraints CA:FALSE)"
+    except x509.ExtensionNotFound:
+        return "its certificate is not a CA (no basicConstraints)"
+    try:
+        if not cert.extensions.get_extension_for_class(x509.KeyUsage).value.key_cert_sign:
+            return "its certificate may not sign certificates (keyUsage without keyCertSign)"
+    except x509.ExtensionNotFound:
+        pass
+    now = _aware(now)
+    if now < cert.not_valid_before_utc:
+        return f"its certificate is not valid before {cert.not_valid_before_utc:%Y-%m-%d}"
+    if now >= cert.not_valid_after_utc:
+        return f"its certificate expired on {cert.not_valid_after_utc:%Y-%m-%d}"
+    if now >= cert.not_valid_after_utc - timedelta(days=renew_before_days):
+        return (f"its certificate expires on {cert.not_valid_after_utc:%Y-%m-%d}, within "
+                f"renewalDays ({renew_before_days}): replace it")
+    return None
 
 
 def keypair_from_secret(secret: Mapping) -> KeyPair:

@@ -50,13 +50,36 @@ class PodTemplate:
 
 
 @dataclass(frozen=True)
+class BrokerOverride:
+    """Strimzi's `configuration.brokers[]`: what one broker advertises on a listener (a host
+    or port a client outside reaches it by, e.g. a DNS name in front of a node), and the
+    nodePort its Service takes. None: the operator's choice."""
+    broker: int
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    node_port: int | None = None
+
+
+@dataclass(frozen=True)
 class ListenerSpec:
     """A client listener, as Strimzi's Kafka resource names one: `name` becomes the Kafka
-    listener name (upper-cased), `authentication` none | scram-sha-512 | tls (mTLS)."""
+    listener name (upper-cased), `authentication` none | scram-sha-512 | tls (mTLS), `type`
+    internal (pod DNS names) | nodeport | loadbalancer (reached from outside Kubernetes
+    through per-broker Services and a bootstrap Service; builders/listeners.py)."""
     name: str
     port: int
     tls: bool = False
     authentication: str = "none"
+    type: str = "internal"
+    bootstrap_node_port: int | None = None
+    brokers: tuple[BrokerOverride, ...] = ()
+
+    @property
+    def external(self) -> bool:
+        return self.type != "internal"
+
+    def override(self, broker: int) -> BrokerOverride:
+        return next((b for b in self.brokers if b.broker == broker), BrokerOverride(broker))
 
     @property
     def security_protocol(self) -> str:
@@ -72,6 +95,9 @@ class Certificates:
     validity_days: int = 365
     renewal_days: int = 30
     ca_validity_days: int = 3650
+    # False: the user brings both CAs in the Secrets the operator would make (names.cluster_ca,
+    # names.clients_ca); they are validated, never created or replaced.
+    generate_ca: bool = True
 
 
 @dataclass(frozen=True)
@@ -200,6 +226,8 @@ RESERVED_PORTS = {9091: "the brokers' replication listener", 9093: "the controll
 # port's: a Service with two ports of one name is refused by the API server.
 RESERVED_NAMES = {"replication", "controller", "plaintext", "clients", "admin"}
 AUTHENTICATIONS = ("none", "scram-sha-512", "tls")
+LISTENER_TYPES = ("internal", "nodeport", "loadbalancer")
+NODE_PORTS = (30000, 32767)   # Kubernetes' default --service-node-port-range
 
 
 def _authorization_type(raw: Mapping[str, Any] | None, where: str = "spec.authorization"
@@ -236,8 +264,49 @@ def parse_listeners(raw: Any) -> tuple[ListenerSpec, ...]:
         if any(l.name == name for l in out) or any(l.port == port for l in out):
             raise SpecError("InvalidListener", f"{where}: name {name!r} or port {port} is "
                                                f"taken by another listener")
-        out.append(ListenerSpec(name, port, tls, auth))
+        kind = item.get("type") or "internal"
+        if kind not in LISTENER_TYPES:
+            raise SpecError("InvalidListener", f"{where}.type must be one of "
+                                               f"{', '.join(LISTENER_TYPES)}, got {kind!r}")
+        configuration = item.get("configuration") or {}
+        bootstrap_port = _node_port((configuration.get("bootstrap") or {}).get("nodePort"),
+                                    f"{where}.configuration.bootstrap.nodePort")
+        brokers = tuple(_broker_override(b, f"{where}.configuration.brokers[{j}]")
+                        for j, b in enumerate(configuration.get("brokers") or ()))
+        if len({b.broker for b in brokers}) != len(brokers):
+            raise SpecError("InvalidListener", f"{where}.configuration.brokers names a broker "
+                                               f"twice")
+        if kind != "nodeport" and (bootstrap_port or any(b.node_port for b in brokers)):
+            raise SpecError("InvalidListener", f"{where}: nodePort is for type nodeport only")
+        out.append(ListenerSpec(name, port, tls, auth, kind, bootstrap_port, brokers))
     return tuple(out)
+
+
+def _node_port(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    low, high = NODE_PORTS
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise SpecError("InvalidListener", f"{where} must be {low}-{high}, got {value!r}")
+    return value
+
+
+def _broker_override(raw: Mapping[str, Any], where: str) -> BrokerOverride:
+    broker = raw.get("broker")
+    if isinstance(broker, bool) or not isinstance(broker, int) or broker < 0:
+        raise SpecError("InvalidListener", f"{where}.broker must be a broker id >= 0, "
+                                           f"got {broker!r}")
+    host = raw.get("advertisedHost")
+    if host is not None and not re.fullmatch(r"[A-Za-z0-9.:-]{1,253}", str(host)):
+        raise SpecError("InvalidListener", f"{where}.advertisedHost must be a host name or "
+                                           f"address, got {host!r}")
+    port = raw.get("advertisedPort")
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int)
+                             or not 1 <= port <= 65535):
+        raise SpecError("InvalidListener", f"{where}.advertisedPort must be 1-65535, "
+                                           f"got {port!r}")
+    return BrokerOverride(broker, str(host) if host else None, port,
+                          _node_port(raw.get("nodePort"), f"{where}.nodePort"))
 
 
 def parse_certificates(raw: Mapping[str, Any] | None) -> Certificates:
@@ -248,7 +317,11 @@ def parse_certificates(raw: Mapping[str, Any] | None) -> Certificates:
     if renewal >= validity:
         raise SpecError("InvalidSpec", f"{where}.renewalDays ({renewal}) must be less than "
                                        f"validityDays ({validity})")
-    return Certificates(validity, renewal)
+    generate = raw.get("generateCertificateAuthority", True)
+    if not isinstance(generate, bool):
+        raise SpecError("InvalidSpec", f"{where}.generateCertificateAuthority must be true or "
+                                       f"false, got {generate!r}")
+    return Certificates(validity, renewal, generate_ca=generate)
 
 
 def parse_rebalance(raw: Mapping[str, Any] | None) -> Rebalance:

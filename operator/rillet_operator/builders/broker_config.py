@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from typing import Mapping
 
 from rillet.defs.broker_config import BrokerConfig
 from rillet.defs.broker_defs import BROKER_DEFS, parse_value
@@ -17,6 +18,7 @@ from rillet.defs.config_error import ConfigError
 
 from ..spec import ClusterSpec
 from . import names
+from .listeners import Advertised
 
 CLIENT, CONTROLLER, REPLICATION = "PLAINTEXT", "CONTROLLER", "REPLICATION"
 DATA_MOUNT = "/var/lib/rillet"
@@ -147,15 +149,22 @@ def shared_settings(spec: ClusterSpec, cluster_id: str, admin_http: bool) -> dic
     return settings
 
 
-def node_settings(spec: ClusterSpec, ordinal: int, rack: str | None = None) -> dict[str, str]:
-    """What the start command adds for the broker of this ordinal (mirrors `start_script`)."""
+def node_settings(spec: ClusterSpec, ordinal: int, rack: str | None = None,
+                  external: Mapping[tuple[str, int], Advertised | None] | None = None,
+                  host_ip: str = "") -> dict[str, str]:
+    """What the start command adds for the broker of this ordinal (mirrors `start_script`;
+    `host_ip`: its node's address, for what it advertises on nodeport listeners)."""
     voter = ordinal < names.voter_count(spec.replicas)
     host = names.pod_fqdn(spec.name, spec.namespace, ordinal)
+    advertised = []
+    for n, p in broker_listeners(spec):
+        adv = (external or {}).get((n.lower(), ordinal))
+        advertised.append(f"{n}://{adv.host or host_ip}:{adv.port}" if adv
+                          else f"{n}://{host}:{p}")
     out = {"node.id": str(ordinal),
            "process.roles": "broker,controller" if voter else "broker",
            "listeners": _bind_listeners(spec, voter),
-           "advertised.listeners": ",".join(f"{n}://{host}:{p}"
-                                            for n, p in broker_listeners(spec))}
+           "advertised.listeners": ",".join(advertised)}
     if rack:
         out["broker.rack"] = rack
     return out
@@ -267,13 +276,32 @@ def _int_or_none(value: object) -> int | None:
         return None
 
 
-def start_script(spec: ClusterSpec) -> str:
+def _advertised(spec: ClusterSpec, domain: str, ordinal: int | None,
+                external: Mapping[tuple[str, int], Advertised | None]) -> str:
+    """advertised.listeners for broker `ordinal` (None: any, in-cluster names only). An
+    external listener whose address is not known yet advertises the in-cluster name."""
+    out = []
+    for name, port in broker_listeners(spec):
+        adv = external.get((name.lower(), ordinal)) if ordinal is not None else None
+        out.append(f"{name}://{adv.shell()}" if adv else f"{name}://$HOSTNAME.{domain}:{port}")
+    return ",".join(out)
+
+
+def start_script(spec: ClusterSpec,
+                 external: Mapping[tuple[str, int], Advertised | None] | None = None) -> str:
     """The broker container's command: node identity from the pod's name, rack from the file
-    the init container wrote, then `rillet serve` on the shared properties."""
+    the init container wrote, then `rillet serve` on the shared properties. `external`: what
+    each broker advertises on the external listeners (builders/listeners.advertised_table)."""
     headless = names.headless_service(spec.name)
     domain = f"{headless}.{spec.namespace}.svc.{names.CLUSTER_DOMAIN}"
     voters_n = names.voter_count(spec.replicas)
-    advertised = ",".join(f"{n}://$HOSTNAME.{domain}:{p}" for n, p in broker_listeners(spec))
+    external = external or {}
+    advertised = [f'advertised="{_advertised(spec, domain, None, external)}"']
+    ordinals = sorted({o for (_, o) in external})
+    if ordinals:
+        advertised = ['case "$ordinal" in'] + [
+            f'  {o}) advertised="{_advertised(spec, domain, o, external)}";;' for o in ordinals
+        ] + [f'  *) {advertised[0]};;', "esac"]
     return "\n".join([
         "set -eu",
         'ordinal="${HOSTNAME##*-}"',
@@ -282,9 +310,10 @@ def start_script(spec: ClusterSpec) -> str:
         "else",
         f"  roles=broker; listeners={shlex.quote(_bind_listeners(spec, False))}",
         "fi",
+        *advertised,
         f'set -- --config {CONFIG_FILE} --set "node.id=$ordinal" --set "process.roles=$roles"'
         f' --set "listeners=$listeners"'
-        f' --set "advertised.listeners={advertised}"',
+        ' --set "advertised.listeners=$advertised"',
         f'if [ -s {RACK_FILE} ]; then set -- "$@" --set "broker.rack=$(cat {RACK_FILE})"; fi',
         'echo "rillet: starting node $ordinal ($roles) as uid $(id -u) with $*" >&2',
         'exec rillet serve "$@"',

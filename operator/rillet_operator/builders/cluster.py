@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from typing import Mapping
 
 from rillet.defs.dynamic_keys import DYNAMIC_KEYS
 
 from ..spec import ClusterSpec
 from . import broker_config as bc
-from . import names
+from . import listeners, names
 from . import security_context as sc
 
 
 CERT_ANNOTATION = "rillet.io/broker-cert"
+Advertisements = Mapping[tuple[str, int], "listeners.Advertised | None"]
 
 
 def _meta(spec: ClusterSpec, name: str) -> dict:
@@ -123,9 +125,11 @@ def _rack_init(spec: ClusterSpec) -> dict:
 
 
 def statefulset(spec: ClusterSpec, cluster_id: str, admin_http: bool,
-                cert_hash: str = "") -> dict:
+                cert_hash: str = "", external: Advertisements | None = None) -> dict:
     """`cert_hash`: of the broker certificate (secured clusters), in the pod template so that
-    a renewed certificate rolls the brokers onto it."""
+    a renewed certificate rolls the brokers onto it. `external`: what each broker advertises
+    on the external listeners (listeners.advertised_table), in the start command, so that an
+    address that changes (a load balancer's, assigned late) rolls the brokers onto it."""
     sel = names.selector_labels(spec.name)
     pod_labels = {**dict(spec.pod.labels), **names.labels(spec.name)}
     annotations = {**dict(spec.pod.annotations),
@@ -138,7 +142,7 @@ def statefulset(spec: ClusterSpec, cluster_id: str, admin_http: bool,
         ports.append({"name": "admin", "containerPort": names.ADMIN_PORT})
     container = {
         "name": "broker", "image": spec.image, "imagePullPolicy": spec.image_pull_policy,
-        "command": ["/bin/sh", "-c", bc.start_script(spec)],
+        "command": ["/bin/sh", "-c", bc.start_script(spec, external)],
         "ports": ports,
         "volumeMounts": [{"name": "data", "mountPath": bc.DATA_MOUNT},
                          {"name": "config", "mountPath": bc.CONFIG_MOUNT, "readOnly": True},
@@ -148,6 +152,9 @@ def statefulset(spec: ClusterSpec, cluster_id: str, admin_http: bool,
         "resources": sc.resources(spec),
         **_probes(admin_http),
     }
+    if listeners.needs_host_ip(spec):
+        container["env"] = [{"name": listeners.HOST_IP_ENV,
+                             "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}}]
     volumes = [{"name": "config", "configMap": {"name": names.config_map(spec.name)}},
                {"name": "rack", "emptyDir": {}},
                {"name": "tmp", "emptyDir": {}}]
@@ -199,9 +206,9 @@ def statefulset(spec: ClusterSpec, cluster_id: str, admin_http: bool,
 
 
 def owned_objects(spec: ClusterSpec, cluster_id: str, admin_http: bool,
-                  cert_hash: str = "") -> list[dict]:
+                  cert_hash: str = "", external: Advertisements | None = None) -> list[dict]:
     """Every namespaced object of the cluster but its certificate Secrets (handlers/
     certificates.py), in the order they are applied."""
     return [service_account(spec), config_map(spec, cluster_id, admin_http),
             headless_service(spec, admin_http), bootstrap_service(spec),
-            statefulset(spec, cluster_id, admin_http, cert_hash), pdb(spec)]
+            statefulset(spec, cluster_id, admin_http, cert_hash, external), pdb(spec)]

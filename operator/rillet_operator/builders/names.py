@@ -37,6 +37,15 @@ def bootstrap_service(cluster: str) -> str:
     return f"{cluster}-bootstrap"
 
 
+def external_broker_service(cluster: str, listener: str, ordinal: int) -> str:
+    """One broker's Service on an external listener (Strimzi: <cluster>-kafka-<listener>-<id>)."""
+    return f"{cluster}-{listener}-{ordinal}"
+
+
+def external_bootstrap_service(cluster: str, listener: str) -> str:
+    return f"{cluster}-{listener}-bootstrap"
+
+
 def config_map(cluster: str) -> str:
     return f"{cluster}-config"
 

@@ -30,7 +30,12 @@ RENEW_ANNOTATION = "rillet.io/renew-certificates"
 
 
 class CertificateError(Exception):
-    """A certificate Secret the operator must not repair by itself (a CA)."""
+    """A certificate Secret the operator must not repair by itself (a CA); `reason` is the
+    Cluster condition's."""
+
+    def __init__(self, message: str, reason: str = "CertificateError") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,8 @@ async def _get(name: str, namespace: str) -> dict | None:
 async def _ca(cs: ClusterSpec, secret_name: str, common_name: str, now: datetime.datetime,
               owner: Any, logger: Any) -> pki.KeyPair:
     existing = await _get(secret_name, cs.namespace)
+    if not cs.certificates.generate_ca:
+        return _users_ca(existing, secret_name, now, cs.certificates.renewal_days)
     if existing is not None:
         try:
             return pki.keypair_from_secret(existing)
@@ -70,6 +77,24 @@ async def _ca(cs: ClusterSpec, secret_name: str, common_name: str, now: datetime
                                                   cs, owner))
     kopf.info(owner, reason="CaCreated", message=f"created CA Secret {secret_name}")
     logger.info("created CA Secret %s", secret_name)
+    return ca
+
+
+def _users_ca(secret: dict | None, secret_name: str, now: datetime.datetime,
+              renewal_days: int) -> pki.KeyPair:
+    """The CA a user brought (generateCertificateAuthority false), or why it cannot serve."""
+    where = (f"Secret {secret_name} (spec.certificates.generateCertificateAuthority is false: "
+             f"the CA's key and certificate as tls.key and tls.crt, or ca.key and ca.crt)")
+    if secret is None:
+        raise CertificateError(f"{where} is missing", "CertificateAuthorityMissing")
+    try:
+        ca = pki.user_ca_keypair(secret)
+    except (KeyError, ValueError) as exc:
+        raise CertificateError(f"{where} lacks {exc}", "CertificateAuthorityInvalid") from None
+    problem = pki.ca_problem(ca, now, renewal_days)
+    if problem:
+        raise CertificateError(f"{where} is not usable: {problem}",
+                               "CertificateAuthorityInvalid")
     return ca
 
 
@@ -125,8 +150,11 @@ async def _leaf(cs: ClusterSpec, secret_name: str, common_name: str, dns_names: 
     return issued
 
 
-async def ensure(cs: ClusterSpec, meta: Any, status: dict, owner: Any, logger: Any) -> Issued:
-    """Every certificate Secret of a secured cluster, created or renewed as needed."""
+async def ensure(cs: ClusterSpec, meta: Any, status: dict, owner: Any, logger: Any,
+                 external_names: list[str] | None = None) -> Issued:
+    """Every certificate Secret of a secured cluster, created or renewed as needed.
+    `external_names`: what clients outside dial the brokers by on TLS external listeners
+    (names and addresses, listeners.certificate_names), covered beside the in-cluster names."""
     now = datetime.datetime.now(datetime.timezone.utc)
     token = (meta.get("annotations") or {}).get(RENEW_ANNOTATION)
     forced = bool(token) and token != (status.get("certificates") or {}).get("renewToken")
@@ -139,7 +167,8 @@ async def ensure(cs: ClusterSpec, meta: Any, status: dict, owner: Any, logger: A
                  "data": {"ca.crt": pki.b64(cluster_ca.cert_pem)}}
     await asyncio.to_thread(kube().apply, _owned(published, cs, owner))
     broker = await _leaf(cs, names.broker_certs(cs.name), names.broker_common_name(cs.name),
-                         pki.broker_sans(cs.name, cs.namespace, cs.replicas), cluster_ca,
+                         pki.broker_sans(cs.name, cs.namespace, cs.replicas)
+                         + list(external_names or ()), cluster_ca,
                          {bc.CLIENTS_CA_KEY: clients_ca.cert_pem}, now, forced, owner, logger)
     operator = await _leaf(cs, names.operator_certs(cs.name),
                            names.operator_common_name(cs.name), [], cluster_ca, {}, now,

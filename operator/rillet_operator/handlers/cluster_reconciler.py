@@ -10,6 +10,7 @@ interval.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from typing import Any
 
@@ -17,15 +18,15 @@ import kopf
 from rillet.client import KafkaClientError
 from rillet.defs.cluster_id import new_cluster_id
 
-from .. import cluster_status
+from .. import cluster_status, storage_growth
 from ..builders import broker_config as bc
 from ..builders import cluster as builders
-from ..builders import names
+from ..builders import listeners, names
 from ..conditions import CLUSTER_TRACKED, READY, Outcome, Step
 from ..conditions import get as get_condition
 from ..kube import ApiError, Kube
 from ..spec import ClusterSpec, SpecError, parse_cluster
-from . import access, certificates
+from . import access, certificates, storage
 from .common import write_outcome
 from .context import ClusterContext
 from .rolling import apply_dynamic_configs, roll_step
@@ -75,15 +76,23 @@ class ClusterReconciler:
         self.brokers: list[dict] = []
         self.rolling: Outcome | None = None
         self.unreachable: Step | None = None
+        # The external listeners' Services as the API server has them, by name, and the
+        # addresses of every node (what a broker on a nodeport listener may advertise).
+        self.external_services: dict[str, dict] = {}
+        self.node_addresses: list[str] = []
+        self.listener_pending: Step | None = None
+        self.storage: Step | None = None     # the claims' growth (condition StorageResize)
 
     async def reconcile(self) -> None:
         try:
             await self.ensure_cluster_id()
             self.parse_spec()
             await self.check_listener_mode()
+            await self.external_listeners()
             await self.certificates()
             await self.scale()
             await self.owned_objects()
+            await self.grow_storage()
             await self.rack_binding()
         except Refused as refused:
             self.write(Outcome(False, refused.reason, refused.message, error=True))
@@ -157,15 +166,49 @@ class ClusterReconciler:
         if refusal:
             raise Refused("ListenersChangeUnsupported", refusal)
 
+    async def external_listeners(self) -> None:
+        """The Services of the external listeners, for every broker that runs or is asked
+        for; those of brokers or listeners gone are deleted. Read back for what the API
+        server assigned (nodePorts, load balancer addresses), which the brokers advertise."""
+        k = self.kube
+        had_external = any("type" in l for l in self.status.get("listeners") or ())
+        if not listeners.external(self.spec) and not had_external:
+            return
+        cs = dataclasses.replace(self.spec, replicas=max(
+            self.spec.replicas, int(self.status.get("replicas") or 0)))
+        wanted = listeners.services(cs)
+        for obj in wanted:
+            kopf.append_owner_reference(obj, owner=self.body)
+            await self._apply(obj)
+        keep = {o["metadata"]["name"] for o in wanted}
+        try:
+            found = await asyncio.to_thread(k.list, "Service", self.namespace,
+                                            {names.LABEL_CLUSTER: self.name})
+            for svc in found:
+                name = svc["metadata"]["name"]
+                if listeners.LABEL_LISTENER not in (svc["metadata"].get("labels") or {}):
+                    continue
+                if name in keep:
+                    self.external_services[name] = svc
+                elif await asyncio.to_thread(k.delete, "Service", name, self.namespace):
+                    self.logger.info("deleted Service %s: its listener or broker is gone", name)
+            if any(l.tls and l.type == "nodeport" for l in listeners.external(cs)):
+                self.node_addresses = sorted({a for n in await asyncio.to_thread(k.list, "Node")
+                                              for a in listeners.node_addresses(n)})
+        except ApiError as exc:
+            raise Refused("ApplyFailed", str(exc)) from None
+
     async def certificates(self) -> None:
         """A secured cluster's CAs and certificates, and the operator's way to the brokers."""
         cs = self.spec
         if cs.secured:
             try:
-                issued = await certificates.ensure(cs, self.meta, self.status, self.body,
-                                                   self.logger)
+                issued = await certificates.ensure(
+                    cs, self.meta, self.status, self.body, self.logger,
+                    listeners.certificate_names(cs, self.external_services,
+                                                self.node_addresses))
             except (certificates.CertificateError, ApiError) as exc:
-                raise Refused("CertificateError", str(exc)) from None
+                raise Refused(getattr(exc, "reason", "CertificateError"), str(exc)) from None
             self.cert_hash = issued.broker_fingerprint
             self.patch.status["certificates"] = issued.status
             target = access.secured_target(cs, issued.operator, issued.cluster_ca_pem)
@@ -180,10 +223,33 @@ class ClusterReconciler:
         self._running = self.ctx.with_replicas(self._decision.statefulset_replicas)
 
     async def owned_objects(self) -> None:
+        advertised = listeners.advertised_table(self.running.spec, self.external_services)
+        waiting = listeners.pending_brokers(advertised)
+        if waiting:
+            self.listener_pending = Step(
+                "ListenerAddressPending", f"no outside address yet for {', '.join(waiting)} "
+                f"(listener/broker): they advertise their in-cluster names there meanwhile")
         for obj in builders.owned_objects(self.running.spec, self.cluster_id,
-                                          bc.admin_http_supported(), self.cert_hash):
+                                          bc.admin_http_supported(), self.cert_hash,
+                                          advertised):
+            if obj["kind"] == "StatefulSet" and obj["spec"].get("volumeClaimTemplates"):
+                obj = storage_growth.keep_claim_template(obj, await asyncio.to_thread(
+                    self.kube.get, "StatefulSet", obj["metadata"]["name"], self.namespace))
             kopf.append_owner_reference(obj, owner=self.body)
             await self._apply(obj)
+
+    async def grow_storage(self) -> None:
+        """The brokers' claims grown to spec.storage.size, one at a time, where their class
+        allows it (storage_growth.py); status.storage has each claim's capacity."""
+        try:
+            found = await storage.grow_step(self.kube, self.running.spec, self.body,
+                                            self.logger)
+        except ApiError as exc:
+            raise Refused("ApplyFailed", str(exc)) from None
+        if found is not None:
+            growth, claims = found
+            self.storage = growth.step
+            self.patch.status["storage"] = storage_growth.status(growth, claims)
 
     async def rack_binding(self) -> None:
         if not self.spec.rack_topology_key:
@@ -214,9 +280,18 @@ class ClusterReconciler:
         self.patch.status["readyBrokers"] = sum(1 for b in self.brokers
                                                 if b["state"] == "Ready")
         self.patch.status["replicas"] = self.decision.statefulset_replicas
-        listeners = cluster_status.listeners(self.spec)
-        self.patch.status["listeners"] = listeners
-        self.patch.status["bootstrapServers"] = listeners[0]["bootstrapServers"]
+        found = cluster_status.listeners(self.spec)
+        host_ips = sorted({ip for p in pods.values()
+                           for ip in [(p.get("status") or {}).get("hostIP")] if ip})
+        outside = listeners.status(self.spec, self.external_services, host_ips)
+        for entry in found:
+            if entry["name"] in outside:   # its address outside, not its in-cluster one
+                del entry["bootstrapServers"]
+                entry.update(outside[entry["name"]])
+        self.patch.status["listeners"] = found
+        # In-cluster: the first listener's bootstrap Service.
+        self.patch.status["bootstrapServers"] = names.listener_bootstrap(
+            self.name, self.namespace, found[0]["port"])
 
     async def roll_and_dynamic_configs(self) -> None:
         """One step of a rolling restart; the dynamic configs once every broker is ready."""
@@ -244,7 +319,12 @@ class ClusterReconciler:
             self.patch.status.get("scaling", self.status.get("scaling"))),
             established=was_ready == "True")
         return cluster_status.combine(serves, self.rolling, self.decision.outcome,
-                                      bc.config_warnings(self.spec), self.unreachable)
+                                      bc.config_warnings(self.spec),
+                                      self.unreachable or self.listener_pending or (
+                                          self.storage if self.storage and
+                                          self.storage.reason == storage_growth.RESIZING
+                                          else None),
+                                      self.storage)
 
     def write(self, outcome: Outcome) -> None:
         write_outcome(self.patch, self.status, outcome, self.generation, self.body,

@@ -90,7 +90,7 @@ async def _tls_credentials(us: UserSpec, cs: ClusterSpec, existing: dict | None,
                                          cs.namespace)
     if clients_ca is None or cluster_ca is None:
         raise UserRefused("ClusterNotReady", f"Cluster {cs.name} has no CAs yet", error=False)
-    ca = pki.keypair_from_secret(clients_ca)
+    ca = pki.user_ca_keypair(clients_ca)   # a brought one may name them ca.key, ca.crt
     held = {k: pki.secret_text_or_none(existing, k) for k in ("user.crt", "user.key", "ca.crt")}
     cert = held["user.crt"]
     now = datetime.datetime.now(datetime.timezone.utc)

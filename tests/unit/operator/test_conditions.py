@@ -50,7 +50,7 @@ def test_a_scale_up_keeps_ready_true_with_the_change_as_reason():
     assert by_type["Reconciling"]["status"] == "True"
     assert by_type["RollingRestart"]["status"] == "False"
     assert [c["type"] for c in conds] == ["Ready", "Reconciling", "Scaling", "RollingRestart",
-                                          "Error", "ConfigWarning"]
+                                          "StorageResize", "Error", "ConfigWarning"]
 
 
 def test_a_rolling_restart_keeps_ready_true():
