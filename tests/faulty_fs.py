@@ -15,6 +15,7 @@ after `heal` and a broker restart the log dir is whole again, as a repaired disk
 from __future__ import annotations
 
 import errno
+import importlib
 import os
 import shutil
 import subprocess
@@ -30,7 +31,7 @@ def can_make_faulty_disks() -> bool:
     if os.geteuid() != 0 or not os.path.exists("/dev/fuse") or FUSE_CLI is None:
         return False
     try:
-        import mfusepy  # noqa: F401  (libfuse3 must be loadable too)
+        importlib.import_module("mfusepy")   # loads libfuse3 too
     except (ImportError, OSError, EnvironmentError):
         return False
     return True
@@ -140,11 +141,14 @@ def _serve(backing: str, mountpoint: str, switch: str) -> None:
                 raise fuse.FuseOSError(errno.EIO)
             os.truncate(self._full(path), length)
 
+        # Writes come with their offset (pwrite): O_APPEND on the backing file would move
+        # them all to its end.
         def open(self, path: str, flags: int) -> int:
-            return os.open(self._full(path), flags)
+            return os.open(self._full(path), flags & ~os.O_APPEND)
 
         def create(self, path: str, mode: int, fi: Any = None) -> int:
-            return os.open(self._full(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            # Read-write whatever the caller asked: the kernel may read through this handle.
+            return os.open(self._full(path), os.O_RDWR | os.O_CREAT, mode)
 
         def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
             return os.pread(fh, size, offset)

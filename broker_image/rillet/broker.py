@@ -72,6 +72,8 @@ class Broker:
         self.forwarder: ControllerForwarder | None = None
         self.replication = ReplicaManager(self.node_id, lambda: self.config, self.metadata,
                                           self.logs, self.outbound_tls.brokers)
+        # A failed log dir: the roles go first, then the controller hears (lifecycle).
+        self.logs.failures.subscribe(self.replication.on_log_dir_failure)
         self.snapshotter: Snapshotter | None = None
         self.snapshots: SnapshotStore | None = None
         self._dir_locks: DirLocks | None = None
@@ -145,6 +147,7 @@ class Broker:
         raft = self.raft
         self.lifecycle = BrokerLifecycle(self.node_id, self.config, self.channel,
                                          lambda: raft.applied_offset)
+        self.logs.failures.subscribe(self.lifecycle.on_log_dir_failure)
         await self.lifecycle.start()
         await self.lifecycle.wait_unfenced()
         # Serve once our own image says so too, or our first Metadata answers would
@@ -321,5 +324,8 @@ class Broker:
             if self.logs.get(topic, p) is None:
                 if topic not in configs:
                     configs[topic] = self.log_config_for(topic)
-                self.logs.create(topic, p, configs[topic])
+                try:
+                    self.logs.create(topic, p, configs[topic])
+                except errors.KafkaStorageError as exc:
+                    log.warning("no log for %s-%d: %s", topic, p, exc)
 

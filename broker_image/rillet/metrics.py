@@ -24,6 +24,8 @@ Names follow Kafka's MBeans with a rillet_ prefix, snake case, Prometheus suffix
   rillet_replica_partition_count                     partitions with a replica here
   rillet_log_size_bytes{topic,partition}             bytes of this broker's log
   rillet_log_end_offset{topic,partition}             next offset of this broker's log
+  rillet_log_offline_log_dirs                        log dirs taken offline by an I/O error
+      (Kafka's LogManager OfflineLogDirectoryCount)
   rillet_group_consumer_lag{group,topic,partition}   high watermark - committed offset,
       for groups this broker coordinates and partitions whose log is on this broker
   rillet_broker_state{state}                         1 for the current state (readiness.py)
@@ -226,6 +228,8 @@ class _ScrapeCollector(Collector):
                        m.isr_expands)
         yield self._state()
         broker = self.broker
+        yield _gauge("rillet_log_offline_log_dirs", "Log dirs taken offline by a failed "
+                     "write or fsync", len(broker.logs.failures.offline))
         if broker.controller is None:
             return  # storage and quorum not started yet: nothing to walk
         sender = broker.replication.alter_partitions

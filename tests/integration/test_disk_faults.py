@@ -40,7 +40,8 @@ VALUE = b"x" * 4000
 STORAGE_ERROR, NOT_LEADER = 56, 6
 
 
-def _produce(bootstrap: str, first: int, count: int, timeout_ms: int) -> tuple[list[Write], int]:
+def _produce(bootstrap: str, first: int, count: int, timeout_ms: int,
+             topic: str = "full") -> tuple[list[Write], int]:
     """Produce records first..first+count-1 (idempotent, acks=all); what was acknowledged,
     and how many were not."""
     acked: list[Write] = []
@@ -56,7 +57,7 @@ def _produce(bootstrap: str, first: int, count: int, timeout_ms: int) -> tuple[l
                          "enable.idempotence": True, "linger.ms": 5,
                          "message.timeout.ms": timeout_ms, "request.timeout.ms": 5000})
     for i in range(first, first + count):
-        producer.produce("full", b"%08d" % i + VALUE, key=b"%d" % i, partition=0,
+        producer.produce(topic, b"%08d" % i + VALUE, key=b"%d" % i, partition=0,
                          on_delivery=on_delivery)
         producer.poll(0)
     producer.flush(timeout_ms / 1000 + 30)
