@@ -55,9 +55,12 @@ class FaultyDisk:
         self.backing.mkdir(parents=True, exist_ok=True)
         self.mountpoint.mkdir(parents=True, exist_ok=True)
         self.heal()
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.faulty_fs", str(self.backing), str(self.mountpoint),
-             str(self.switch)], cwd=Path(__file__).resolve().parent.parent)
+        # Its output (libfuse's and fusermount3's) beside the mount point, not in the test's.
+        with open(self.mountpoint.with_name(self.mountpoint.name + ".fuse.log"), "ab") as out:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.faulty_fs", str(self.backing),
+                 str(self.mountpoint), str(self.switch)],
+                cwd=Path(__file__).resolve().parent.parent, stdout=out, stderr=out)
         deadline = time.monotonic() + timeout
         while not os.path.ismount(self.mountpoint):
             if self._proc.poll() is not None or time.monotonic() > deadline:
