@@ -3,13 +3,11 @@ tmpfs in a private mount namespace; the metadata log elsewhere).
 
 RF=3, min.insync.replicas=2, acks=all. The disk fills: a Produce to the leader is answered
 KAFKA_STORAGE_ERROR (or NOT_LEADER_OR_FOLLOWER, once leadership has moved), the broker keeps
-serving what it has, and nothing acknowledged is lost; once space is freed the leader takes
-writes again and the replicas end identical.
-
-What Kafka does beyond this (not in rillet yet): the failing log dir goes offline, the broker
-reports it to the controller (or stops when it was its only dir), leadership of its
-partitions moves to healthy replicas, and DescribeLogDirs and a metric show the dir offline.
-Here the leader stays and refuses writes until space is freed.
+running, and nothing acknowledged is lost; the producer goes on with the new leader and the
+replicas end identical. A failed write takes the log dir offline, as in Kafka, so the leader
+of the full disk gives up its partitions (test_log_dir_failure.py shows that path with a
+second, healthy dir). Unlike Kafka, a broker whose only log dir failed keeps running instead
+of halting.
 """
 from __future__ import annotations
 
