@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from tests.chaos import ChaosPlan, fault_report, run_chaos
@@ -369,6 +370,9 @@ SECONDS = float(os.environ.get("RILLET_CHAOS_SECONDS", "60"))
 LONG_RUN = "RILLET_CHAOS_CYCLES" in os.environ
 
 
+# The run itself takes up to SECONDS; the cluster's start, the final read and the check of
+# every record (over a million in make chaos's 100 cycles) come on top of it.
+@pytest.mark.timeout(int(SECONDS) + 900)
 def test_acknowledged_records_survive_chaos(tmp_path: Path) -> None:
     """kill -9, SIGTERM, SIGSTOP, cut, blackholed, one-way and slowed links (every link
     between nodes: an addressed cluster) and, in the long run, wall clock steps and failing
