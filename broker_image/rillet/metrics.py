@@ -228,10 +228,10 @@ class _ScrapeCollector(Collector):
                        m.isr_expands)
         yield self._state()
         broker = self.broker
-        yield _gauge("rillet_log_offline_log_dirs", "Log dirs taken offline by a failed "
-                     "write or fsync", len(broker.logs.failures.offline))
         if broker.controller is None:
             return  # storage and quorum not started yet: nothing to walk
+        yield _gauge("rillet_log_offline_log_dirs", "Log dirs taken offline by a failed "
+                     "write or fsync", len(broker.logs.failures.offline))
         sender = broker.replication.alter_partitions
         yield _counter("rillet_replica_alter_partition_requests",
                        "AlterPartition requests sent (or made locally on the controller)",
