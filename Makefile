@@ -11,7 +11,7 @@ DATA   ?= ./rillet-data
 
 .PHONY: venv venv-run run test unit integration e2e bench bench-compare cluster-up cluster-down \
 	clean sim chaos fuzz system-packages bench-cluster bench-compare-cluster bench-move bench-scale \
-	demo demo-down kind-up kind-down kind-memory-load
+	isr-scale demo demo-down kind-up kind-down kind-memory-load
 
 # pip shows its progress: a cold install of the test extras downloads ~600 MB.
 $(BIN)/pip:
@@ -97,7 +97,8 @@ bench: venv
 # chaos tests (CHAOS_CYCLES fault cycles each, at most CHAOS_SECONDS): the metadata quorum
 # under faults, and acks=all producers and consumers under faults with the loss checker
 # (every link between nodes, data links too, and wall clock steps where libfaketime is
-# installed); each prints the faults it injected per type.
+# installed); a transactional ETL while the coordinator's and partition leaders' nodes are
+# killed -9, checked exactly once with read_committed; each prints the faults it injected per type.
 CHAOS_CYCLES ?= 100
 CHAOS_SECONDS ?= 900
 # Protocol fuzz (issue 31): FUZZ_FRAMES mutated client and controller frames against a single
@@ -114,11 +115,18 @@ sim: venv
 chaos: venv system-packages
 	RILLET_CHAOS_CYCLES=$(CHAOS_CYCLES) RILLET_CHAOS_SECONDS=$(CHAOS_SECONDS) \
 		$(BIN)/python -m pytest -q -s tests/integration/test_quorum_chaos.py \
-		tests/integration/test_replication.py -k chaos
+		tests/integration/test_replication.py tests/integration/test_txn_chaos.py -k chaos
 
 # Three rillet nodes beside three Kafka nodes: RF=3, min.insync.replicas=2, acks=all (~15 min).
 bench-compare-cluster: venv
 	$(BIN)/python bench/compare_cluster.py $(BENCH_ARGS)
+
+# Issue 25's test alone: 3 nodes, 2,000 partitions RF=3 (the default; ~3.5 min), a node killed -9
+# and restarted under an acks=all producer to every partition: make isr-scale ISR_SCALE_PARTITIONS=300
+ISR_SCALE_PARTITIONS ?= 2000
+isr-scale: venv
+	RILLET_ISR_SCALE_PARTITIONS=$(ISR_SCALE_PARTITIONS) $(BIN)/python -m pytest -q -s \
+		tests/integration/test_isr_scale.py $(PYTEST_ARGS)
 
 # Many partitions on three nodes, rillet beside Kafka (bench/scale.py): create, Metadata size and
 # latency, kill -9 failover and ISR recovery, heartbeat lateness, peak RSS per node; fresh clusters

@@ -10,15 +10,19 @@ rillet, Kafka and the rillet/Kafka ratio:
   1 and 8 partitions, unthrottled;
 - produce latency p50/p99 from a separate run throttled to --latency-rate records/s (an
   unthrottled run measures the client's queue, not the broker);
+- transactional produce records/s and MB/s (--transactional-id, a commit every 100 ms),
+  8 partitions;
 - consumer MB/s (the tool's fetch MB/s, which leaves out the group join) for 1 and 8 partitions;
 - broker peak RSS (VmHWM of the broker process tree, read before it stops);
 - start-up: from process start to the first Metadata answer that lists a broker. Kafka's storage
   format runs before its clock starts; rillet formats itself on first start, inside its clock.
 
 rillet runs from a venv with only its runtime dependencies (as in the broker image), created
-once under the cache; --rillet-env dev uses the project's .venv instead. Both nodes get
-group.initial.rebalance.delay.ms=0 (Kafka's shipped single-node config). --rounds N repeats the
-whole comparison, alternating which system goes first, and shows per-row medians.
+once under the cache; --rillet-env dev uses the project's .venv instead. Either way this
+checkout's broker source is byte-compiled before the first start, as an installed broker's is.
+Both nodes get group.initial.rebalance.delay.ms=0 (Kafka's shipped single-node config).
+--rounds N repeats the whole comparison, alternating which system goes first, and shows per-row
+medians with the rounds' min-max; each round warms its fresh node up first (discarded).
 
 Every step has a timeout and a failed step shows as "error" in its cell, so a partly working
 broker still yields a table. Usage:
@@ -48,7 +52,8 @@ sys.path.insert(0, str(KAFKA_TOOLS))
 from metadata_probe import wait_ready  # noqa: E402  (stdlib-only module beside the wrappers)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measurements import Measurements, rotated, summarise, with_spread  # noqa: E402
+from measurements import (Measurements, error_lines, ratio, rotated,  # noqa: E402
+                          run_rounds, summarise, with_spread)
 
 RECORD_SIZE = 1024
 MB = 1024 * 1024
@@ -166,6 +171,17 @@ def runtime_rillet() -> Path:
     return venv / "bin" / "rillet"
 
 
+def compile_source() -> None:
+    """Byte-compile this checkout's broker source before any clock runs. Brokers run it from
+    PYTHONPATH (source_env); with PYTHONDONTWRITEBYTECODE set (this machine's shells, the
+    broker image's build) nothing would cache the bytecode, and every start would compile
+    some 400 modules inside its start-up clock, which an installed broker never does (pip
+    byte-compiles what it installs)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q",
+                    str(REPO / "broker_image" / "rillet")], check=True, timeout=300,
+                   stdout=subprocess.DEVNULL)
+
+
 def source_env() -> dict[str, str]:
     """The environment a broker process is spawned with: this checkout's rillet source first
     on the path. The cached runtime venv is shared by every checkout on the machine, and its
@@ -226,11 +242,11 @@ _PRODUCER_SUMMARY = re.compile(
 
 
 def producer_perf(bootstrap: str, topic: str, records: int, acks: str, throughput: int,
-                  timeout: float) -> dict[str, float]:
+                  timeout: float, *extra: str) -> dict[str, float]:
     out = run_tool("kafka-producer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic,
                    "--num-records", str(records), "--record-size", str(RECORD_SIZE),
                    "--throughput", str(throughput), "--command-property", f"acks={acks}",
-                   timeout=timeout)
+                   *extra, timeout=timeout)
     matches = _PRODUCER_SUMMARY.findall(out)
     if not matches:
         raise RuntimeError(f"no summary line in producer-perf-test output: {out[-400:]}")
@@ -255,6 +271,22 @@ def consumer_perf(bootstrap: str, topic: str, records: int, timeout: float) -> d
 
 
 # --- the workload ---------------------------------------------------------------------------
+
+
+TXN_DURATION_MS = 100   # --transaction-duration-ms: a commit every 100 ms of sending
+
+
+def transactional_case(broker: Broker, args: argparse.Namespace) -> dict[str, float]:
+    """Transactional produce (issue 26): the perf tool's producer with a transactional.id
+    commits a transaction every TXN_DURATION_MS, 8 partitions, unthrottled; each commit is
+    AddPartitionsToTxn, EndTxn and the markers written on every partition."""
+    topic = "bench-txn-p8"
+    create_topic(broker.bootstrap, topic, 8)
+    result = producer_perf(broker.bootstrap, topic, args.records, "all", -1, args.step_timeout,
+                           "--transactional-id", "bench-txn",
+                           "--transaction-duration-ms", str(TXN_DURATION_MS))
+    print(f"    transactional: {result}", file=sys.stderr)
+    return {"produce_txn_p8_records_s": result["records_s"], "produce_txn_p8_mb_s": result["mb_s"]}
 
 
 PRODUCE_CASES = [("1", 1), ("1", 8), ("all", 1), ("all", 8)]
@@ -312,6 +344,8 @@ def measure(broker: Broker, args: argparse.Namespace, round_no: int = 0) -> Meas
             return {"latency_p50_ms": result["p50_ms"], "latency_p99_ms": result["p99_ms"]}
 
         m.attempt(["latency_p50_ms", "latency_p99_ms"], latency_case)
+        m.attempt(["produce_txn_p8_records_s", "produce_txn_p8_mb_s"],
+                  lambda: transactional_case(broker, args))
         for partitions in rotated((1, 8), round_no):
             topic = f"bench-acks1-p{partitions}"
             key = f"consume_p{partitions}_mb_s"
@@ -336,6 +370,9 @@ ROWS: list[tuple[str, str, str]] = [
     *[(f"produce_acks{a}_p{p}_{unit}", f"produce acks={a} {p} partition{'s' if p > 1 else ''} {label}",
        "higher")
       for a, p in PRODUCE_CASES for unit, label in (("mb_s", "MB/s"), ("records_s", "records/s"))],
+    ("produce_txn_p8_mb_s", f"produce transactional 8 partitions MB/s "
+                            f"(a commit every {TXN_DURATION_MS} ms)", "higher"),
+    ("produce_txn_p8_records_s", "produce transactional 8 partitions records/s", "higher"),
     ("consume_p1_mb_s", "consume 1 partition MB/s", "higher"),
     ("consume_p8_mb_s", "consume 8 partitions MB/s", "higher"),
     ("latency_p50_ms", "produce latency p50 ms (acks=all, throttled)", "lower"),
@@ -343,14 +380,6 @@ ROWS: list[tuple[str, str, str]] = [
     ("peak_rss_mb", "broker peak RSS MB", "lower"),
     ("startup_s", "start to first metadata s", "lower"),
 ]
-
-
-def ratio(rillet: Measurements | None, kafka: Measurements | None, key: str) -> str:
-    if rillet is None or kafka is None or key not in rillet.values or key not in kafka.values:
-        return "-"
-    if kafka.values[key] == 0:
-        return "-"
-    return f"{rillet.values[key] / kafka.values[key]:.2f}x"
 
 
 def render(results: dict[str, Measurements], args: argparse.Namespace) -> str:
@@ -371,10 +400,7 @@ def render(results: dict[str, Measurements], args: argparse.Namespace) -> str:
                "is the tool's fetch MB/s (group join excluded). Load average (1/5/15 min) at "
                f"the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on "
                f"{os.cpu_count()} CPUs.")
-    for name, m in results.items():
-        for key, error in sorted(m.errors.items()):
-            out.append(f"{name} {key}: {error.splitlines()[0][:300]}")
-    return "\n".join(out)
+    return "\n".join(out + error_lines(results))
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -418,19 +444,20 @@ def main(argv: list[str]) -> int:
     # fetch the jars first so no download lands inside a measurement
     subprocess.run([str(REPO / "tools" / "fetch-jars"), "kafka"], check=True, timeout=1800,
                    stdout=subprocess.DEVNULL)
+    if "rillet" in systems:
+        compile_source()
     if args.rillet_env == "runtime" and "rillet" in systems:
         RilletBroker.executable = runtime_rillet()
-    rounds: dict[str, list[Measurements]] = {name: [] for name in systems}
-    for round_no in range(args.rounds):
-        # alternate which system goes first, so a drift in machine load hits both alike
-        order = systems if round_no % 2 == 0 else list(reversed(systems))
-        for name in order:
-            workdir = Path(tempfile.mkdtemp(prefix=f"compare-{name}-"))
-            try:
-                rounds[name].append(measure(brokers[name](workdir), args, round_no))
-            finally:
-                if not args.keep:
-                    shutil.rmtree(workdir, ignore_errors=True)
+
+    def one_round(name: str, round_no: int) -> Measurements:
+        workdir = Path(tempfile.mkdtemp(prefix=f"compare-{name}-"))
+        try:
+            return measure(brokers[name](workdir), args, round_no)
+        finally:
+            if not args.keep:
+                shutil.rmtree(workdir, ignore_errors=True)
+
+    rounds = run_rounds(systems, args.rounds, one_round)
     results = {name: summarise(runs) for name, runs in rounds.items()}
     print(render(results, args))
     if args.json:

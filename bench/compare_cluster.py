@@ -32,10 +32,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare import (KAFKA_TOOLS, KAFKA_VERSION, MB, _process_tree,  # noqa: E402
-                     _vm_hwm, consumer_perf, free_port, producer_perf, run_tool,
-                     runtime_rillet, source_env)
+                     _vm_hwm, compile_source, consumer_perf, free_port, producer_perf,
+                     run_tool, runtime_rillet, source_env)
 from measurements import (Measurements, error_lines, ratio, rotated,  # noqa: E402
-                          summarise, with_spread)
+                          run_rounds, summarise, with_spread)
 
 from rillet.local_cluster import NodeSpec, cluster_settings, serve_command  # noqa: E402
 
@@ -284,12 +284,14 @@ def main(argv: list[str]) -> int:
     if args.warmup_records is None:
         args.warmup_records = args.records
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    rounds: dict[str, list[Measurements]] = {system: [] for system in systems}
-    for round_no in range(args.rounds):
-        # alternate which system goes first, so a drift in machine load hits both alike
-        for system in systems if round_no % 2 == 0 else list(reversed(systems)):
-            with tempfile.TemporaryDirectory(prefix=f"bench-{system}-") as tmp:
-                rounds[system].append(measure(cluster_for(system, Path(tmp)), args, round_no))
+    if "rillet" in systems:
+        compile_source()
+
+    def one_round(system: str, round_no: int) -> Measurements:
+        with tempfile.TemporaryDirectory(prefix=f"bench-{system}-") as tmp:
+            return measure(cluster_for(system, Path(tmp)), args, round_no)
+
+    rounds = run_rounds(systems, args.rounds, one_round)
     results = {system: summarise(runs) for system, runs in rounds.items()}
     print(render(results, args))
     return 0 if all(not m.errors for m in results.values()) else 1

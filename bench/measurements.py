@@ -57,6 +57,17 @@ def rotated(items: Sequence[T], round_no: int) -> list[T]:
     return [*items[k:], *items[:k]]
 
 
+def run_rounds(systems: Sequence[str], rounds: int,
+               measure: Callable[[str, int], Measurements]) -> dict[str, list[Measurements]]:
+    """`measure(system, round_no)` for every system in every round; which system goes first
+    alternates between rounds, so a drift in machine load hits both alike."""
+    runs: dict[str, list[Measurements]] = {system: [] for system in systems}
+    for round_no in range(rounds):
+        for system in systems if round_no % 2 == 0 else list(reversed(systems)):
+            runs[system].append(measure(system, round_no))
+    return runs
+
+
 def number(value: float) -> str:
     return f"{value:,.0f}" if value >= 1000 else f"{value:.2f}"
 

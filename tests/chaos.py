@@ -31,6 +31,9 @@ Hooks, so a test can run a workload and a checker beside the faults:
   raised by run_chaos.
 - on_event(event): called with every action as it happens (after the fault is in place).
 - check(): called once at the end, with the cluster restored and the workload finished.
+- target(rng): the node a one-node fault (kill, stop, pause, isolate, clock) hits, chosen
+  when the fault is injected; by default a random one. A test aims with it, e.g. at the
+  node coordinating a transaction or leading a partition at that moment.
 
 As a script (a throwaway cluster in a temp dir, or --data DIR, closed at the end):
     python -m tests.chaos --cycles 10 --seconds 60 --seed 7 [--nodes 3] [--faults kill,cut]
@@ -144,12 +147,15 @@ class ChaosEvent:
         return f"t={self.at:6.2f}s cycle {self.cycle}: {what}"
 
 
+NodeTarget = Callable[[random.Random], int]
+
+
 def pick_fault(rng: random.Random, node_ids: Sequence[int], faults: Sequence[str],
                proxied: bool, addressed: bool = False, clocked: bool = False,
-               disked: bool = False) -> Fault:
+               disked: bool = False, target: NodeTarget | None = None) -> Fault:
     """One random fault among those this cluster allows (link faults need proxies and two
     nodes, one-way ones an addressed cluster, clock steps fake clocks, disk faults faulty
-    disks)."""
+    disks); `target` picks the node of a one-node fault."""
     allowed = [f for f in faults if (f not in LINK_FAULTS or (proxied and len(node_ids) > 1))
                and (f not in ADDRESSED_FAULTS or addressed) and (f != "clock" or clocked)
                and (f != "disk" or disked)]
@@ -162,7 +168,7 @@ def pick_fault(rng: random.Random, node_ids: Sequence[int], faults: Sequence[str
     if kind == "slow":
         a, b = rng.sample(list(node_ids), 2)
         return Fault(kind, (a, b), delay=round(rng.uniform(*SLOW_SECONDS), 3))
-    node = rng.choice(list(node_ids))
+    node = target(rng) if target is not None else rng.choice(list(node_ids))
     if kind == "clock":
         return Fault(kind, (node,), step=rng.choice(CLOCK_STEPS))
     return Fault(kind, (node,), rng.choice(CUT_MODES) if kind == "isolate" else None)
@@ -257,6 +263,7 @@ class _Run:
     """One chaos run in progress: its clock, its events, and what may end it early."""
     plan: ChaosPlan
     on_event: Callable[[ChaosEvent], None] | None
+    target: NodeTarget | None = None
     started: float = field(default_factory=time.monotonic)
     events: list[ChaosEvent] = field(default_factory=list)
     abort: threading.Event = field(default_factory=threading.Event)
@@ -284,10 +291,11 @@ def run_chaos(cluster: FaultTarget, plan: ChaosPlan, *,
               workload: Callable[[threading.Event], None] | None = None,
               on_event: Callable[[ChaosEvent], None] | None = None,
               check: Callable[[], None] | None = None,
-              workload_join: float = WORKLOAD_JOIN) -> list[ChaosEvent]:
+              workload_join: float = WORKLOAD_JOIN,
+              target: NodeTarget | None = None) -> list[ChaosEvent]:
     """Run `plan` against `cluster`; the events, in order. See the module docstring."""
     rng = random.Random(plan.seed)
-    run = _Run(plan, on_event)
+    run = _Run(plan, on_event, target)
     worker = _Workload(workload, threading.Event(), run.abort) if workload else None
     log.info("chaos: seed %d, at most %d cycles in %.1fs, faults %s", plan.seed, plan.cycles,
              plan.seconds, ",".join(plan.faults))
@@ -316,7 +324,7 @@ def _cycles(cluster: FaultTarget, run: _Run, rng: random.Random) -> None:
         if run.over():
             return
         fault = pick_fault(rng, cluster.node_ids, run.plan.faults, cluster.proxied,
-                           cluster.addressed, cluster.clocked, cluster.disked)
+                           cluster.addressed, cluster.clocked, cluster.disked, run.target)
         inject(cluster, fault)
         run.record(cycle, "inject", fault)
         run.wait(run.plan.hold, rng)

@@ -178,3 +178,63 @@ def _order_violations(acked: list[Write],
         else:
             highest[w.producer] = (w, offset)
     return violations
+
+
+# -- exactly once through transactions -------------------------------------------------------
+#
+# A transactional ETL copies every input record to an output topic, tagging each copy with the
+# transaction attempt that wrote it (an attempt committed, aborted, or of unknown outcome when
+# the client lost track under a fault). Read back with read_committed, the output owes:
+# - every input exactly once (no duplicates, nothing missing),
+# - nothing from an attempt the coordinator was told to abort,
+# - nothing that is not a copy of an input.
+
+
+class Copy(NamedTuple):
+    """An output record read back: which input it copies, and which attempt wrote it."""
+    source: bytes
+    attempt: int
+
+
+@dataclass(frozen=True)
+class ExactlyOnceReport:
+    inputs: int
+    outputs: int
+    duplicates: dict[bytes, int]      # input -> how many copies (> 1) were read
+    missing: tuple[bytes, ...]
+    aborted_visible: tuple[Copy, ...]
+    strays: tuple[Copy, ...]          # copies of records that were never input
+
+    @property
+    def ok(self) -> bool:
+        return not (self.duplicates or self.missing or self.aborted_visible or self.strays)
+
+    def summary(self, examples: int = 5) -> str:
+        return (f"{self.inputs} input records, {self.outputs} output records, "
+                f"{len(self.duplicates)} duplicated, {len(self.missing)} missing, "
+                f"{len(self.aborted_visible)} from aborted transactions visible, "
+                f"{len(self.strays)} not from an input"
+                + "".join(f"\n  {name}: {list(getattr(self, name))[:examples]}"
+                          for name in ("duplicates", "missing", "aborted_visible", "strays")
+                          if getattr(self, name)))
+
+
+def check_exactly_once(inputs: Iterable[bytes], outputs: Iterable[Copy | tuple],
+                       aborted: Iterable[int]) -> ExactlyOnceReport:
+    """Compare the inputs with the copies read back (read_committed) and the attempts whose
+    abort the coordinator acknowledged."""
+    wanted = list(inputs)
+    copies = [Copy(*c) for c in outputs]
+    aborted_attempts = set(aborted)
+    counts: dict[bytes, int] = defaultdict(int)
+    for c in copies:
+        counts[c.source] += 1
+    known = set(wanted)
+    return ExactlyOnceReport(
+        inputs=len(wanted),
+        outputs=len(copies),
+        duplicates={s: n for s, n in counts.items() if n > 1},
+        missing=tuple(s for s in wanted if s not in counts),
+        aborted_visible=tuple(c for c in copies if c.attempt in aborted_attempts),
+        strays=tuple(c for c in copies if c.source not in known),
+    )

@@ -15,9 +15,10 @@ from typing import Mapping
 from .defs.broker_config import BrokerConfig, Voter
 from .forwarding import ControllerForwarder
 from .quotas.manager import ClientQuotaManager
+from .replication.log_creator import LogCreator
 from .replication.manager import ReplicaManager
 from .lifecycle import BrokerLifecycle
-from .metrics import BrokerMetrics
+from .no_metrics import MetricsSink, NoMetrics
 from .raft.roles import RaftTiming
 from .raft.node import RaftNode
 from .raft.quorum_state import QuorumStateFile
@@ -65,7 +66,7 @@ class Broker:
         self.outbound_tls = OutboundTls.from_config(config)
         self.metadata = MetadataView(lambda: self.image)
         # Reads the parts below at scrape time only, so it may come first.
-        self.metrics = BrokerMetrics(self)
+        self.metrics = self._metrics(config)
         self.authorizer = Authorizer.from_config(self.metadata, config, self.metrics)
         # The path to the active controller and the relay on it: once the quorum runs.
         self.channel: ControllerChannel | None = None
@@ -74,6 +75,8 @@ class Broker:
                                           self.logs, self.outbound_tls.brokers)
         # A failed log dir: the roles go first, then the controller hears (lifecycle).
         self.logs.failures.subscribe(self.replication.on_log_dir_failure)
+        self.log_creator = LogCreator(self.logs, self.log_config_for, self._hosts_replica,
+                                      self.replication.take_up)
         self.snapshotter: Snapshotter | None = None
         self.snapshots: SnapshotStore | None = None
         self._dir_locks: DirLocks | None = None
@@ -85,6 +88,15 @@ class Broker:
                                   lambda name: dict(self.image.topic_config(name)))
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+
+    def _metrics(self, config: BrokerConfig) -> MetricsSink:
+        """Prometheus metrics when the admin HTTP endpoint can serve them, else counters
+        that count nothing (no_metrics.py says why)."""
+        if config.admin_http_address is None:
+            return NoMetrics()
+        # Imported only here, so a broker without the endpoint never loads prometheus_client.
+        from .metrics import BrokerMetrics
+        return BrokerMetrics(self)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -127,6 +139,7 @@ class Broker:
         self.replication.attach(self.channel)
         self.logs.load_logs(self.log_config_for)
         # In this order: logs and configs first, then the roles and counters that use them.
+        self.log_creator.start()
         self.controller.on_change(self._on_metadata_update)
         self.controller.on_change(self.replication.on_metadata_update)
         self.controller.on_change(self.metrics.on_metadata_update)
@@ -141,7 +154,8 @@ class Broker:
         self._apply_dynamic_config(self.image)   # also when they came from a snapshot
         self._delete_stray_logs(self.image)
         # Every replica the image gives this node has a log (the start is a delta from empty).
-        self._create_local_logs(from_empty(self.image, self.node_id).local)
+        local = from_empty(self.image, self.node_id).local
+        await self.log_creator.create_all([*local.leaders, *local.followers])
         self.replication.start()
         assert self.channel is not None
         raft = self.raft
@@ -216,6 +230,7 @@ class Broker:
         await self.coordinator.stop()
         await self.txn_coordinator.stop()
         await self.replication.stop()
+        await self.log_creator.stop()
         for task in self._tasks:
             try:
                 await asyncio.wait_for(task, 10)
@@ -280,7 +295,7 @@ class Broker:
             self.logs.delete_topic(name)
             for p in topic.partitions:
                 self.replication.wake((name, p))
-        self._create_local_logs(delta.local)
+        self.log_creator.create([*delta.local.leaders, *delta.local.followers])
         self._delete_moved_away(delta.local)
         self.coordinator.on_metadata_update(delta, new)
         self.txn_coordinator.on_metadata_update(delta, new)
@@ -317,15 +332,7 @@ class Broker:
                 self.logs.delete_partition(topic, p)
                 self.replication.wake((topic, p))
 
-    def _create_local_logs(self, local: LocalChanges) -> None:
-        """A log for every partition this step made (or kept) a replica here, if missing."""
-        configs: dict[str, LogConfig] = {}
-        for topic, p in [*local.leaders, *local.followers]:
-            if self.logs.get(topic, p) is None:
-                if topic not in configs:
-                    configs[topic] = self.log_config_for(topic)
-                try:
-                    self.logs.create(topic, p, configs[topic])
-                except errors.KafkaStorageError as exc:
-                    log.warning("no log for %s-%d: %s", topic, p, exc)
+    def _hosts_replica(self, tp: tuple[str, int]) -> bool:
+        part = self.image.partition(*tp)
+        return part is not None and self.node_id in part.replicas
 

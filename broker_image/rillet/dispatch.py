@@ -12,8 +12,9 @@ from .apis.sasl_authenticate import raw_token
 from .protocol.build import build
 from .protocol.codec import (API_VERSIONS_KEY, FramingError, RequestHeader,
                              decode_header_only, decode_request, decode_response,
-                             encode_response, response_schema)
+                             encode_response, encode_spliced_response, response_schema)
 from .protocol.errors import UnsupportedVersion
+from .protocol.file_records import SplicedFrame
 from .quotas.busy import BusyTimer
 from .quotas.entity import REQUEST_PERCENTAGE
 from .security.session import Session
@@ -52,6 +53,15 @@ async def dispatch(broker: BrokerServices, frame: bytes, peer: str, connection_i
     (acks=0 produce). Raises FramingError when the connection must be closed. After a v0
     SaslHandshake the frame is a bare SASL token instead, answered by one.
     """
+    response = await dispatch_frame(broker, frame, peer, connection_id, listener, session)
+    return response.materialise() if isinstance(response, SplicedFrame) else response
+
+
+async def dispatch_frame(broker: BrokerServices, frame: bytes, peer: str, connection_id: int,
+                         listener: str = "broker", session: Session | None = None
+                         ) -> bytes | SplicedFrame | None:
+    """``dispatch``, with a Fetch response's records left in their segment files: a
+    SplicedFrame, which the caller sends (sendfile) or materialises, and closes."""
     session = session or Session()
     if session.awaits_raw_token:
         return await raw_token(broker, session, peer, connection_id, frame)
@@ -84,7 +94,7 @@ async def dispatch(broker: BrokerServices, frame: bytes, peer: str, connection_i
 
 async def _handle(broker: BrokerServices, spec: ApiSpec, header: RequestHeader, frame: bytes,
                   peer: str, connection_id: int, listener: str,
-                  session: Session) -> bytes | None:
+                  session: Session) -> bytes | SplicedFrame | None:
     """A supported request: relayed to the active controller, or answered here. It is
     decoded first either way, so a malformed one is refused here, as Kafka parses before it
     forwards, and never reaches the controller."""
@@ -110,6 +120,8 @@ async def _handle(broker: BrokerServices, spec: ApiSpec, header: RequestHeader, 
         response = _with_throttle(response, ctx.throttle_s)
     if response is None:
         return None
+    if ctx.spliced:
+        return encode_spliced_response(header.api_key, header.correlation_id, response)
     return encode_response(header.api_key, header.correlation_id, response)
 
 

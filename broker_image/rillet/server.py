@@ -1,11 +1,11 @@
 """asyncio listeners: framing, per-connection in-order responses, limits, shutdown.
 
 Only moves bytes: a frame is read (int32 size + body), handed to dispatch,
-and its response written before the next frame is read, so responses leave
-in request order, as Kafka guarantees per connection. A framing error closes
-that one connection with a log line; the broker carries on. An SSL listener
-does its TLS handshake first, with the context current at that moment (so a
-renewed certificate applies to new connections); a failed handshake closes
+and its response written (a Fetch's records with sendfile, frame_writer.py) before the
+next frame is read, so responses leave in request order, as Kafka guarantees per
+connection. A framing error closes that one connection with a log line; the broker
+carries on. An SSL listener does its TLS handshake first, with the context current at that
+moment (so a renewed certificate applies to new connections); a failed handshake closes
 that connection only.
 """
 from __future__ import annotations
@@ -18,8 +18,10 @@ import struct
 import time
 from typing import Any
 
-from .dispatch import dispatch
+from .dispatch import dispatch_frame
+from .frame_writer import write_frame
 from .protocol.codec import FramingError, peek_key_version
+from .protocol.file_records import ShortFile
 from .security import handshake_alert
 from .security.session import Session
 from .security.tls import ANONYMOUS, RELOAD_CHECK_S, ReloadingContext, peer_principal
@@ -127,14 +129,15 @@ class KafkaServer:
                 assert task is not None
                 self._busy.add(task)
                 try:
-                    response = await dispatch(self.broker, frame, peer, conn_id, self.listener,
-                                              session)
+                    response = await dispatch_frame(self.broker, frame, peer, conn_id,
+                                                    self.listener, session)
                     if response is not None:
-                        writer.write(response)
-                        await writer.drain()
+                        # Fetch records go out of their files with sendfile, unless TLS
+                        # must encrypt them (frame_writer.py).
+                        await write_frame(writer, response, sendfile=self.tls is None)
                     if session.close_after_response:
                         return
-                except FramingError as exc:
+                except (FramingError, ShortFile) as exc:
                     log.warning("closing connection %d from %s: %s", conn_id, peer, exc)
                     return
                 except (ConnectionError, asyncio.CancelledError):

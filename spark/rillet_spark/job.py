@@ -17,6 +17,7 @@ import json
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Sequence
 
 from pyspark.errors import StreamingQueryException
@@ -24,6 +25,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from rillet_spark.events import parse_events, windowed_aggregates
+from rillet_spark.lag import LagExporter, offsets_behind
+from rillet_spark.security import ClientSecurity, SecurityConfigError, kafka_options
 from rillet_spark.session import build_session
 
 APP_NAME = "rillet-windowed-counts"
@@ -47,6 +50,11 @@ class JobConfig:
     timeout_seconds: float | None = None
     # Extra consumer settings, passed to the Kafka source as kafka.<name> options.
     kafka_options: dict[str, str] = field(default_factory=dict)
+    # A mounted User Secret and cluster CA (rillet_spark.security); plaintext when unset.
+    security: ClientSecurity = field(default_factory=ClientSecurity)
+    # Serve the lag gauges (rillet_spark.lag) on this port; None: not served.
+    metrics_port: int | None = None
+    metrics_address: str = "0.0.0.0"
 
 
 def parse_args(argv: Sequence[str]) -> tuple[JobConfig, argparse.Namespace]:
@@ -70,6 +78,15 @@ def parse_args(argv: Sequence[str]) -> tuple[JobConfig, argparse.Namespace]:
     p.add_argument("--timeout", type=float, default=None, help="stop the query after this many seconds")
     p.add_argument("--kafka-option", action="append", default=[], metavar="NAME=VALUE",
                    help="consumer setting passed as kafka.NAME (repeatable)")
+    p.add_argument("--user-secret-dir", default=None, metavar="DIR",
+                   help="a rillet User's Secret mounted as a folder: SASL_SSL (SCRAM-SHA-512) or "
+                        "mutual TLS, whichever the User has")
+    p.add_argument("--ca-file", default=None, metavar="FILE",
+                   help="the Cluster's CA certificate (ca.crt of <cluster>-cluster-ca-cert) for TLS")
+    p.add_argument("--metrics-port", type=int, default=None,
+                   help="serve Prometheus metrics of the job's lag on this port")
+    p.add_argument("--metrics-address", default="0.0.0.0",
+                   help="address the metrics port listens on (default: every interface, as in a pod)")
     p.add_argument("--master", default=None, help="Spark master; default: what spark-submit set")
     p.add_argument("--jars-dir", default=None,
                    help="folder with the Kafka source jars (default: $RILLET_SPARK_KAFKA_JARS or spark.jars)")
@@ -91,7 +108,16 @@ def parse_args(argv: Sequence[str]) -> tuple[JobConfig, argparse.Namespace]:
         fail_on_data_loss=not args.no_fail_on_data_loss,
         timeout_seconds=args.timeout,
         kafka_options=_pairs(p, args.kafka_option),
+        security=ClientSecurity(
+            user_dir=Path(args.user_secret_dir) if args.user_secret_dir else None,
+            ca_file=Path(args.ca_file) if args.ca_file else None),
+        metrics_port=args.metrics_port,
+        metrics_address=args.metrics_address,
     )
+    try:
+        kafka_options(cfg.security)
+    except SecurityConfigError as exc:
+        p.error(str(exc))
     return cfg, args
 
 
@@ -116,7 +142,8 @@ def read_kafka(spark: SparkSession, cfg: JobConfig) -> DataFrame:
     )
     if cfg.max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
-    for name, value in cfg.kafka_options.items():
+    # Explicit --kafka-option settings win over those derived from the mounted Secret.
+    for name, value in {**kafka_options(cfg.security), **cfg.kafka_options}.items():
         reader = reader.option(f"kafka.{name}", value)
     return reader.load()
 
@@ -141,6 +168,11 @@ def start(spark: SparkSession, cfg: JobConfig) -> StreamingQuery:
 def explain_failure(exc: BaseException, cfg: JobConfig) -> str:
     """One line a person can act on; Spark's own text follows it in the log."""
     text = str(exc)
+    if "TopicAuthorizationException" in text or "Not authorized to access topics" in text:
+        return (f"not authorized to read topic(s) {cfg.topics!r}: the User needs the Read "
+                f"(and Describe) ACL on them")
+    if "SaslAuthenticationException" in text or "Authentication failed" in text:
+        return "authentication failed: check the mounted User Secret and that the User exists"
     if "UnknownTopicOrPartition" in text or "does not host this topic" in text:
         return f"topic(s) {cfg.topics!r} not found on {cfg.bootstrap_servers}: create them first"
     return f"streaming query failed: {text.splitlines()[0] if text else type(exc).__name__}"
@@ -149,13 +181,16 @@ def explain_failure(exc: BaseException, cfg: JobConfig) -> str:
 def run(spark: SparkSession, cfg: JobConfig) -> int:
     """Run until the query ends (available-now), the timeout passes, or it fails; one progress
     line per micro-batch on stdout (what `kubectl logs` of a driver pod shows)."""
+    lag = LagExporter.create()
+    if cfg.metrics_port is not None:
+        lag.serve(cfg.metrics_port, cfg.metrics_address)
     query = start(spark, cfg)
     deadline = None if cfg.timeout_seconds is None else time.monotonic() + cfg.timeout_seconds
     last_batch = -1
     try:
         while True:
             ended = query.awaitTermination(1)
-            last_batch = _report_progress(query.recentProgress, last_batch)
+            last_batch = _report_progress(query.recentProgress, last_batch, lag)
             if ended:
                 break
             if deadline is not None and time.monotonic() >= deadline:
@@ -173,12 +208,14 @@ def progress_line(p: dict) -> str:
             for e in (s.get("endOffset") for s in p.get("sources") or ())]
     return (f"progress: batch {p['batchId']}, {p.get('numInputRows', 0)} input rows, "
             f"watermark {(p.get('eventTime') or {}).get('watermark', '-')}, "
-            f"offsets {json.dumps(ends[0] if len(ends) == 1 else ends)}")
+            f"offsets {json.dumps(ends[0] if len(ends) == 1 else ends)}, "
+            f"behind latest {sum(offsets_behind(p).values())}")
 
 
-def _report_progress(progress: list[dict], last_batch: int) -> int:
+def _report_progress(progress: list[dict], last_batch: int, lag: LagExporter) -> int:
     for p in progress:
         if p["batchId"] > last_batch:
+            lag.observe(p)
             print(progress_line(p), flush=True)
             last_batch = p["batchId"]
     return last_batch

@@ -22,7 +22,7 @@ from .java_tools import KafkaTools, fetch_kafka_jars
 
 WAIT_S = 30.0
 CONCURRENT_TRANSACTIONS, PRODUCER_FENCED, INVALID_TXN_TIMEOUT = 51, 90, 50
-INVALID_PRODUCER_ID_MAPPING, NOT_COORDINATOR = 49, 16
+INVALID_PRODUCER_ID_MAPPING, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE = 49, 16, 15
 
 
 def txn_producer(bootstrap: str, txn_id: str, **extra: Any) -> Producer:
@@ -155,6 +155,32 @@ def test_coordinator_refusals_on_the_wire(txn_broker: BrokerProcess) -> None:
             "v3_and_below_producer_id": 5, "v3_and_below_producer_epoch": 0,
             "v3_and_below_topics": []})
         assert unknown.results_by_topic_v3_and_below == ()
+
+
+def test_transaction_state_needs_as_many_brokers_as_its_replication_factor(
+        tmp_path: Path) -> None:
+    """As Kafka: __transaction_state is not created with fewer live brokers than
+    transaction.state.log.replication.factor (a single node that sets 3); FindCoordinator
+    answers COORDINATOR_NOT_AVAILABLE, retriable, naming the setting. Unset, a single node
+    uses 1, as Kafka's single-node server.properties does (every other test here)."""
+    node = BrokerProcess(tmp_path / "data", config={
+        "transaction.state.log.replication.factor": 3,
+        "transaction.state.log.num.partitions": 3})
+    node.start()
+    try:
+        with Wire(node.bootstrap) as wire:
+            found = wire.request(10, 3, {"key": "tx-refused", "key_type": 1})
+            assert found.error_code == COORDINATOR_NOT_AVAILABLE, found
+            assert ("replication factor 3 (transaction.state.log.replication.factor) is larger "
+                    "than the 1 live broker(s)") in (found.error_message or ""), found
+            init = wire.request(22, 4, {"transactional_id": "tx-refused",
+                                        "transaction_timeout": 60000, "producer_id": -1,
+                                        "producer_epoch": -1})
+            assert init.error_code in (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR), init
+            # Groups still serve: __consumer_offsets is capped at the live brokers.
+            assert wire.request(10, 3, {"key": "g", "key_type": 0}).error_code == 0
+    finally:
+        node.stop()
 
 
 def test_an_open_transaction_is_aborted_by_its_timeout(txn_broker: BrokerProcess) -> None:

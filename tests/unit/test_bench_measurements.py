@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from measurements import Measurements, rotated, summarise, with_spread  # noqa: E402
+from measurements import Measurements, rotated, run_rounds, summarise, with_spread  # noqa: E402
 
 
 def test_the_median_and_the_spread_of_each_row_over_the_rounds() -> None:
@@ -32,3 +32,17 @@ def test_every_row_leads_a_round_in_turn() -> None:
     assert [o[0] for o in orders] == rows
     assert all(sorted(o) == rows for o in orders)
     assert rotated(rows, 5) == ["b", "c", "d", "a"] and rotated([], 3) == []
+
+
+def test_the_systems_take_turns_going_first_and_every_round_is_kept() -> None:
+    order: list[tuple[str, int]] = []
+
+    def measure(system: str, round_no: int) -> Measurements:
+        order.append((system, round_no))
+        return Measurements({"round": float(round_no)})
+
+    runs = run_rounds(["rillet", "kafka"], 3, measure)
+    assert order == [("rillet", 0), ("kafka", 0), ("kafka", 1), ("rillet", 1),
+                     ("rillet", 2), ("kafka", 2)]
+    assert {s: [m.values["round"] for m in r] for s, r in runs.items()} == {
+        "rillet": [0.0, 1.0, 2.0], "kafka": [0.0, 1.0, 2.0]}

@@ -242,3 +242,12 @@ def test_a_cluster_with_faulty_disks_gets_disk_faults_each_repaired() -> None:
     assert cluster.healthy
     with pytest.raises(ValueError):
         pick_fault(random.Random(0), [1, 2, 3], ("disk",), proxied=True, addressed=True)
+
+
+def test_a_target_aims_one_node_faults() -> None:
+    """The transaction chaos test kills the coordinator's node and partition leaders: the
+    target chooses, at injection time, among the nodes it is handed."""
+    aims = iter([3, 1, 3, 2])
+    events = run_chaos(FakeCluster(), ChaosPlan(4, 30, 5, faults=("kill",), **NO_WAIT),
+                       target=lambda rng: next(aims))
+    assert [e.fault.nodes for e in events if e.action == "inject"] == [(3,), (1,), (3,), (2,)]

@@ -1,7 +1,7 @@
 """The replication checker: lost, duplicated, reordered and conflicting records."""
 from __future__ import annotations
 
-from tests.checker import Read, Write, check
+from tests.checker import Copy, Read, Write, check, check_exactly_once
 
 
 def _writes(partition: int, values: range, producer: str = "") -> list[Write]:
@@ -96,3 +96,26 @@ def test_summary_names_each_partition_and_shows_examples() -> None:
     assert "partition 0: 2 acked, 1 read, 1 lost" in text
     assert "partition 3: 1 acked, 0 read, 1 lost" in text
     assert "lost: Write(partition=3" in text
+
+
+# -- exactly once through transactions -----------------------------------------------------------
+
+INPUTS = [b"a", b"b", b"c"]
+
+
+def test_every_input_copied_once_by_committed_attempts_is_ok() -> None:
+    report = check_exactly_once(INPUTS, [(b"a", 1), (b"b", 1), (b"c", 3)], aborted=[2])
+    assert report.ok, report.summary()
+    assert (report.inputs, report.outputs) == (3, 3)
+
+
+def test_a_copy_twice_a_missing_input_an_aborted_attempt_and_a_stray_are_reported() -> None:
+    report = check_exactly_once(INPUTS, [(b"a", 1), (b"a", 3), (b"b", 2), (b"x", 3)],
+                                aborted=[2])
+    assert not report.ok
+    assert report.duplicates == {b"a": 2}
+    assert report.missing == (b"c",)
+    assert report.aborted_visible == (Copy(b"b", 2),)
+    assert report.strays == (Copy(b"x", 3),)
+    assert "1 duplicated, 1 missing, 1 from aborted transactions visible, 1 not from an input" \
+        in report.summary()

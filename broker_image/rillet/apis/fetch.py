@@ -25,19 +25,26 @@ A consumer's fetch counts its records' bytes against consumer_byte_rate (quotas/
 as Kafka: one that would take the client over its quota is answered empty, with the wait,
 and not counted; a fetch never reads more than the quota's window allows, so it can pass.
 Replicas' fetches are exempt from client quotas.
+Zero copy (issue 25): records are not read here; each partition's records are the byte
+ranges of its segment files (protocol/file_records.py) on descriptors of their own, the
+response is framed around them, and a plaintext connection sends them with sendfile
+(frame_writer.py); TLS copies them. Consumers and followers alike.
 """
 from __future__ import annotations
 
+import errno
 import time
 from typing import Any
 
 from ..metadata.log import METADATA_TOPIC
 from ..protocol import errors
+from ..protocol.file_records import FileRecords
 from ..quotas.entity import CONSUMER_BYTE_RATE
+from ..records import parse_batches
 from ..raft import rpc
 from ..raft.divergence import BelowStart, divergence
-from ..records import BATCH_HEADER_SIZE, read_header
 from ..replication import read_replica
+from ..storage.segment import scan_batches
 from . import quorum_rpc
 from .registry import CLUSTER, RequestContext, api
 
@@ -45,14 +52,44 @@ from .registry import CLUSTER, RequestContext, api
 READ_COMMITTED = 1
 
 
-def _end_of(records: bytes, start: int) -> int:
-    """The offset after the last whole batch of ``records`` (``start`` when none)."""
-    pos, end = 0, start
-    while len(records) - pos >= BATCH_HEADER_SIZE:
-        header = read_header(records, pos)
-        end = header.next_offset
-        pos += header.size
+def _end_of(records: FileRecords | bytes, start: int) -> int:
+    """The offset after the last whole batch of ``records`` (``start`` when none), from the
+    batches' headers (in the files, or in the bytes of a copied read)."""
+    if not isinstance(records, FileRecords):
+        headers = parse_batches(records, verify_crc=False, strict=False) if records else []
+        return headers[-1].next_offset if headers else start
+    end = start
+    for r in records.ranges:
+        for header, _ in scan_batches(r.file.fileno(), r.position, r.position + r.length):
+            end = header.next_offset
     return end
+
+
+def _read(plog: Any, offset: int, max_bytes: int, *, max_offset: int | None = None,
+          min_one_batch: bool) -> FileRecords | bytes:
+    """The log's batches from ``offset`` left in its segment files (b"" when none): the
+    response is framed around them and they go out with sendfile (protocol/file_records.py)."""
+    slices = plog.read_slices(offset, max_bytes, max_offset=max_offset,
+                              min_one_batch=min_one_batch)
+    if not slices:
+        return b""
+    try:
+        return FileRecords.pin(slices)
+    except OSError as exc:
+        if exc.errno not in (errno.EMFILE, errno.ENFILE):
+            raise
+        # Out of descriptors (a fetch of thousands of partitions near the limit): these
+        # records are copied rather than the partition failed.
+        return plog.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
+
+
+def _release(topics: list[dict[str, Any]]) -> None:
+    """Close the files a read that is not answered holds (a long poll reading again, an
+    answer held back by a quota)."""
+    for topic in topics:
+        for entry in topic["partitions"]:
+            if isinstance(entry["records"], FileRecords):
+                entry["records"].close()
 
 
 def _read_partition(ctx: RequestContext, topic: str, p: Any, budget: int,
@@ -82,9 +119,9 @@ def _read_partition(ctx: RequestContext, topic: str, p: Any, budget: int,
         limit = min(p.partition_max_bytes, budget)
         committed = isolation == READ_COMMITTED
         if limit > 0 or min_one:
-            entry["records"] = plog.read(p.fetch_offset, max(limit, 0),
-                                         max_offset=stable if committed else plog.high_watermark,
-                                         min_one_batch=min_one)
+            entry["records"] = _read(plog, p.fetch_offset, max(limit, 0),
+                                     max_offset=stable if committed else plog.high_watermark,
+                                     min_one_batch=min_one)
         if committed:
             # Up to the LSO first (usually none at all); only then is it worth walking the
             # returned batches to name just those overlapping them, as Kafka does.
@@ -135,7 +172,7 @@ def _read_for_follower(ctx: RequestContext, topic: str, p: Any, replica_id: int,
             return entry
         limit = min(p.partition_max_bytes, budget)
         if limit > 0 or min_one:
-            entry["records"] = plog.read(p.fetch_offset, max(limit, 0), min_one_batch=min_one)
+            entry["records"] = _read(plog, p.fetch_offset, max(limit, 0), min_one_batch=min_one)
             throttle.record(tp, len(entry["records"]))
     except Exception as exc:
         entry["error_code"] = errors.code_of(exc, "replica fetch")
@@ -205,11 +242,15 @@ async def fetch(ctx: RequestContext, req: Any) -> Any:
         remaining = deadline - time.monotonic()
         if total >= req.min_bytes or errored or remaining <= 0 or not tps:
             break
+        _release(topics)   # read again once woken
         await ctx.broker.replication.wait_for_append(tps, remaining)
     if ctx.record_quota(CONSUMER_BYTE_RATE, total) > 0:
         ctx.unrecord_quota(CONSUMER_BYTE_RATE, total)
+        _release(topics)
         return ctx.response({"throttle_time": 0, "error_code": 0, "session_id": 0,
                              "responses": []})
     ctx.broker.metrics.fetch_sent(total, follower=req.replica_id >= 0)
+    # From here the response owns the files: dispatch frames it (file_records.py).
+    ctx.spliced = True
     return ctx.response({"throttle_time": 0, "error_code": 0, "session_id": 0,
                          "responses": topics})

@@ -90,7 +90,11 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
                 entry, plog = _append(ctx, topic.name, pdata.index, pdata.records, acks,
                                       transactional_ok)
                 to_flush.append(plog)
-                if acks == -1:
+                if acks == -1 and plog.high_watermark < plog.log_end_offset:
+                    # Followers must fetch it first. When the ISR is already satisfied (a
+                    # single node: the leader is the whole ISR) the high watermark passed the
+                    # batches inside the append, with min.insync.replicas checked just before
+                    # and no await between: done, no waiter and no task.
                     replicated.append((topic.name, pdata.index, entry, plog.log_end_offset))
             except Exception as exc:  # one partition's failure never aborts the request
                 entry = _partition_error(pdata.index, exc)
@@ -104,8 +108,9 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
         await asyncio.gather(*(plog.maybe_flush() for plog in pending))
     if replicated:
         timeout_s = max(req.timeout.total_seconds(), 0.0)
-        await asyncio.gather(*(_await_replication(ctx, t, p, entry, end, timeout_s)
-                               for t, p, entry, end in replicated))
+        waits = [_await_replication(ctx, t, p, entry, end, timeout_s)
+                 for t, p, entry, end in replicated]
+        await (waits[0] if len(waits) == 1 else asyncio.gather(*waits))
     ctx.record_quota(PRODUCER_BYTE_RATE, ctx.request_bytes)
     if acks == 0:
         return None

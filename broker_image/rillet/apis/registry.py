@@ -67,6 +67,9 @@ class RequestContext:
     # puts it in the response's throttle_time and mutes the connection for it.
     throttle_s: float = 0.0
     quota_exempt: bool = False   # a replica's fetch: no client quota holds it (as Kafka)
+    # The response holds FileRecords (protocol/file_records.py): dispatch frames it as a
+    # SplicedFrame, whose records go out of their segment files.
+    spliced: bool = False
 
     def record_quota(self, key: str, amount: float) -> float:
         """Count ``amount`` against this client's quota ``key``; the wait it asks for (this

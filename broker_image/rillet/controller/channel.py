@@ -233,13 +233,18 @@ class ControllerChannel:
         answer: then nothing is known of any change."""
         if self.is_local:
             return await self._controller.alter_partitions(leader_id, changes)
-        image = self._view.image
-        topic_ids = {c.topic: image.topics[c.topic].topic_id for c in changes
-                     if c.topic in image.topics}
+        topics = self._view.image.topics
+        topic_ids = {name: topics[name].topic_id for name in {c.topic for c in changes}
+                     if name in topics}
         # A topic this node does not know yet cannot be named by id: asked again later.
-        answers: list[IsrAnswer] = [errors.NotController(f"topic {c.topic!r} is not known "
-                                                         f"here yet") for c in changes]
-        known = [i for i, c in enumerate(changes) if c.topic in topic_ids]
+        # (Answers are made per change only for those: a batch may carry thousands.)
+        answers: list[IsrAnswer] = [None] * len(changes)
+        known = []
+        for i, c in enumerate(changes):
+            if c.topic in topic_ids:
+                known.append(i)
+            else:
+                answers[i] = errors.NotController(f"topic {c.topic!r} is not known here yet")
         if known:
             sent = [changes[i] for i in known]
             response = await self.request(

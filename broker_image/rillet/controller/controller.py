@@ -17,6 +17,7 @@ from typing import Any, AsyncIterator, Callable, Mapping
 
 from ..defs.config_error import ConfigError
 from ..metadata import records as mrec
+from ..pacing import Pacer
 from ..metadata.delta import MetadataDelta, apply_batches, between
 from ..metadata.image import TOPIC_RESOURCE, BrokerInfo, MetadataImage, replay
 from ..protocol import errors
@@ -321,7 +322,11 @@ class Controller:
             records: list[dict[str, Any]] = []
             taken: set[str] = set()
             added = 0
+            pacer = Pacer()
             for spec in specs:
+                # Placing thousands of partitions takes seconds on a slow machine: Raft
+                # timers and heartbeats are served between topics.
+                await pacer.pace()
                 try:
                     result, recs = decide_topic(self.image, spec, taken, self._defaults())
                     check_new_partitions(added + result.num_partitions)

@@ -40,8 +40,11 @@ class IsrChange:
 IsrAnswer = errors.KafkaError | None
 
 
-def check(image: MetadataImage, leader_id: int, change: IsrChange) -> None:
-    """Raise the error Kafka answers for `change`, or return when it may be applied."""
+def check(image: MetadataImage, leader_id: int, change: IsrChange,
+          live: frozenset[int] | None = None) -> None:
+    """Raise the error Kafka answers for `change`, or return when it may be applied.
+    `live`: the image's live brokers, when the caller already has them (one request's
+    thousands of changes share one set)."""
     name = f"{change.topic}-{change.partition}"
     part = image.partition(change.topic, change.partition)
     if part is None:
@@ -58,7 +61,9 @@ def check(image: MetadataImage, leader_id: int, change: IsrChange) -> None:
     if leader_id not in isr or not set(isr) <= set(part.replicas) or len(set(isr)) != len(isr):
         raise errors.InvalidRequest(f"ISR {list(isr)} must hold the leader and only "
                                     f"replicas of {name}, each once")
-    joining = [b for b in isr if b not in part.isr and b not in image.live_broker_ids]
+    if live is None:
+        live = image.live_broker_ids
+    joining = [b for b in isr if b not in part.isr and b not in live]
     if joining:
         raise errors.IneligibleReplica(f"broker(s) {joining} are fenced or unknown")
 
@@ -79,7 +84,7 @@ def decide(image: MetadataImage, leader_id: int, changes: Sequence[IsrChange]
                 raise errors.InvalidRequest(
                     f"{change.topic}-{change.partition} appears twice in one request")
             seen.add(change.tp)
-            check(image, leader_id, change)
+            check(image, leader_id, change, live)
         except errors.KafkaError as exc:
             answers.append(exc)
             continue

@@ -35,7 +35,7 @@ from .group import Group
 from .host import CoordinatorHost
 from .group_snapshot import GroupSnapshot
 from .group_types import GroupConfig, GroupState, OffsetAndMetadata
-from .txn_offsets import PendingTxnOffsets
+from .txn_offsets import DEFAULT_EXPIRATION_MS, PendingTxnOffsets
 from .records import (GroupKey, OffsetKey, decode_group_value, decode_key,
                       decode_offset_value, group_key, group_partition, group_value,
                       offset_key)
@@ -76,7 +76,8 @@ class GroupMetadataManager:
         self.loaded: set[int] = set()
         self._load_tasks: dict[int, asyncio.Task[None]] = {}
         self._retry: set[int] = set()   # led partitions whose last load did not load them
-        self.txn_offsets = PendingTxnOffsets()
+        self.txn_offsets = PendingTxnOffsets(
+            now, broker.config.get("transactional.id.expiration.ms", DEFAULT_EXPIRATION_MS))
         # Markers that reached a partition while it was loading: applied once it is loaded.
         self._deferred_markers: dict[int, list[TxnMarker]] = {}
 

@@ -19,15 +19,20 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class InternalTopic:
-    """One internal topic: its name, size, wanted replication factor and configs. The
-    replication factor is capped at the live brokers (a single node still serves), and
-    min.insync.replicas at the replication factor."""
+    """One internal topic: its name, size, wanted replication factor and configs.
+
+    With ``cap_at_live`` the replication factor is capped at the live brokers (a single node
+    still serves groups) and min.insync.replicas at the replication factor. Without it, as
+    Kafka does for __transaction_state, fewer live brokers than the replication factor refuse
+    the creation: COORDINATOR_NOT_AVAILABLE (retriable: the client asks again as brokers join)
+    with a message naming the setting."""
     name: str
     num_partitions: int
     replication_factor: int
     configs: dict[str, str]
     rf_config: str          # the broker config naming the replication factor, for the log
     min_isr: int | None = None
+    cap_at_live: bool = True
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def ensure(self, host: CoordinatorHost) -> None:
@@ -39,6 +44,10 @@ class InternalTopic:
             if self.name in image.topics:
                 return
             live = len(image.live_brokers)
+            if not self.cap_at_live and live < self.replication_factor:
+                raise errors.CoordinatorNotAvailable(
+                    f"cannot create {self.name}: replication factor {self.replication_factor} "
+                    f"({self.rf_config}) is larger than the {live} live broker(s)")
             rf = max(1, min(self.replication_factor, live))
             if rf < self.replication_factor:
                 log.warning("creating %s with replication factor %d: only %d live broker(s), "

@@ -11,36 +11,76 @@ so a new coordinator knows what is still pending.
 
 Fencing: the log does not check the epoch of a batch without sequence numbers, so the
 newest epoch seen of each producer (from its commits and its markers) is kept here and an
-older one is refused, as Kafka's coordinator refuses a zombie's offsets.
+older one is refused, as Kafka's coordinator refuses a zombie's offsets. That memory is
+bounded as Kafka bounds its producer state: a producer with nothing pending here is forgotten
+once unseen for transactional.id.expiration.ms (by then the transaction coordinator has
+expired its id too, and a zombie's AddOffsetsToTxn is refused there first), and beyond
+MAX_PRODUCERS producers the longest unseen of those is forgotten early.
 
 Owned by the GroupMetadataManager; event loop only.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ..protocol import errors
 from .group_types import OffsetAndMetadata
 
 # (group id, topic, partition)
 OffsetKey = tuple[str, str, int]
+MAX_PRODUCERS = 100_000
+DEFAULT_EXPIRATION_MS = 604_800_000   # transactional.id.expiration.ms's default
+
+
+@dataclass(frozen=True)
+class SeenEpoch:
+    epoch: int
+    at_ms: int
+
+
+def _no_clock() -> int:
+    return 0
 
 
 @dataclass
 class PendingTxnOffsets:
+    now: Callable[[], int] = _no_clock            # milliseconds, steady
+    expiration_ms: int = DEFAULT_EXPIRATION_MS
+    max_producers: int = MAX_PRODUCERS
     # offsets partition -> producer id -> the offsets its open transaction committed
     by_partition: dict[int, dict[int, dict[OffsetKey, OffsetAndMetadata]]] = field(
         default_factory=dict)
-    epochs: dict[int, int] = field(default_factory=dict)   # producer id -> newest epoch
+    # producer id -> newest epoch and when last seen; ordered least recently seen first
+    epochs: dict[int, SeenEpoch] = field(default_factory=dict)
 
     def check(self, producer_id: int, epoch: int) -> None:
-        if epoch < self.epochs.get(producer_id, -1):
+        seen = self.epochs.get(producer_id)
+        if seen is not None and epoch < seen.epoch:
             raise errors.ProducerFenced(
-                f"producer {producer_id} epoch {epoch} is fenced by epoch "
-                f"{self.epochs[producer_id]}")
+                f"producer {producer_id} epoch {epoch} is fenced by epoch {seen.epoch}")
 
     def _saw(self, producer_id: int, epoch: int) -> None:
-        self.epochs[producer_id] = max(epoch, self.epochs.get(producer_id, -1))
+        now = self.now()
+        old = self.epochs.pop(producer_id, None)
+        self.epochs[producer_id] = SeenEpoch(max(epoch, old.epoch if old else -1), now)
+        self._prune(now)
+
+    def _prune(self, now: int) -> None:
+        """Forget the least recently seen producers without pending offsets: those unseen
+        past the expiration, and the oldest beyond ``max_producers``."""
+        if not self.epochs:
+            return
+        oldest = next(iter(self.epochs.values()))
+        if len(self.epochs) <= self.max_producers and now - oldest.at_ms <= self.expiration_ms:
+            return   # the common case: nothing to forget, decided in O(1)
+        pending = {pid for producers in self.by_partition.values() for pid in producers}
+        for pid in list(self.epochs):
+            seen = self.epochs[pid]
+            if len(self.epochs) <= self.max_producers and now - seen.at_ms <= self.expiration_ms:
+                break
+            if pid not in pending:
+                del self.epochs[pid]
 
     def add(self, partition: int, producer_id: int, epoch: int, key: OffsetKey,
             value: OffsetAndMetadata | None) -> None:

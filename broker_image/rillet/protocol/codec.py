@@ -19,6 +19,7 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader, entity_writer
 
 from .bounds import compiled_check
+from .file_records import SplicedBuffer, SplicedFrame
 from .layout import Malformed, layout_of
 
 API_VERSIONS_KEY = 18
@@ -111,17 +112,35 @@ def decode_header_only(frame: bytes) -> RequestHeader:
     return RequestHeader(api_key, version, correlation_id, None)
 
 
-def encode_response(api_key: int, correlation_id: int, body: Any) -> bytes:
-    """Size-prefixed response frame. ApiVersions always answers with header v0."""
-    flexible = type(body).__flexible__ and api_key != API_VERSIONS_KEY
-    buf = io.BytesIO()
-    buf.write(b"\0\0\0\0")
-    if flexible:
+def _write_header(buf: Any, api_key: int, correlation_id: int, body: Any) -> None:
+    """The response header: v1 for a flexible body, v0 otherwise and always for ApiVersions."""
+    if type(body).__flexible__ and api_key != API_VERSIONS_KEY:
         _writer(ResponseHeaderV1)(buf, ResponseHeaderV1(correlation_id=correlation_id))
     else:
         _writer(ResponseHeaderV0)(buf, ResponseHeaderV0(correlation_id=correlation_id))
+
+
+def encode_response(api_key: int, correlation_id: int, body: Any) -> bytes:
+    """Size-prefixed response frame. ApiVersions always answers with header v0."""
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    _write_header(buf, api_key, correlation_id, body)
     _writer(type(body))(buf, body)
     return _framed(buf)
+
+
+def encode_spliced_response(api_key: int, correlation_id: int, body: Any) -> SplicedFrame:
+    """``encode_response`` of a body whose records fields may hold FileRecords: the same
+    bytes, with those records left in their files (protocol/file_records.py). The frame owns
+    the FileRecords written into it; if encoding fails, they are closed here."""
+    buf = SplicedBuffer()
+    try:
+        _write_header(buf, api_key, correlation_id, body)
+        _writer(type(body))(buf, body)
+    except BaseException:
+        buf.close()
+        raise
+    return buf.frame()
 
 
 def encode_request(api_key: int, version: int, correlation_id: int,

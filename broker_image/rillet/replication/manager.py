@@ -28,6 +28,7 @@ from ..metadata.delta import MetadataDelta, from_empty
 from ..metadata.image import MetadataImage, PartitionInfo
 from ..metadata.view import MetadataView
 from ..protocol import errors
+from ..pacing import Pacer
 from ..records import BatchHeader
 from ..storage.log import AppendInfo, PartitionLog
 from ..storage.log_dir_failure import LogDirFailure
@@ -143,20 +144,34 @@ class ReplicaManager:
         # starts from a fresh role, not from the old topic's leader state.
         for tp in local.deleted | local.moved_away:
             self._drop(tp)
-        led: list[tuple[TopicPartition, int]] = []   # (partition, leader epoch) taken up now
-        for tp, part in [*local.leaders.items(), *local.followers.items()]:
-            if self._apply(tp, part, new):
-                led.append((tp, part.leader_epoch))
-        if led:
-            # One line per metadata step: the first group use alone makes this broker
-            # leader of up to 50 __consumer_offsets partitions at once.
-            log.info("leader of %s", leadership_summary(led))
+        self._take_up_roles([*local.leaders.items(), *local.followers.items()], new)
         # A broker that comes back: partitions we follow from it resume.
         for node_id in delta.brokers:
             fetcher = self.fetchers.get(node_id)
             broker = new.brokers.get(node_id)
             if fetcher is not None and broker is not None:
                 fetcher.set_address(broker.host, broker.port)
+
+    def take_up(self, tps: Iterable[TopicPartition]) -> None:
+        """The logs of `tps` were created after their metadata step (log_creator.py): take
+        up the roles the current image gives this broker for them."""
+        if not self._started or self._stopped:
+            return
+        image = self.metadata.image
+        roles = [(tp, part) for tp in tps
+                 if (part := image.partition(*tp)) is not None and self.node_id in part.replicas]
+        self._take_up_roles(roles, image)
+
+    def _take_up_roles(self, roles: list[tuple[TopicPartition, PartitionInfo]],
+                       image: MetadataImage) -> None:
+        led: list[tuple[TopicPartition, int]] = []   # (partition, leader epoch) taken up now
+        for tp, part in roles:
+            if self._apply(tp, part, image):
+                led.append((tp, part.leader_epoch))
+        if led:
+            # One line per metadata step: the first group use alone makes this broker
+            # leader of up to 50 __consumer_offsets partitions at once.
+            log.info("leader of %s", leadership_summary(led))
 
     def _apply(self, tp: TopicPartition, part: PartitionInfo, image: MetadataImage) -> bool:
         """Take up this broker's role for `tp`; True when it became the leader just now."""
@@ -344,11 +359,16 @@ class ReplicaManager:
             await asyncio.sleep(interval)
             for tp, state in list(self.leaders.items()):
                 self._maybe_alter_isr(tp, state)
-            self._checkpoint_high_watermarks()
+            await self._checkpoint_high_watermarks()
 
-    def _checkpoint_high_watermarks(self) -> None:
-        """Kafka's replication-offset-checkpoint: a restarted replica starts at most here."""
+    async def _checkpoint_high_watermarks(self) -> None:
+        """Kafka's replication-offset-checkpoint: a restarted replica starts at most here.
+
+        One small file per partition whose high watermark moved: under a producer to a few
+        thousand partitions that is seconds of writes, so it yields between slices."""
+        pacer = Pacer(rest=1.0)
         for tp, plog in self.logs.logs().items():
+            await pacer.pace()
             try:
                 plog.checkpoint_high_watermark()
             except OSError as exc:

@@ -13,15 +13,22 @@ import hashlib
 import hmac
 import os
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Callable
-
-import scramp
 
 from ..defs.sasl import PLAIN, SCRAM_SHA_256, SCRAM_SHA_512
 
 _HASHES = {SCRAM_SHA_256: hashlib.sha256, SCRAM_SHA_512: hashlib.sha512}
 MIN_ITERATIONS = 4096     # Kafka's bounds for SCRAM credentials
 MAX_ITERATIONS = 16384
+
+
+def _scramp() -> ModuleType:
+    """scramp, loaded by the first SCRAM login: it and what it pulls in (asn1crypto, decimal,
+    importlib.metadata) were about a tenth of the broker's import time, and most brokers never
+    see a SCRAM login."""
+    import scramp
+    return scramp
 
 
 class AuthenticationFailed(Exception):
@@ -81,8 +88,9 @@ class ScramExchange:
                  server_nonce: str | None = None) -> None:
         self.mechanism = mechanism
         self._lookup = lookup
-        self._server = scramp.ScramMechanism(mechanism).make_server(self._auth_info,
-                                                                    s_nonce=server_nonce)
+        self._scramp = _scramp()
+        self._server = self._scramp.ScramMechanism(mechanism).make_server(
+            self._auth_info, s_nonce=server_nonce)
         self._user: str | None = None
         self._known = False
         self._round = 0
@@ -128,7 +136,7 @@ class ScramExchange:
                 final = self._server.get_server_final().encode()
                 self.principal = "User:" + (self._user or "")
                 return final
-        except (scramp.ScramException, UnicodeDecodeError) as exc:
+        except (self._scramp.ScramException, UnicodeDecodeError) as exc:
             raise AuthenticationFailed(f"{self.mechanism} exchange for {self._user!r} "
                                        f"failed: {exc}") from None
         raise AuthenticationFailed("SCRAM exchange already complete")

@@ -94,9 +94,13 @@ class LogManager:
 
     def _open(self, log_dir: Path, tp: tuple[str, int], config: LogConfig) -> PartitionLog:
         plog = PartitionLog.open(log_dir / f"{tp[0]}-{tp[1]}", config, clock=self._clock)
+        self._per_dir[log_dir] += 1
+        return self._register(log_dir, tp, plog)
+
+    def _register(self, log_dir: Path, tp: tuple[str, int], plog: PartitionLog) -> PartitionLog:
+        """`plog` (counted in `log_dir` already) is served from here on."""
         plog.local.on_io_error = lambda exc: self.fail_dir(log_dir, exc)
         self._logs[tp] = plog
-        self._per_dir[log_dir] += 1
         return plog
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
@@ -110,19 +114,24 @@ class LogManager:
         existing = self._logs.get((topic, partition))
         if existing is not None:
             return existing
-        if (topic, partition) in self._offline:
-            raise KafkaStorageError(f"{topic}-{partition}: its log dir "
-                                    f"{self._offline[(topic, partition)]} is offline")
-        online = [d for d in self.log_dirs if not self.failures.is_offline(d)]
-        if not online:
-            raise KafkaStorageError("every log dir of this broker is offline")
-        log_dir = min(online, key=self._per_dir.__getitem__)
+        log_dir = self._dir_for_new(topic, partition)
         try:
             return self._open(log_dir, (topic, partition), config)
         except OSError as exc:
             self.fail_dir(log_dir, exc)
             raise KafkaStorageError(f"{topic}-{partition}: cannot create its log in "
                                     f"{log_dir}: {exc}") from exc
+
+    def _dir_for_new(self, topic: str, partition: int) -> Path:
+        """The least loaded online log dir; KAFKA_STORAGE_ERROR for a partition whose dir
+        failed (never made again elsewhere: its data is there) or when none is online."""
+        if (topic, partition) in self._offline:
+            raise KafkaStorageError(f"{topic}-{partition}: its log dir "
+                                    f"{self._offline[(topic, partition)]} is offline")
+        online = [d for d in self.log_dirs if not self.failures.is_offline(d)]
+        if not online:
+            raise KafkaStorageError("every log dir of this broker is offline")
+        return min(online, key=self._per_dir.__getitem__)
 
     # ------------------------------------------------------------ offline log dirs
 
@@ -154,6 +163,30 @@ class LogManager:
                 plog.local.close()
             except OSError as exc:
                 log.warning("%s: closing on a failed disk: %s", plog.directory, exc)
+
+    async def create_off_loop(self, topic: str, partition: int, config: LogConfig
+                              ) -> PartitionLog:
+        """create(), with the directory and files made in a worker thread (a few ms of
+        file system calls per log, thousands of logs after a large CreateTopics); the log
+        is registered here, on the event loop. The caller must not create or delete the
+        same partition meanwhile (replication/log_creator.py, its one caller, ensures it)."""
+        existing = self._logs.get((topic, partition))
+        if existing is not None:
+            return existing
+        log_dir = self._dir_for_new(topic, partition)
+        self._per_dir[log_dir] += 1   # counted now, so creations meanwhile spread over dirs
+        try:
+            plog = await asyncio.to_thread(PartitionLog.open, log_dir / f"{topic}-{partition}",
+                                           config, clock=self._clock)
+        except BaseException as exc:
+            self._per_dir[log_dir] -= 1
+            if isinstance(exc, OSError):
+                self.fail_dir(log_dir, exc)
+            raise
+        if self.failures.is_offline(log_dir):   # it failed while the files were made
+            plog.local.close()
+            raise KafkaStorageError(f"{topic}-{partition}: log dir {log_dir} went offline")
+        return self._register(log_dir, (topic, partition), plog)
 
     def delete_topic(self, topic: str) -> None:
         """Close and remove every partition log of ``topic``."""

@@ -26,6 +26,7 @@ from typing import Callable, Iterable
 
 from ..client.connection import KafkaClientError
 from ..coordinator.host import CoordinatorHost
+from ..defs.broker_config import BrokerConfig
 from ..coordinator.internal_topic import InternalTopic, coordinator_address
 from ..metadata.delta import MetadataDelta
 from ..metadata.image import MetadataImage
@@ -42,6 +43,16 @@ log = logging.getLogger(__name__)
 COMPLETE_RETRY_S = 0.5
 
 
+def txn_state_rf(cfg: BrokerConfig) -> int:
+    """The replication factor __transaction_state is created with. A node that is its own
+    one-voter quorum and was not told otherwise uses 1, as Kafka's shipped single-node
+    server.properties sets it; any other is the setting (default 3), refused below it."""
+    key = "transaction.state.log.replication.factor"
+    if len(cfg.quorum_voters) <= 1 and not cfg.is_explicit(key):
+        return 1
+    return int(cfg[key])
+
+
 class TransactionCoordinator:
     """Owner of the transactions of this node (see the module doc); API handlers call it.
 
@@ -56,13 +67,12 @@ class TransactionCoordinator:
         self._clock = clock
         cfg = host.config
         self.topic = InternalTopic(
-            TXN_TOPIC, cfg["transaction.state.log.num.partitions"],
-            cfg["transaction.state.log.replication.factor"],
+            TXN_TOPIC, cfg["transaction.state.log.num.partitions"], txn_state_rf(cfg),
             {"cleanup.policy": "compact", "compression.type": "uncompressed",
              "segment.bytes": str(cfg["transaction.state.log.segment.bytes"]),
              "unclean.leader.election.enable": "false"},
             "transaction.state.log.replication.factor",
-            min_isr=cfg["transaction.state.log.min.isr"])
+            min_isr=cfg["transaction.state.log.min.isr"], cap_at_live=False)
         self.state = TransactionStateManager(host, self.now, self._resume)
         self.markers = MarkerWriter(host, on_markers_written, ssl_context)
         self._completions: dict[str, asyncio.Task[None]] = {}

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from rillet.protocol import errors
+from rillet.defs.broker_config import BrokerConfig
 from rillet.storage.log_config import LogConfig
-from rillet.txn.coordinator import TransactionCoordinator
+from rillet.txn.coordinator import TransactionCoordinator, txn_state_rf
 from rillet.txn.metadata import TxnState
 from rillet.txn.state_manager import TXN_TOPIC
 from tests.unit import standin_broker
@@ -127,3 +128,16 @@ def test_an_expired_transaction_is_aborted_and_its_producer_fenced(tmp_path: Pat
         await broker.logs.close()
 
     asyncio.run(run())
+
+
+def test_transaction_state_replication_factor_follows_kafka() -> None:
+    """1 on a node that is its own quorum and was not told otherwise (Kafka's single-node
+    server.properties); the setting (default 3) everywhere else, never capped."""
+    voters = {"process.roles": "broker,controller", "controller.listener.names": "CONTROLLER",
+              "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+              "controller.quorum.voters":
+                  "1@127.0.0.1:9093,2@127.0.0.1:9095,3@127.0.0.1:9097"}
+    assert txn_state_rf(BrokerConfig.load(overrides={})) == 1
+    assert txn_state_rf(BrokerConfig.load(overrides={
+        "transaction.state.log.replication.factor": "3"})) == 3
+    assert txn_state_rf(BrokerConfig.load(overrides=voters)) == 3

@@ -1,0 +1,83 @@
+"""Connecting the Kafka source to a secured rillet Cluster with a `User` the operator made.
+
+The operator keeps a User's credentials in a Secret named after it, and the Cluster's CA in
+`<cluster>-cluster-ca-cert`. Mounted as folders (in the driver and every executor: the Kafka
+source opens consumers on both), they are all the job needs:
+
+- a SCRAM-SHA-512 user's Secret holds `password` and `sasl.jaas.config`: the job connects over
+  SASL_SSL;
+- a TLS user's Secret holds `user.crt`, `user.key`, `user.pem` (PKCS#8 key + certificate, the
+  PEM keystore Kafka's clients read) and `ca.crt`: the job connects over SSL with the
+  certificate (mutual TLS).
+
+The password never reaches Spark: `sasl.jaas.config` is a reference that Kafka's own
+DirectoryConfigProvider resolves inside each consumer from the mounted file, so it appears in
+no Spark option, plan, event log or command line.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+JAAS_FILE = "sasl.jaas.config"
+KEYSTORE_FILE = "user.pem"
+USER_CA_FILE = "ca.crt"
+_PROVIDER = "org.apache.kafka.common.config.provider.DirectoryConfigProvider"
+
+
+class SecurityConfigError(ValueError):
+    """The mounted Secret is not one the operator makes; says which file is missing."""
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    """Where the mounted credentials are; None means plaintext."""
+
+    user_dir: Path | None = None
+    ca_file: Path | None = None
+
+
+def kafka_options(sec: ClientSecurity) -> dict[str, str]:
+    """Consumer settings (without the `kafka.` prefix) for the Kafka source."""
+    if sec.user_dir is None:
+        if sec.ca_file is None:
+            return {}
+        return {"security.protocol": "SSL", **_truststore(sec.ca_file)}
+    user_dir = sec.user_dir
+    ca_file = sec.ca_file or _default_ca(user_dir)
+    if (user_dir / JAAS_FILE).is_file():
+        return {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": SCRAM_MECHANISM,
+            # Resolved by the consumer itself from the file; see the module's docstring.
+            "config.providers": "rilletuser",
+            "config.providers.rilletuser.class": _PROVIDER,
+            "sasl.jaas.config": f"${{rilletuser:{user_dir}:{JAAS_FILE}}}",
+            **_truststore(ca_file),
+        }
+    if (user_dir / KEYSTORE_FILE).is_file():
+        return {
+            "security.protocol": "SSL",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(user_dir / KEYSTORE_FILE),
+            **_truststore(ca_file),
+        }
+    raise SecurityConfigError(
+        f"{user_dir} holds neither {JAAS_FILE} (a scram-sha-512 User's Secret) nor "
+        f"{KEYSTORE_FILE} (a tls User's Secret): mount the Secret the operator made for the User")
+
+
+def _default_ca(user_dir: Path) -> Path | None:
+    ca = user_dir / USER_CA_FILE
+    return ca if ca.is_file() else None
+
+
+def _truststore(ca_file: Path | None) -> dict[str, str]:
+    if ca_file is None:
+        raise SecurityConfigError(
+            "TLS needs the Cluster's CA: mount the <cluster>-cluster-ca-cert Secret and pass "
+            "--ca-file (a tls User's Secret carries ca.crt itself)")
+    if not ca_file.is_file():
+        raise SecurityConfigError(f"CA file {ca_file} does not exist")
+    return {"ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca_file)}

@@ -1,0 +1,79 @@
+"""Pure logic of the Spark job: consumer settings from a mounted User Secret, and the lag
+computed from a micro-batch's progress (the job itself runs in tests/integration)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "spark"))
+from rillet_spark.lag import LagExporter, offsets_behind  # noqa: E402
+from rillet_spark.security import ClientSecurity, SecurityConfigError, kafka_options  # noqa: E402
+
+
+def test_plaintext_without_a_secret() -> None:
+    assert kafka_options(ClientSecurity()) == {}
+
+
+def test_scram_secret_gives_sasl_ssl_with_the_password_only_by_reference(tmp_path: Path) -> None:
+    (tmp_path / "password").write_text("s3cret")
+    (tmp_path / "sasl.jaas.config").write_text('... password="s3cret";')
+    ca = tmp_path / "cluster-ca.crt"
+    ca.write_text("pem")
+    opts = kafka_options(ClientSecurity(user_dir=tmp_path, ca_file=ca))
+    assert opts["security.protocol"] == "SASL_SSL"
+    assert opts["sasl.mechanism"] == "SCRAM-SHA-512"
+    assert opts["sasl.jaas.config"] == f"${{rilletuser:{tmp_path}:sasl.jaas.config}}"
+    assert opts["ssl.truststore.location"] == str(ca) and opts["ssl.truststore.type"] == "PEM"
+    assert not any("s3cret" in v for v in opts.values())
+
+
+def test_tls_secret_gives_a_pem_keystore_and_its_own_ca(tmp_path: Path) -> None:
+    for name in ("user.crt", "user.key", "user.pem", "ca.crt"):
+        (tmp_path / name).write_text("pem")
+    opts = kafka_options(ClientSecurity(user_dir=tmp_path))
+    assert opts == {"security.protocol": "SSL", "ssl.keystore.type": "PEM",
+                    "ssl.keystore.location": str(tmp_path / "user.pem"),
+                    "ssl.truststore.type": "PEM",
+                    "ssl.truststore.location": str(tmp_path / "ca.crt")}
+
+
+def test_a_folder_that_is_no_user_secret_or_a_missing_ca_is_named(tmp_path: Path) -> None:
+    with pytest.raises(SecurityConfigError, match="neither sasl.jaas.config"):
+        kafka_options(ClientSecurity(user_dir=tmp_path))
+    (tmp_path / "sasl.jaas.config").write_text("x")
+    with pytest.raises(SecurityConfigError, match="cluster-ca-cert"):
+        kafka_options(ClientSecurity(user_dir=tmp_path))
+    with pytest.raises(SecurityConfigError, match="does not exist"):
+        kafka_options(ClientSecurity(user_dir=tmp_path, ca_file=tmp_path / "nope.crt"))
+
+
+PROGRESS = {"batchId": 7, "sources": [{
+    "startOffset": '{"events":{"0":100,"1":50}}',
+    "endOffset": '{"events":{"0":150,"1":90}}',
+    "latestOffset": '{"events":{"0":400,"1":90}}'}]}
+
+
+def test_lag_per_partition_from_progress() -> None:
+    assert offsets_behind(PROGRESS) == {("events", 0): 250, ("events", 1): 0}
+    assert offsets_behind({"batchId": 0, "sources": []}) == {}
+
+
+def test_exporter_sets_the_gauges() -> None:
+    lag = LagExporter.create()
+    lag.observe(PROGRESS)
+    get = lag.registry.get_sample_value
+    assert get("rillet_spark_offsets_behind_latest", {"topic": "events", "partition": "0"}) == 250
+    assert get("rillet_spark_offsets_behind_latest_total") == 250
+    assert get("rillet_spark_last_batch_id") == 7
+
+
+def test_the_image_pins_what_pyproject_pins() -> None:
+    """The driver imports prometheus_client: the image must install the version tested here."""
+    import re
+    repo = Path(__file__).resolve().parents[2]
+    pinned = re.search(r'"prometheus-client==([^"]+)"', (repo / "pyproject.toml").read_text())
+    image = re.search(r"^ARG PROMETHEUS_CLIENT_VERSION=(\S+)$",
+                      (repo / "spark/Dockerfile").read_text(), re.M)
+    assert pinned and image and pinned.group(1) == image.group(1)
