@@ -14,6 +14,9 @@ and lets the cluster settle:
 - slow:    (addressed clusters) delay what one node sends another, then heal
 - clock:   (clusters with fake clocks) step one node's wall clock 10 minutes forward or
            back, then step it back (tests/clock_faults.py)
+- disk:    (clusters with faulty disks) every write and fsync to one node's second log dir
+           fails (EIO): the dir goes offline; then the disk is repaired and the node
+           restarted, as Kafka needs (tests/faulty_fs.py)
 On an addressed cluster (LocalCluster(addressed=True)) cut and isolate reach every link
 between nodes, data too; otherwise only the controller links.
 The run ends after `cycles` cycles or `seconds` seconds, whichever comes first (a fault being
@@ -55,7 +58,7 @@ from tests.tcp_proxy import LinkMode
 
 log = logging.getLogger("chaos")
 
-FAULTS = ("kill", "stop", "pause", "cut", "isolate", "oneway", "slow", "clock")
+FAULTS = ("kill", "stop", "pause", "cut", "isolate", "oneway", "slow", "clock", "disk")
 LINK_FAULTS = ("cut", "isolate", "oneway", "slow")
 ADDRESSED_FAULTS = ("oneway", "slow")   # one direction of a link: addressed clusters only
 CUT_MODES = (LinkMode.REFUSE.value, LinkMode.BLACKHOLE.value)
@@ -69,6 +72,7 @@ class FaultTarget(Protocol):
     proxied: bool
     addressed: bool
     clocked: bool
+    disked: bool
 
     @property
     def node_ids(self) -> list[int]: ...
@@ -84,6 +88,8 @@ class FaultTarget(Protocol):
     def cut_one_way(self, a: int, b: int, mode: str) -> None: ...
     def slow(self, a: int, b: int, seconds: float) -> None: ...
     def step_clock(self, node_id: int, seconds: float) -> None: ...
+    def fail_disk(self, node_id: int) -> None: ...
+    def repair_disk(self, node_id: int) -> None: ...
     def restore_all(self) -> None: ...
 
 
@@ -146,12 +152,13 @@ NodeTarget = Callable[[random.Random], int]
 
 def pick_fault(rng: random.Random, node_ids: Sequence[int], faults: Sequence[str],
                proxied: bool, addressed: bool = False, clocked: bool = False,
-               target: NodeTarget | None = None) -> Fault:
+               disked: bool = False, target: NodeTarget | None = None) -> Fault:
     """One random fault among those this cluster allows (link faults need proxies and two
-    nodes, one-way ones an addressed cluster, clock steps fake clocks); `target` picks the
-    node of a one-node fault."""
+    nodes, one-way ones an addressed cluster, clock steps fake clocks, disk faults faulty
+    disks); `target` picks the node of a one-node fault."""
     allowed = [f for f in faults if (f not in LINK_FAULTS or (proxied and len(node_ids) > 1))
-               and (f not in ADDRESSED_FAULTS or addressed) and (f != "clock" or clocked)]
+               and (f not in ADDRESSED_FAULTS or addressed) and (f != "clock" or clocked)
+               and (f != "disk" or disked)]
     if not allowed:
         raise ValueError(f"none of {list(faults)} applies to this cluster")
     kind = rng.choice(allowed)
@@ -185,6 +192,8 @@ def inject(cluster: FaultTarget, fault: Fault) -> None:
         cluster.slow(node, fault.nodes[1], fault.delay or SLOW_SECONDS[0])
     elif fault.kind == "clock":
         cluster.step_clock(node, fault.step or CLOCK_STEPS[0])
+    elif fault.kind == "disk":
+        cluster.fail_disk(node)
 
 
 def undo(cluster: FaultTarget, fault: Fault) -> None:
@@ -199,6 +208,8 @@ def undo(cluster: FaultTarget, fault: Fault) -> None:
         cluster.heal_all()
     elif fault.kind == "clock":
         cluster.step_clock(node, -(fault.step or CLOCK_STEPS[0]))
+    elif fault.kind == "disk":
+        cluster.repair_disk(node)
 
 
 def fault_counts(events: Sequence[ChaosEvent]) -> dict[str, int]:
@@ -313,7 +324,7 @@ def _cycles(cluster: FaultTarget, run: _Run, rng: random.Random) -> None:
         if run.over():
             return
         fault = pick_fault(rng, cluster.node_ids, run.plan.faults, cluster.proxied,
-                           cluster.addressed, cluster.clocked, run.target)
+                           cluster.addressed, cluster.clocked, cluster.disked, run.target)
         inject(cluster, fault)
         run.record(cycle, "inject", fault)
         run.wait(run.plan.hold, rng)
@@ -340,6 +351,7 @@ def _interrupt(signum: int, frame: object) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     from tests.clock_faults import libfaketime
     from tests.cluster import LocalCluster
+    from tests.faulty_fs import can_make_faulty_disks
     parser = argparse.ArgumentParser(prog="python -m tests.chaos",
                                      description="Bounded random faults against a local cluster.")
     parser.add_argument("--cycles", type=int, default=10)
@@ -363,7 +375,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.info("chaos: %d nodes, data and logs in %s", args.nodes, data)
     try:
         with LocalCluster(data, nodes=args.nodes, addressed=not args.controller_links_only,
-                          fake_clocks=libfaketime() is not None) as cluster:
+                          fake_clocks=libfaketime() is not None,
+                          faulty_disks=can_make_faulty_disks()) as cluster:
             cluster.start()
             events = run_chaos(cluster, plan)
     except KeyboardInterrupt as exc:

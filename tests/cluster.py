@@ -61,6 +61,7 @@ from rillet.local_cluster import (NodeSpec, bootstrap_servers, cluster_settings,
 from rillet.defs.cluster_id import new_cluster_id
 from tests.harness import BrokerProcess, answering, free_ports
 from tests.clock_faults import FakeClock
+from tests.faulty_fs import FaultyDisk
 from tests.node_gate import LinkTable, NodeGate, node_address
 from tests.tcp_proxy import Link, LinkMode, LinkProxy, Tap
 
@@ -85,7 +86,8 @@ class LocalCluster:
                  racks: Sequence[str] | None = None, voter_count: int | None = None,
                  ready: Callable[[BrokerProcess], bool] = answering,
                  cluster_id: str | None = None, link_tap: Tap | None = None,
-                 addressed: bool = False, fake_clocks: bool = False) -> None:
+                 addressed: bool = False, fake_clocks: bool = False,
+                 faulty_disks: bool = False) -> None:
         if addressed and not proxied:
             raise ValueError("addressed=True proxies every link; it needs proxied=True")
         self.root = Path(tmp_path)
@@ -112,8 +114,19 @@ class LocalCluster:
                                         self._peer_address if proxied else None, extra_config)
             for spec in specs if addressed else []:
                 settings[spec.node_id].update(self._gate_settings(spec))
+            # A second log dir per node on a disk that can fail (tests/faulty_fs.py); the
+            # plain one first keeps the metadata log off it.
+            self._disks = {s.node_id: FaultyDisk(self.root / f"disk-{s.node_id}-backing",
+                                                 self.root / f"disk-{s.node_id}",
+                                                 self.root / f"disk-{s.node_id}-switch")
+                           for s in (specs if faulty_disks else [])}
+            for spec in specs if faulty_disks else []:
+                disk = self._disks[spec.node_id]
+                disk.start()
+                settings[spec.node_id]["log.dirs"] = f"{spec.log_dir},{disk.mountpoint}"
         except BaseException:
             self._close_links([])
+            self._close_disks([])
             raise
         self._nodes = {s.node_id: ClusterNode(s, BrokerProcess(
             s.log_dir, port=self._client_port(s), node_id=s.node_id,
@@ -144,6 +157,30 @@ class LocalCluster:
     def step_clock(self, node_id: int, seconds: float) -> None:
         """Step node_id's wall clock by `seconds` (negative: back), as NTP would."""
         self.clock(node_id).step(seconds)
+
+    @property
+    def disked(self) -> bool:
+        """Whether every node has a second log dir on a disk that can fail (fail_disk)."""
+        return bool(self._disks)
+
+    def log_dirs(self, node_id: int) -> list[Path]:
+        """Where node_id keeps partition logs."""
+        disk = self._disks.get(node_id)
+        return [self._node(node_id).spec.log_dir, *([disk.mountpoint] if disk else [])]
+
+    def fail_disk(self, node_id: int) -> None:
+        """From now on every write and fsync to node_id's second log dir fails (EIO)."""
+        self._disks[node_id].fail()
+
+    def repair_disk(self, node_id: int) -> None:
+        """A failed log dir stays offline until the broker restarts (as in Kafka): repair
+        the disk, then restart the node (waits until it is ready)."""
+        disk = self._disks[node_id]
+        failed = disk.switch.exists()
+        disk.heal()
+        if failed:
+            self.node(node_id).stop()
+            self.node(node_id).start()
 
     @property
     def bootstrap(self) -> str:
@@ -239,11 +276,16 @@ class LocalCluster:
     # -- back to normal, and the end -------------------------------------------------------
 
     def restore_all(self, timeout: float = START_TIMEOUT) -> None:
-        """Heal every link, set every clock right, resume every paused node, start every
-        stopped one; then wait until all are ready."""
+        """Heal every link, set every clock right, repair every failed disk (its node
+        restarted), resume every paused node, start every stopped one; then wait until all
+        are ready."""
         self.heal_all()
         for clock in self._clocks.values():
             clock.step(-clock.offset)
+        for node_id, disk in self._disks.items():
+            if disk.switch.exists():
+                disk.heal()
+                self.node(node_id).stop()
         for node_id in self.node_ids:
             process = self.node(node_id)
             if process.paused:
@@ -262,6 +304,7 @@ class LocalCluster:
             except Exception as exc:  # one stuck node must not leave the others running
                 errors.append(f"node {node_id}: {exc!r}")
         self._close_links(errors)
+        self._close_disks(errors)
         if errors:
             raise RuntimeError("LocalCluster.close: " + "; ".join(errors))
 
@@ -272,6 +315,13 @@ class LocalCluster:
         self.close()
 
     # -- inside -------------------------------------------------------------------------
+
+    def _close_disks(self, errors: list[str]) -> None:
+        for node_id, disk in getattr(self, "_disks", {}).items():
+            try:
+                disk.stop()
+            except Exception as exc:
+                errors.append(f"disk of node {node_id}: {exc!r}")
 
     def _node(self, node_id: int) -> ClusterNode:
         if node_id not in self._nodes:

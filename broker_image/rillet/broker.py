@@ -73,6 +73,8 @@ class Broker:
         self.forwarder: ControllerForwarder | None = None
         self.replication = ReplicaManager(self.node_id, lambda: self.config, self.metadata,
                                           self.logs, self.outbound_tls.brokers)
+        # A failed log dir: the roles go first, then the controller hears (lifecycle).
+        self.logs.failures.subscribe(self.replication.on_log_dir_failure)
         self.log_creator = LogCreator(self.logs, self.log_config_for, self._hosts_replica,
                                       self.replication.take_up)
         self.snapshotter: Snapshotter | None = None
@@ -159,6 +161,7 @@ class Broker:
         raft = self.raft
         self.lifecycle = BrokerLifecycle(self.node_id, self.config, self.channel,
                                          lambda: raft.applied_offset)
+        self.logs.failures.subscribe(self.lifecycle.on_log_dir_failure)
         await self.lifecycle.start()
         await self.lifecycle.wait_unfenced()
         # Serve once our own image says so too, or our first Metadata answers would

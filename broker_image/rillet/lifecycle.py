@@ -5,7 +5,9 @@ then heartbeats (BrokerHeartbeat) with the metadata offset it has applied;
 the controller unfences it once that covers its registration, and fences it
 again when heartbeats stop for broker.session.timeout.ms. On SIGTERM the
 broker heartbeats with want_shut_down, and the controller moves its
-leaderships away before answering should_shut_down.
+leaderships away before answering should_shut_down. When a log dir fails, the broker
+assigns the replicas it held to the LOST directory (AssignReplicasToDirs, as Kafka's
+lifecycle manager propagates a directory failure), retried until the controller took them.
 
 Both calls go through the controller channel (controller/channel.py): straight to this
 node's controller when it leads the quorum, else over Kafka's RPCs to the one that does.
@@ -23,6 +25,7 @@ from .defs.broker_config import BrokerConfig
 from .controller.controller import BrokerState
 from .protocol import errors
 from .readiness import LifecycleView
+from .storage.log_dir_failure import LogDirFailure
 from .tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -46,6 +49,8 @@ class BrokerLifecycle:
         self._unfenced = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._shutting_down = False
+        self._offline: set[tuple[str, int]] = set()   # replicas not yet reported offline
+        self._offline_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         await self._register()
@@ -55,7 +60,30 @@ class BrokerLifecycle:
         await self._unfenced.wait()
 
     async def stop(self) -> None:
-        await cancel_and_wait([self._task])
+        await cancel_and_wait([self._task, self._offline_task])
+
+    def on_log_dir_failure(self, failure: LogDirFailure) -> None:
+        """Tell the controller the replicas of a failed log dir are gone (in the background,
+        retried until it took them)."""
+        self._offline.update(failure.partitions)
+        if self._offline and (self._offline_task is None or self._offline_task.done()):
+            self._offline_task = asyncio.create_task(self._report_offline())
+
+    async def _report_offline(self) -> None:
+        while self._offline:
+            tps = sorted(self._offline)
+            try:
+                answers = await self._channel.replicas_offline(self.node_id, self.broker_epoch,
+                                                               tps)
+                # Done: taken, or refused for good (the topic or the replica is gone).
+                self._offline -= {tp for tp in tps
+                                  if answers.get(tp) is None or not answers[tp].retriable}
+                log.info("replicas on a failed log dir reported to the controller: %d left",
+                         len(self._offline))
+            except (errors.KafkaError, KafkaClientError, OSError) as exc:
+                log.info("reporting offline replicas: %s; retrying", exc)
+            if self._offline:
+                await asyncio.sleep(RETRY_S)
 
     def view(self) -> LifecycleView:
         """What /readyz and the broker-state gauge decide from (see readiness.py)."""

@@ -24,6 +24,8 @@ Names follow Kafka's MBeans with a rillet_ prefix, snake case, Prometheus suffix
   rillet_replica_partition_count                     partitions with a replica here
   rillet_log_size_bytes{topic,partition}             bytes of this broker's log
   rillet_log_end_offset{topic,partition}             next offset of this broker's log
+  rillet_log_offline_log_dirs                        log dirs taken offline by an I/O error
+      (Kafka's LogManager OfflineLogDirectoryCount)
   rillet_group_consumer_lag{group,topic,partition}   high watermark - committed offset,
       for groups this broker coordinates and partitions whose log is on this broker
   rillet_broker_state{state}                         1 for the current state (readiness.py)
@@ -228,6 +230,8 @@ class _ScrapeCollector(Collector):
         broker = self.broker
         if broker.controller is None:
             return  # storage and quorum not started yet: nothing to walk
+        yield _gauge("rillet_log_offline_log_dirs", "Log dirs taken offline by a failed "
+                     "write or fsync", len(broker.logs.failures.offline))
         sender = broker.replication.alter_partitions
         yield _counter("rillet_replica_alter_partition_requests",
                        "AlterPartition requests sent (or made locally on the controller)",

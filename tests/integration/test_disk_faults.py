@@ -3,13 +3,11 @@ tmpfs in a private mount namespace; the metadata log elsewhere).
 
 RF=3, min.insync.replicas=2, acks=all. The disk fills: a Produce to the leader is answered
 KAFKA_STORAGE_ERROR (or NOT_LEADER_OR_FOLLOWER, once leadership has moved), the broker keeps
-serving what it has, and nothing acknowledged is lost; once space is freed the leader takes
-writes again and the replicas end identical.
-
-What Kafka does beyond this (not in rillet yet): the failing log dir goes offline, the broker
-reports it to the controller (or stops when it was its only dir), leadership of its
-partitions moves to healthy replicas, and DescribeLogDirs and a metric show the dir offline.
-Here the leader stays and refuses writes until space is freed.
+running, and nothing acknowledged is lost; the producer goes on with the new leader and the
+replicas end identical. A failed write takes the log dir offline, as in Kafka, so the leader
+of the full disk gives up its partitions (test_log_dir_failure.py shows that path with a
+second, healthy dir). Unlike Kafka, a broker whose only log dir failed keeps running instead
+of halting.
 """
 from __future__ import annotations
 
@@ -40,7 +38,8 @@ VALUE = b"x" * 4000
 STORAGE_ERROR, NOT_LEADER = 56, 6
 
 
-def _produce(bootstrap: str, first: int, count: int, timeout_ms: int) -> tuple[list[Write], int]:
+def _produce(bootstrap: str, first: int, count: int, timeout_ms: int,
+             topic: str = "full") -> tuple[list[Write], int]:
     """Produce records first..first+count-1 (idempotent, acks=all); what was acknowledged,
     and how many were not."""
     acked: list[Write] = []
@@ -56,7 +55,7 @@ def _produce(bootstrap: str, first: int, count: int, timeout_ms: int) -> tuple[l
                          "enable.idempotence": True, "linger.ms": 5,
                          "message.timeout.ms": timeout_ms, "request.timeout.ms": 5000})
     for i in range(first, first + count):
-        producer.produce("full", b"%08d" % i + VALUE, key=b"%d" % i, partition=0,
+        producer.produce(topic, b"%08d" % i + VALUE, key=b"%d" % i, partition=0,
                          on_delivery=on_delivery)
         producer.poll(0)
     producer.flush(timeout_ms / 1000 + 30)

@@ -13,11 +13,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from tests.chaos import ChaosPlan, fault_report, run_chaos
 from tests.checker import Read, Write, check
 from tests.clock_faults import libfaketime
+from tests.faulty_fs import can_make_faulty_disks
 from tests.cluster import LocalCluster
 from tests.integration.java_tools import kafka_jars  # noqa: F401 (fixture)
 from tests.integration.test_cluster import RACKS, WAIT_S, _address, _partitions
@@ -29,11 +31,12 @@ TOPIC_CONFIG = {"min.insync.replicas": "2"}
 
 
 def _cluster(tmp_path: Path, nodes: int = 3, addressed: bool = False,
-             fake_clocks: bool = False, **config: Any) -> LocalCluster:
+             fake_clocks: bool = False, faulty_disks: bool = False,
+             **config: Any) -> LocalCluster:
     racks = (RACKS * 2)[:nodes]
     return LocalCluster(tmp_path, nodes=nodes, racks=racks,
                         extra_config={**REPLICATION, **config}, addressed=addressed,
-                        fake_clocks=fake_clocks)
+                        fake_clocks=fake_clocks, faulty_disks=faulty_disks)
 
 
 def _replicated_topic(cluster: LocalCluster, name: str, partitions: int,
@@ -62,8 +65,8 @@ def _replicated_topic(cluster: LocalCluster, name: str, partitions: int,
 
 
 def _log_bytes(cluster: LocalCluster, node_id: int, topic: str, partition: int) -> bytes:
-    directory = cluster.specs[node_id - 1].log_dir / f"{topic}-{partition}"
-    return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
+    return b"".join(p.read_bytes() for d in cluster.log_dirs(node_id)
+                    for p in sorted((d / f"{topic}-{partition}").glob("*.log")))
 
 
 def _replicas_identical(cluster: LocalCluster, topic: str, partition: int,
@@ -361,23 +364,29 @@ def _coordinator(bootstrap: str, group: str) -> int:
 
 CYCLES = int(os.environ.get("RILLET_CHAOS_CYCLES", "8"))
 SECONDS = float(os.environ.get("RILLET_CHAOS_SECONDS", "60"))
-# The long run (make chaos) draws wall clock steps too; the suite's short setting leaves them
-# to test_clock_faults.py, which steps the controller on purpose, so that eight cycles on two
-# shared cores stay within what a CI run can carry.
+# The long run (make chaos) draws wall clock steps and failing disks too; the suite's short
+# setting leaves them to test_clock_faults.py and test_log_dir_failure.py, which make them on
+# purpose, so that eight cycles on two shared cores stay within what a CI run can carry.
 LONG_RUN = "RILLET_CHAOS_CYCLES" in os.environ
 
 
+# The run itself takes up to SECONDS; the cluster's start, the final read and the check of
+# every record (over a million in make chaos's 100 cycles) come on top of it.
+@pytest.mark.timeout(int(SECONDS) + 900)
 def test_acknowledged_records_survive_chaos(tmp_path: Path) -> None:
     """kill -9, SIGTERM, SIGSTOP, cut, blackholed, one-way and slowed links (every link
-    between nodes: an addressed cluster) and, in the long run, wall clock steps while an
+    between nodes: an addressed cluster) and, in the long run, wall clock steps and failing
+    log dirs while an
     idempotent acks=all producer and a consumer run; then: every acknowledged record exactly
     once and in order, offsets dense, replicas identical, and nothing a consumer read was
     lost."""
     seed = int(os.environ.get("RILLET_CHAOS_SEED", random.randrange(1 << 30)))
     print(f"chaos seed {seed} (RILLET_CHAOS_SEED={seed} replays the fault schedule)")
-    # Every link can fail; in the long run every wall clock too, where libfaketime is installed.
+    # Every link can fail; in the long run every wall clock too, where libfaketime is
+    # installed, and a second log dir of every node (a FUSE disk), where FUSE is there.
     with _cluster(tmp_path, addressed=True,
-                  fake_clocks=LONG_RUN and libfaketime() is not None).start() as cluster:
+                  fake_clocks=LONG_RUN and libfaketime() is not None,
+                  faulty_disks=LONG_RUN and can_make_faulty_disks()).start() as cluster:
         _replicated_topic(cluster, "chaos", 3)
         producer = AckingProducer(cluster.bootstrap, "chaos")
         observed: list[Read] = []

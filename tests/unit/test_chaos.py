@@ -19,7 +19,9 @@ class FakeCluster:
     proxied: bool = True
     addressed: bool = False
     clocked: bool = False
+    disked: bool = False
     clocks: dict[int, float] = field(default_factory=dict)
+    failed_disks: set[int] = field(default_factory=set)
     node_ids: list[int] = field(default_factory=lambda: [1, 2, 3])
     calls: list[tuple] = field(default_factory=list)
     down: set[int] = field(default_factory=set)
@@ -78,6 +80,14 @@ class FakeCluster:
         self._call("step_clock", node_id, seconds)
         self.clocks[node_id] = self.clocks.get(node_id, 0.0) + seconds
 
+    def fail_disk(self, node_id: int) -> None:
+        self._call("fail_disk", node_id)
+        self.failed_disks.add(node_id)
+
+    def repair_disk(self, node_id: int) -> None:
+        self._call("repair_disk", node_id)
+        self.failed_disks.discard(node_id)
+
     def heal_all(self) -> None:
         self._call("heal_all")
         self.cut_links.clear()
@@ -88,10 +98,12 @@ class FakeCluster:
         self.paused.clear()
         self.cut_links.clear()
         self.clocks.clear()
+        self.failed_disks.clear()
 
     @property
     def healthy(self) -> bool:
-        return not (self.down or self.paused or self.cut_links or any(self.clocks.values()))
+        return not (self.down or self.paused or self.cut_links or any(self.clocks.values())
+                    or self.failed_disks)
 
 
 def test_each_cycle_injects_then_undoes_one_fault_and_the_end_restores_all() -> None:
@@ -140,7 +152,7 @@ def test_an_addressed_cluster_also_gets_one_way_and_slow_links_and_a_report() ->
     cluster = FakeCluster(addressed=True)
     events = run_chaos(cluster, ChaosPlan(60, 30, 8, **NO_WAIT))
     injected = [e.fault for e in events if e.action == "inject" and e.fault]
-    assert {f.kind for f in injected} == set(FAULTS) - {"clock"}
+    assert {f.kind for f in injected} == set(FAULTS) - {"clock", "disk"}
     for fault in injected:
         if fault.kind == "oneway":
             assert fault.mode in ("refuse", "blackhole") and len(set(fault.nodes)) == 2
@@ -219,6 +231,17 @@ def test_a_clocked_cluster_gets_clock_steps_each_stepped_back() -> None:
     assert cluster.healthy
     with pytest.raises(ValueError):
         pick_fault(random.Random(0), [1, 2, 3], ("clock",), proxied=True, addressed=True)
+
+
+def test_a_cluster_with_faulty_disks_gets_disk_faults_each_repaired() -> None:
+    cluster = FakeCluster(disked=True)
+    events = run_chaos(cluster, ChaosPlan(40, 30, 5, faults=("disk", "pause"), **NO_WAIT))
+    failed = [c[1] for c in cluster.calls if c[0] == "fail_disk"]
+    assert failed and failed == [c[1] for c in cluster.calls if c[0] == "repair_disk"]
+    assert fault_counts(events)["disk"] == len(failed)
+    assert cluster.healthy
+    with pytest.raises(ValueError):
+        pick_fault(random.Random(0), [1, 2, 3], ("disk",), proxied=True, addressed=True)
 
 
 def test_a_target_aims_one_node_faults() -> None:

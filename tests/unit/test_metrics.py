@@ -3,6 +3,7 @@ with prometheus-client's own parser)."""
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,6 +16,7 @@ from rillet.metadata.image import MetadataImage, PartitionInfo, TopicInfo
 from rillet.metrics import (BrokerMetrics, api_label, consumer_lags, isr_change,
                             partition_counts)
 from rillet.replication.read_replica import ConsumerFetchCounters
+from rillet.storage.log_dir_failure import LogDirFailure, LogDirFailureChannel
 
 TOPIC_ID = uuid.uuid4()
 
@@ -113,7 +115,10 @@ def test_exposition_walks_partitions_logs_and_groups():
     image = _image({0: ((1, 2), (1,), 1), 1: ((1, 2), (1, 2), 2)})
     plogs = {("t", 0): SimpleNamespace(size_bytes=500, log_end_offset=10, high_watermark=9),
              ("t", 1): SimpleNamespace(size_bytes=70, log_end_offset=3, high_watermark=3)}
-    logs = SimpleNamespace(logs=lambda: plogs, get=lambda t, p: plogs.get((t, p)))
+    failures = LogDirFailureChannel()
+    failures.report(LogDirFailure(Path("/disk-2"), "EIO", (("u", 0),)))
+    logs = SimpleNamespace(logs=lambda: plogs, get=lambda t, p: plogs.get((t, p)),
+                           failures=failures)
     offsets = {("t", 0): SimpleNamespace(offset=4), ("t", 1): SimpleNamespace(offset=3),
                ("x", 0): SimpleNamespace(offset=1)}
     group = SimpleNamespace(offsets=offsets)
@@ -139,6 +144,7 @@ def test_exposition_walks_partitions_logs_and_groups():
     assert s[("rillet_log_size_bytes", (("partition", "0"), ("topic", "t")))] == 500
     assert s[("rillet_controller_heartbeat_gap_max_seconds", (("broker", "3"),))] == 7.25
     assert s[("rillet_log_end_offset", (("partition", "1"), ("topic", "t")))] == 3
+    assert s[("rillet_log_offline_log_dirs", ())] == 1
     lag = {k[1]: v for k, v in s.items() if k[0] == "rillet_group_consumer_lag"}
     assert lag == {(("group", "g"), ("partition", "0"), ("topic", "t")): 5,
                    (("group", "g"), ("partition", "1"), ("topic", "t")): 0}

@@ -13,7 +13,7 @@ MODULES = (
     "offset_delete", "vote", "begin_quorum_epoch", "end_quorum_epoch", "describe_quorum",
     "broker_registration", "broker_heartbeat", "fetch_snapshot", "alter_partition",
     "delete_records", "alter_partition_reassignments", "list_partition_reassignments",
-    "elect_leaders", "unregister_broker", "describe_log_dirs",
+    "elect_leaders", "unregister_broker", "describe_log_dirs", "assign_replicas_to_dirs",
     "sasl_handshake", "sasl_authenticate", "user_scram_credentials", "acls", "envelope",
     "client_quotas", "write_txn_markers",
     "describe_producers", "add_partitions_to_txn", "end_txn",

@@ -4,6 +4,8 @@ Each broker answers for itself (admin clients ask every broker). Per partition: 
 on disk, offset lag (a follower: the leader's high watermark as last fetched minus
 our log end; a leader: 0) and is_future_key (always false: no replica moves between
 dirs). v2: flexible. v3: top-level error code. v4: total and usable bytes per dir.
+A log dir that failed (storage/log_dir_failure.py) is listed with KAFKA_STORAGE_ERROR,
+no partitions and no sizes, as Kafka lists an offline dir.
 """
 from __future__ import annotations
 
@@ -54,6 +56,11 @@ async def describe_log_dirs(ctx: RequestContext, req: Any) -> Any:
             "is_future_key": False})
     results = []
     for directory, topics in by_dir.items():
+        if broker.logs.failures.is_offline(directory):
+            results.append({"error_code": errors.KafkaStorageError.code,
+                            "log_dir": str(directory.absolute()), "topics": [],
+                            "total_bytes": -1, "usable_bytes": -1})
+            continue
         # statvfs touches the disk: off the event loop.
         total, usable = await asyncio.to_thread(_disk_usage, directory)
         results.append({"error_code": 0, "log_dir": str(directory.absolute()),

@@ -171,6 +171,24 @@ class ControllerChannel:
             "want_shut_down": want_shutdown})
         return remote.heartbeat_state(response)
 
+    async def replicas_offline(self, node_id: int, broker_epoch: int,
+                               tps: list[tuple[str, int]]
+                               ) -> dict[tuple[str, int], errors.KafkaError | None]:
+        """This broker's replicas of `tps` are on a failed log dir (AssignReplicasToDirs
+        to LOST); the controller's answer per partition. Partitions of topics this node
+        does not know (deleted meanwhile) are left out."""
+        if self.is_local:
+            return await self._controller.replicas_offline(node_id, broker_epoch, tps)
+        image = self._view.image
+        topic_ids = {t: image.topics[t].topic_id for t, _ in tps if t in image.topics}
+        known = [tp for tp in tps if tp[0] in topic_ids]
+        if not known:
+            return {}
+        response = await self.request(remote.ASSIGN_REPLICAS_TO_DIRS, 0,
+                                      remote.lost_replicas_body(node_id, broker_epoch, known,
+                                                                topic_ids))
+        return remote.lost_replicas_answers(response, topic_ids)
+
     async def next_producer_id(self) -> int:
         """A producer id from the controller's blocks (the transaction coordinator's ids):
         an idempotent InitProducerId, which the active controller answers itself."""

@@ -25,7 +25,7 @@ from ..quotas.alter import QuotaEntry, quota_changes
 from ..defs.topic_defs import validate_topic_configs
 from ..defs.acl import AclBinding
 from ..security.acl import AclFilter
-from . import election, isr, leader_balance, reassignment, security
+from . import election, isr, leader_balance, offline_replicas, reassignment, security
 from .broker_configs import decide_broker_configs
 from .brokers import decide_unregister
 from .decision_lock import NORMAL, URGENT, DecisionLock
@@ -261,6 +261,20 @@ class Controller:
         if value is None:
             return bool(self._config["unclean.leader.election.enable"])
         return value.strip().lower() == "true"
+
+    async def replicas_offline(self, node_id: int, broker_epoch: int,
+                               tps: list[tuple[str, int]]
+                               ) -> dict[tuple[str, int], errors.KafkaError | None]:
+        """A live broker's replicas on a failed log dir (offline_replicas.py)."""
+        async with self._exclusive(URGENT):
+            self._registered(node_id, broker_epoch)
+            answers, records = offline_replicas.decide(self.image, node_id, tps,
+                                                       self._unclean_allowed)
+            await self._commit(records)
+            if records:
+                log.info("broker %d: %d replicas on a failed log dir moved off it",
+                         node_id, len(records))
+            return answers
 
     async def unregister_broker(self, node_id: int) -> None:
         """UnregisterBroker: forget a broker that holds no replica (see brokers.py)."""

@@ -36,21 +36,30 @@ def on_broker_leaving(image: MetadataImage, node_id: int,
     out = []
     for topic in image.topics.values():
         for part in topic.partitions.values():
-            if node_id not in part.isr and part.leader != node_id:
-                continue
-            isr = tuple(b for b in part.isr if b != node_id) or part.isr
-            leader = part.leader
-            if leader == node_id or leader == NO_LEADER:
-                leader = _first_live(isr, live)
-                if leader == NO_LEADER and unclean(topic.name):
-                    leader = _first_live(part.replicas, live)
-                    if leader != NO_LEADER:
-                        isr = (leader,)
-            if (leader, isr) == (part.leader, part.isr):
-                continue
-            epoch = part.leader_epoch + 1 if leader != part.leader else part.leader_epoch
-            out.append(partition_change(part, leader=leader, isr=isr, leader_epoch=epoch))
+            rec = leave_partition(part, node_id, live, lambda: unclean(topic.name))
+            if rec is not None:
+                out.append(rec)
     return out
+
+
+def leave_partition(part: PartitionInfo, node_id: int, live: frozenset[int],
+                    unclean: Callable[[], bool]) -> dict[str, Any] | None:
+    """The record that moves `part`'s leadership and ISR slot off `node_id` (None: nothing
+    to move); `live`: who may lead instead."""
+    if node_id not in part.isr and part.leader != node_id:
+        return None
+    isr = tuple(b for b in part.isr if b != node_id) or part.isr
+    leader = part.leader
+    if leader == node_id or leader == NO_LEADER:
+        leader = _first_live(isr, live)
+        if leader == NO_LEADER and unclean():
+            leader = _first_live(part.replicas, live)
+            if leader != NO_LEADER:
+                isr = (leader,)
+    if (leader, isr) == (part.leader, part.isr):
+        return None
+    epoch = part.leader_epoch + 1 if leader != part.leader else part.leader_epoch
+    return partition_change(part, leader=leader, isr=isr, leader_epoch=epoch)
 
 
 def on_broker_returning(image: MetadataImage, node_id: int) -> list[dict[str, Any]]:

@@ -12,11 +12,13 @@ from ..client.connection import raise_for
 from ..protocol import errors
 from .controller import BrokerState
 from .isr import IsrAnswer, IsrChange
+from .offline_replicas import LOST_DIR
 from .topics import TopicResult, TopicSpec
 
 CREATE_TOPICS, CREATE_TOPICS_VERSION = 19, 7
 ALTER_PARTITION, ALTER_PARTITION_VERSION = 56, 2
 BROKER_REGISTRATION, BROKER_HEARTBEAT = 62, 63
+ASSIGN_REPLICAS_TO_DIRS = 73
 # Kafka's SecurityProtocol ids, as BrokerRegistration carries them.
 PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
@@ -76,6 +78,29 @@ def alter_partition_answers(resp: Any, changes: Sequence[IsrChange],
         else:
             answers.append(errors.error_for_code(code)("alter partition") if code else None)
     return answers
+
+
+def lost_replicas_body(node_id: int, broker_epoch: int, tps: Sequence[tuple[str, int]],
+                       topic_ids: Mapping[str, uuid.UUID]) -> dict[str, Any]:
+    """AssignReplicasToDirs of `tps` to the LOST directory (a failed log dir)."""
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for topic, p in tps:
+        topics.setdefault(topic, []).append({"partition_index": p})
+    return {"broker_id": node_id, "broker_epoch": broker_epoch, "directories": [
+        {"id_": LOST_DIR, "topics": [{"topic_id": topic_ids[t], "partitions": ps}
+                                     for t, ps in topics.items()]}]}
+
+
+def lost_replicas_answers(resp: Any, topic_ids: Mapping[str, uuid.UUID]
+                          ) -> dict[tuple[str, int], errors.KafkaError | None]:
+    """The controller's answer per partition (raises the request's own error)."""
+    raise_for(resp.error_code, "assign replicas to dirs")
+    names = {i: name for name, i in topic_ids.items()}
+    return {(names[t.topic_id], int(p.partition_index)):
+            errors.error_for_code(int(p.error_code))("assign replicas to dirs")
+            if p.error_code else None
+            for d in resp.directories for t in d.topics if t.topic_id in names
+            for p in t.partitions}
 
 
 def heartbeat_state(resp: Any) -> BrokerState:

@@ -21,6 +21,7 @@ import logging
 from typing import Callable, Iterable
 
 from ..pacing import Pacer
+from ..protocol.errors import KafkaStorageError
 from ..storage.log_config import LogConfig
 from ..storage.manager import LogManager
 from ..tasks import cancel_and_wait
@@ -84,7 +85,10 @@ class LogCreator:
         topic, p = tp
         if topic not in configs:
             configs[topic] = self._config_for(topic)
-        self._logs.create(topic, p, configs[topic])
+        try:
+            self._logs.create(topic, p, configs[topic])
+        except KafkaStorageError as exc:   # its log dir failed: it stays offline here
+            log.warning("%s-%d: no log: %s", topic, p, exc)
 
     async def _run(self) -> None:
         while True:

@@ -31,6 +31,7 @@ from ..protocol import errors
 from ..pacing import Pacer
 from ..records import BatchHeader
 from ..storage.log import AppendInfo, PartitionLog
+from ..storage.log_dir_failure import LogDirFailure
 from ..storage.manager import LogManager
 from ..tasks import cancel_and_wait
 from ..topic_config import effective
@@ -174,6 +175,8 @@ class ReplicaManager:
 
     def _apply(self, tp: TopicPartition, part: PartitionInfo, image: MetadataImage) -> bool:
         """Take up this broker's role for `tp`; True when it became the leader just now."""
+        if self.logs.offline_dir_of(*tp) is not None:
+            return False   # its log dir failed: no role until a restart on a repaired disk
         if part.leader == self.node_id:
             self._stop_following(tp)
             state = self.leaders.get(tp)
@@ -220,6 +223,16 @@ class ReplicaManager:
         if source is not None and source in self.fetchers:
             self.fetchers[source].remove(tp)
 
+    def on_log_dir_failure(self, failure: LogDirFailure) -> None:
+        """A log dir went offline: its partitions are neither led nor followed here; acks=all
+        produces waiting on them get KAFKA_STORAGE_ERROR (the controller moves the
+        leaderships, lifecycle.py tells it)."""
+        for tp in failure.partitions:
+            self._stop_following(tp)
+            if self.leaders.pop(tp, None) is not None:
+                self._acks.fail(tp, errors.KafkaStorageError(
+                    f"{tp[0]}-{tp[1]}: log dir {failure.log_dir} is offline"))
+
     def stop_replica(self, tp: TopicPartition) -> None:
         """This broker no longer hosts `tp` (its log is about to go): no fetching, no leading."""
         self._drop(tp)
@@ -256,6 +269,10 @@ class ReplicaManager:
                 f"{part.leader_epoch}")
         plog = self.logs.get(topic, partition)
         if plog is None:
+            offline = self.logs.offline_dir_of(topic, partition)
+            if offline is not None:
+                raise errors.KafkaStorageError(
+                    f"{topic}-{partition}: its log dir {offline} is offline")
             raise errors.LeaderNotAvailable(f"log of {topic}-{partition} is not loaded")
         return part, plog
 
@@ -357,6 +374,7 @@ class ReplicaManager:
             except OSError as exc:
                 log.warning("%s-%d: cannot checkpoint the high watermark: %s", tp[0], tp[1],
                             exc)
+                self.logs.fail_dir(plog.directory.parent, exc)
 
     def _maybe_alter_isr(self, tp: TopicPartition, state: PartitionLeaderState) -> None:
         plog = self.logs.get(*tp)

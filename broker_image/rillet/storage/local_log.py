@@ -57,6 +57,10 @@ class LocalLog:
         self._roll_flush_due = False
         self.rolled = False    # a segment was rolled since the owner last cleared this
         self.closed = False
+        # A failed write or fsync: the log takes no more writes (its dir goes offline,
+        # log_dir_failure.py), and the owner hears of it through on_io_error.
+        self.failed = False
+        self.on_io_error: Callable[[OSError], None] | None = None
 
     def now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -99,6 +103,8 @@ class LocalLog:
 
     def write(self, data: bytearray | bytes, plan: WritePlan, now_ms: int) -> None:
         """One os.write per segment touched (normally one)."""
+        if self.failed:
+            raise KafkaStorageError(f"{self.directory}: its log dir is offline")
         view = memoryview(data)
         segment = self._segments[-1]
         group: list[tuple[int, int, int]] = []
@@ -117,6 +123,7 @@ class LocalLog:
                 end = header.position + header.size
             segment.append(view[group_start:end], group)
         except OSError as exc:
+            self._io_failed(exc)
             raise KafkaStorageError(f"write to {segment.log_path} failed: {exc}") from exc
         finally:
             view.release()
@@ -220,6 +227,7 @@ class LocalLog:
                     segment.restore_dirty(flags)
                 self._epochs.dirty = self._epochs.dirty or epochs is not None
                 self._dir_dirty = True
+                self._io_failed(exc)
                 raise KafkaStorageError(f"flush of {self.directory} failed: {exc}") from exc
             if rp is not None:
                 self._written_recovery_point = rp
@@ -394,6 +402,13 @@ class LocalLog:
             fresh.recover()
         self._segments[index] = fresh
         return old
+
+    def _io_failed(self, exc: OSError) -> None:
+        # A failed fsync may have dropped dirty pages the kernel will not write again
+        # (Linux marks them clean): retrying it could report success over lost data.
+        self.failed = True
+        if self.on_io_error is not None:
+            self.on_io_error(exc)
 
     def close(self) -> None:
         """Stop background flushes and close every segment's files."""

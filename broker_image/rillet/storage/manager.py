@@ -7,6 +7,12 @@ controller, so it is skipped here. A deleted topic's directories are renamed to
 ``<topic>-<partition>.<hex>-delete`` at once (atomic, cheap) and removed in a
 worker thread; leftovers from a crash are removed by ``load_logs``.
 
+A failed write or fsync takes its whole log dir offline (log_dir_failure.py, as Kafka's
+LogDirFailureChannel): its logs leave this manager at once (their partitions are then
+"offline" here: `get` finds none, `create` refuses them), their files are closed once the
+failing call has unwound, and the failure channel tells its subscribers. Other dirs go on.
+A dir that cannot be read at start-up is offline from the start.
+
 Not thread-safe: owned by the broker and used only from the event loop thread.
 ``run`` is the one background task that applies retention and flush.ms.
 """
@@ -20,8 +26,10 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from rillet.protocol.errors import KafkaStorageError
 from rillet.storage.log import PartitionLog
 from rillet.storage.log_config import LogConfig
+from rillet.storage.log_dir_failure import LogDirFailure, LogDirFailureChannel
 
 log = logging.getLogger(__name__)
 
@@ -50,31 +58,50 @@ class LogManager:
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._per_dir = {d: 0 for d in self.log_dirs}  # partition logs in each log dir
         self._deletions: set[asyncio.Task[None]] = set()
+        self.failures = LogDirFailureChannel()
+        self._offline: dict[tuple[str, int], Path] = {}  # partition -> its offline log dir
 
     # ------------------------------------------------------------ loading, lookup
 
     def load_logs(self, config_for: Callable[[str, int], LogConfig]) -> None:
-        """Open (and recover) every partition directory found in the log dirs."""
+        """Open (and recover) every partition directory found in the log dirs; a dir that
+        cannot be read goes offline (the broker serves the others)."""
         for log_dir in self.log_dirs:
-            log_dir.mkdir(parents=True, exist_ok=True)
-            for child in sorted(log_dir.iterdir()):
-                if not child.is_dir():
-                    continue
-                if child.name.endswith(DELETE_SUFFIX):
-                    shutil.rmtree(child, ignore_errors=True)  # a deletion a crash interrupted
-                    continue
-                parsed = parse_partition_dir(child.name)
-                if parsed is None:
-                    continue
-                if parsed in self._logs:
-                    log.error("%s-%d exists in two log dirs; keeping %s, ignoring %s", *parsed,
-                              self._logs[parsed].directory, child)
-                    continue
-                started = time.monotonic()
-                self._logs[parsed] = PartitionLog.open(child, config_for(*parsed), clock=self._clock)
-                self._per_dir[log_dir] += 1
-                log.debug("loaded %s in %.1f ms", child, (time.monotonic() - started) * 1000)
+            try:
+                self._load_dir(log_dir, config_for)
+            except OSError as exc:
+                self.fail_dir(log_dir, exc)
         log.info("loaded %d partition logs from %s", len(self._logs), ", ".join(map(str, self.log_dirs)))
+
+    def _load_dir(self, log_dir: Path, config_for: Callable[[str, int], LogConfig]) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        for child in sorted(log_dir.iterdir()):
+            if not child.is_dir():
+                continue
+            if child.name.endswith(DELETE_SUFFIX):
+                shutil.rmtree(child, ignore_errors=True)  # a deletion a crash interrupted
+                continue
+            parsed = parse_partition_dir(child.name)
+            if parsed is None:
+                continue
+            if parsed in self._logs:
+                log.error("%s-%d exists in two log dirs; keeping %s, ignoring %s", *parsed,
+                          self._logs[parsed].directory, child)
+                continue
+            started = time.monotonic()
+            self._open(log_dir, parsed, config_for(*parsed))
+            log.debug("loaded %s in %.1f ms", child, (time.monotonic() - started) * 1000)
+
+    def _open(self, log_dir: Path, tp: tuple[str, int], config: LogConfig) -> PartitionLog:
+        plog = PartitionLog.open(log_dir / f"{tp[0]}-{tp[1]}", config, clock=self._clock)
+        self._per_dir[log_dir] += 1
+        return self._register(log_dir, tp, plog)
+
+    def _register(self, log_dir: Path, tp: tuple[str, int], plog: PartitionLog) -> PartitionLog:
+        """`plog` (counted in `log_dir` already) is served from here on."""
+        plog.local.on_io_error = lambda exc: self.fail_dir(log_dir, exc)
+        self._logs[tp] = plog
+        return plog
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
@@ -87,11 +114,55 @@ class LogManager:
         existing = self._logs.get((topic, partition))
         if existing is not None:
             return existing
-        log_dir = min(self.log_dirs, key=self._per_dir.__getitem__)
-        plog = PartitionLog.open(log_dir / f"{topic}-{partition}", config, clock=self._clock)
-        self._logs[(topic, partition)] = plog
-        self._per_dir[log_dir] += 1
-        return plog
+        log_dir = self._dir_for_new(topic, partition)
+        try:
+            return self._open(log_dir, (topic, partition), config)
+        except OSError as exc:
+            self.fail_dir(log_dir, exc)
+            raise KafkaStorageError(f"{topic}-{partition}: cannot create its log in "
+                                    f"{log_dir}: {exc}") from exc
+
+    def _dir_for_new(self, topic: str, partition: int) -> Path:
+        """The least loaded online log dir; KAFKA_STORAGE_ERROR for a partition whose dir
+        failed (never made again elsewhere: its data is there) or when none is online."""
+        if (topic, partition) in self._offline:
+            raise KafkaStorageError(f"{topic}-{partition}: its log dir "
+                                    f"{self._offline[(topic, partition)]} is offline")
+        online = [d for d in self.log_dirs if not self.failures.is_offline(d)]
+        if not online:
+            raise KafkaStorageError("every log dir of this broker is offline")
+        return min(online, key=self._per_dir.__getitem__)
+
+    # ------------------------------------------------------------ offline log dirs
+
+    def offline_dir_of(self, topic: str, partition: int) -> Path | None:
+        """The offline log dir that held this partition's log, if it did."""
+        return self._offline.get((topic, partition))
+
+    def fail_dir(self, log_dir: Path, exc: BaseException) -> None:
+        """Take `log_dir` offline (see the module doc); a second call for it does nothing."""
+        if self.failures.is_offline(log_dir):
+            return
+        gone = [(tp, plog) for tp, plog in self._logs.items() if plog.directory.parent == log_dir]
+        for tp, plog in gone:
+            del self._logs[tp]
+            self._offline[tp] = log_dir
+            plog.local.failed = True     # no write may land there while it closes
+        self._per_dir[log_dir] = 0
+        try:
+            # Closing files touches the failing disk: after the failing call unwinds.
+            asyncio.get_running_loop().call_soon(self._close_failed, [p for _, p in gone])
+        except RuntimeError:
+            self._close_failed([p for _, p in gone])
+        self.failures.report(LogDirFailure(log_dir, str(exc), tuple(tp for tp, _ in gone)))
+
+    @staticmethod
+    def _close_failed(plogs: list[PartitionLog]) -> None:
+        for plog in plogs:
+            try:
+                plog.local.close()
+            except OSError as exc:
+                log.warning("%s: closing on a failed disk: %s", plog.directory, exc)
 
     async def create_off_loop(self, topic: str, partition: int, config: LogConfig
                               ) -> PartitionLog:
@@ -102,16 +173,20 @@ class LogManager:
         existing = self._logs.get((topic, partition))
         if existing is not None:
             return existing
-        log_dir = min(self.log_dirs, key=self._per_dir.__getitem__)
+        log_dir = self._dir_for_new(topic, partition)
         self._per_dir[log_dir] += 1   # counted now, so creations meanwhile spread over dirs
         try:
             plog = await asyncio.to_thread(PartitionLog.open, log_dir / f"{topic}-{partition}",
                                            config, clock=self._clock)
-        except BaseException:
+        except BaseException as exc:
             self._per_dir[log_dir] -= 1
+            if isinstance(exc, OSError):
+                self.fail_dir(log_dir, exc)
             raise
-        self._logs[(topic, partition)] = plog
-        return plog
+        if self.failures.is_offline(log_dir):   # it failed while the files were made
+            plog.local.close()
+            raise KafkaStorageError(f"{topic}-{partition}: log dir {log_dir} went offline")
+        return self._register(log_dir, (topic, partition), plog)
 
     def delete_topic(self, topic: str) -> None:
         """Close and remove every partition log of ``topic``."""
@@ -120,6 +195,7 @@ class LogManager:
 
     def delete_partition(self, topic: str, partition: int) -> None:
         """Close and remove one partition log (no-op when it is not here)."""
+        self._offline.pop((topic, partition), None)   # a dropped replica is no longer offline
         plog = self._logs.pop((topic, partition), None)
         if plog is None:
             return

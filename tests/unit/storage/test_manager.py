@@ -93,3 +93,42 @@ def test_run_applies_retention_and_flush_ms(tmp_path: Path) -> None:
 def test_needs_a_log_dir() -> None:
     with pytest.raises(ValueError):
         LogManager([])
+
+
+def test_a_failed_log_dir_goes_offline_with_all_its_partitions(tmp_path: Path) -> None:
+    from rillet.protocol.errors import KafkaStorageError
+    bad, good = tmp_path / "bad", tmp_path / "good"
+    manager = LogManager([bad, good])
+    manager.load_logs(lambda t, p: LogConfig())
+    logs = {p: manager.create("t", p, LogConfig()) for p in range(4)}
+    heard = []
+    manager.failures.subscribe(heard.append)
+    on_bad = sorted(p for p, plog in logs.items() if plog.directory.parent == bad)
+
+    manager.fail_dir(bad, OSError(5, "Input/output error"))
+    manager.fail_dir(bad, OSError(5, "again"))   # told once
+    assert [(f.log_dir, sorted(f.partitions)) for f in heard] == [
+        (bad, [("t", p) for p in on_bad])]
+    assert manager.failures.is_offline(bad) and not manager.failures.is_offline(good)
+    for p in on_bad:
+        assert manager.get("t", p) is None and manager.offline_dir_of("t", p) == bad
+        with pytest.raises(KafkaStorageError):
+            manager.create("t", p, LogConfig())    # never again in another dir
+        with pytest.raises(KafkaStorageError):
+            append(logs[p], make_batch(1))
+    # The other dir goes on, and takes every new partition.
+    assert manager.create("t", 9, LogConfig()).directory.parent == good
+    survivor = next(p for p in range(4) if p not in on_bad)
+    append(manager.get("t", survivor), make_batch(2))
+    # A dropped replica (its topic deleted) is no longer offline here.
+    manager.delete_partition("t", on_bad[0])
+    assert manager.offline_dir_of("t", on_bad[0]) is None
+
+
+def test_every_log_dir_offline_refuses_new_partitions(tmp_path: Path) -> None:
+    from rillet.protocol.errors import KafkaStorageError
+    manager = LogManager([tmp_path / "only"])
+    manager.load_logs(lambda t, p: LogConfig())
+    manager.fail_dir(tmp_path / "only", OSError(5, "Input/output error"))
+    with pytest.raises(KafkaStorageError):
+        manager.create("t", 0, LogConfig())

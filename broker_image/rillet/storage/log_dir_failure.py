@@ -1,0 +1,59 @@
+"""LogDirFailureChannel: which log dirs are offline, why, and who is told (Kafka's name).
+
+A write or fsync that fails with an I/O error (EIO, ENOSPC on fsync, a yanked disk) takes
+its whole log dir offline, as in Kafka: nothing in it is trusted for writing again until the
+broker restarts on a repaired disk. The LogManager marks the dir here and closes its logs;
+subscribers (the replica manager, which drops the roles and tells the controller) hear of
+each dir once. DescribeLogDirs and the `rillet_offline_log_dirs` gauge read `offline`.
+
+Not thread-safe: used from the event loop thread only (failures found in worker threads
+come back to it as exceptions first).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class LogDirFailure:
+    """One log dir gone offline, and the partitions whose logs it held."""
+    log_dir: Path
+    reason: str
+    partitions: tuple[TopicPartition, ...]
+
+
+FailureListener = Callable[[LogDirFailure], None]
+
+
+class LogDirFailureChannel:
+    """Owner of the offline-dir set (see the module doc)."""
+
+    def __init__(self) -> None:
+        self.offline: dict[Path, str] = {}   # log dir -> why it went offline
+        self._listeners: list[FailureListener] = []
+
+    def subscribe(self, listener: FailureListener) -> None:
+        self._listeners.append(listener)
+
+    def is_offline(self, log_dir: Path) -> bool:
+        return log_dir in self.offline
+
+    def report(self, failure: LogDirFailure) -> None:
+        """Record `failure` (the first report of a dir only) and tell every subscriber."""
+        if failure.log_dir in self.offline:
+            return
+        self.offline[failure.log_dir] = failure.reason
+        log.error("log dir %s is offline (%s): %d partitions with it", failure.log_dir,
+                  failure.reason, len(failure.partitions))
+        for listener in self._listeners:
+            try:
+                listener(failure)
+            except Exception:
+                log.exception("a log dir failure listener failed")
