@@ -41,11 +41,18 @@ run: venv-run
 # Debian packages the tests use beyond the venv, pinned: libfaketime for the clock faults
 # (tests/clock_faults.py; without it those tests skip, saying so). Installed once, as root.
 FAKETIME_PKG = libfaketime=0.9.10-2.1
+# The failing disk of tests/faulty_fs.py is a FUSE file system (mfusepy needs libfuse3 and
+# fusermount3); without them the disk I/O-error tests would skip.
+FUSE_PKGS = fuse3=3.14.0-4 libfuse3-3=3.14.0-4
 system-packages:
 	@ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || { \
 	  echo "installing $(FAKETIME_PKG) (apt)"; \
 	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(FAKETIME_PKG); }
+	@command -v fusermount3 >/dev/null 2>&1 && ls /usr/lib/*/libfuse3.so.3 >/dev/null 2>&1 || { \
+	  echo "installing $(FUSE_PKGS) (apt)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(FUSE_PKGS); }
 
 # The whole suite: unit, integration (real brokers, real clients) and e2e.
 test: venv system-packages
