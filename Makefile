@@ -52,7 +52,8 @@ system-packages:
 	@command -v fusermount3 >/dev/null 2>&1 && ls /usr/lib/*/libfuse3.so.3 >/dev/null 2>&1 || { \
 	  echo "installing $(FUSE_PKGS) (apt)"; \
 	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(FUSE_PKGS); }
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(FUSE_PKGS) || \
+	  echo "fuse3 not installed: the disk I/O-error tests will say they skip"; }
 
 # The whole suite: unit, integration (real brokers, real clients) and e2e.
 test: venv system-packages

@@ -136,6 +136,9 @@ def _read_partition(ctx: RequestContext, topic: str, p: Any, budget: int,
             (topic, p.partition), source.role, len(entry["records"]), rack_id)
     except Exception as exc:
         entry["error_code"] = errors.code_of(exc, "fetch")
+        if isinstance(entry.get("records"), FileRecords):
+            entry["records"].close()   # an error answers no records: release the files
+            entry["records"] = b""
     return entry
 
 

@@ -5,8 +5,10 @@ failed (storage/log_dir_failure.py) assigns the partitions it held to the direct
 LOST with AssignReplicasToDirs; the controller then treats those replicas as it treats a
 fenced broker's (election.leave_partition), for those partitions only: the broker stays
 live and keeps leading what its other dirs hold. A partition with no other in-sync
-replica keeps its ISR and gets no leader (-1) until that broker returns with the disk
-repaired, unless unclean election is allowed.
+replica keeps its ISR and gets no leader (-1) here, unless unclean election is allowed.
+Known gap: the controller does not remember the lost replica afterwards, so a later
+preferred or unclean election may pick that broker again while it is the ISR's only live
+member; its answers are then KAFKA_STORAGE_ERROR until it restarts on a repaired disk.
 
 rillet does not track which dir holds which replica: an assignment to any other
 directory id is accepted and changes nothing. Pure: image in, records out.

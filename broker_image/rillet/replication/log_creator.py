@@ -9,7 +9,8 @@ coordinators load a partition when its step arrives and do not look again until 
 the rest are queued and created by a task, each log's files in a worker thread (file
 system calls leave the event loop, and the GIL, to Raft and heartbeats), and each slice
 of created logs goes to `on_created`, where the replica manager takes up the roles it could
-not take without a log. Until then a new partition answers NOT_LEADER_OR_FOLLOWER here and clients
+not take without a log. Until then a new partition answers LEADER_NOT_AVAILABLE here (followers'
+fetches NOT_LEADER_OR_FOLLOWER) and clients
 retry, as they do while any new partition's metadata travels.
 
 Owned by the Broker; event loop only.

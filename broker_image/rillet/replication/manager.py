@@ -31,7 +31,7 @@ from ..protocol import errors
 from ..pacing import Pacer
 from ..records import BatchHeader
 from ..storage.log import AppendInfo, PartitionLog
-from ..storage.log_dir_failure import LogDirFailure
+from ..storage.log_dir_failure import LogDirFailure, is_disk_fault
 from ..storage.manager import LogManager
 from ..tasks import cancel_and_wait
 from ..topic_config import effective
@@ -274,6 +274,11 @@ class ReplicaManager:
                 raise errors.KafkaStorageError(
                     f"{topic}-{partition}: its log dir {offline} is offline")
             raise errors.LeaderNotAvailable(f"log of {topic}-{partition} is not loaded")
+        if (topic, partition) not in self.leaders:
+            # The log exists but the role is not taken up yet (a log created in the
+            # background, log_creator.py): an append now would be acknowledged with no
+            # leader state to hold acks=all to the ISR or to answer followers.
+            raise errors.LeaderNotAvailable(f"{topic}-{partition}: becoming leader")
         return part, plog
 
     def append_as_leader(self, topic: str, partition: int, data: bytearray,
@@ -374,7 +379,8 @@ class ReplicaManager:
             except OSError as exc:
                 log.warning("%s-%d: cannot checkpoint the high watermark: %s", tp[0], tp[1],
                             exc)
-                self.logs.fail_dir(plog.directory.parent, exc)
+                if is_disk_fault(exc):   # not when only descriptors ran out
+                    self.logs.fail_dir(plog.directory.parent, exc)
 
     def _maybe_alter_isr(self, tp: TopicPartition, state: PartitionLeaderState) -> None:
         plog = self.logs.get(*tp)

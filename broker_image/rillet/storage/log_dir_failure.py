@@ -11,6 +11,7 @@ come back to it as exceptions first).
 """
 from __future__ import annotations
 
+import errno
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,16 @@ class LogDirFailure:
 
 FailureListener = Callable[[LogDirFailure], None]
 
+# Limits of the process, not faults of a disk: opening a file can fail with these while the
+# disk is fine (e.g. zero-copy Fetch responses holding descriptors); such a failure is the
+# one call's, and must not take a healthy log dir offline until a restart.
+_PROCESS_LIMITS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+
+
+def is_disk_fault(exc: BaseException) -> bool:
+    """Whether an error opening or creating files means the disk failed."""
+    return not (isinstance(exc, OSError) and exc.errno in _PROCESS_LIMITS)
+
 
 class LogDirFailureChannel:
     """Owner of the offline-dir set (see the module doc)."""
@@ -38,9 +49,15 @@ class LogDirFailureChannel:
     def __init__(self) -> None:
         self.offline: dict[Path, str] = {}   # log dir -> why it went offline
         self._listeners: list[FailureListener] = []
+        self._failures: list[LogDirFailure] = []
 
     def subscribe(self, listener: FailureListener) -> None:
+        """Tell `listener` of every later failure, and of those already seen: a dir that
+        failed while the broker started (loading, catching up) must still reach a listener
+        that subscribes later, such as the one telling the controller."""
         self._listeners.append(listener)
+        for failure in self._failures:
+            self._tell(listener, failure)
 
     def is_offline(self, log_dir: Path) -> bool:
         return log_dir in self.offline
@@ -50,10 +67,15 @@ class LogDirFailureChannel:
         if failure.log_dir in self.offline:
             return
         self.offline[failure.log_dir] = failure.reason
+        self._failures.append(failure)
         log.error("log dir %s is offline (%s): %d partitions with it", failure.log_dir,
                   failure.reason, len(failure.partitions))
         for listener in self._listeners:
-            try:
-                listener(failure)
-            except Exception:
-                log.exception("a log dir failure listener failed")
+            self._tell(listener, failure)
+
+    @staticmethod
+    def _tell(listener: FailureListener, failure: LogDirFailure) -> None:
+        try:
+            listener(failure)
+        except Exception:
+            log.exception("a log dir failure listener failed")

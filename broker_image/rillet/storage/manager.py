@@ -29,7 +29,7 @@ from pathlib import Path
 from rillet.protocol.errors import KafkaStorageError
 from rillet.storage.log import PartitionLog
 from rillet.storage.log_config import LogConfig
-from rillet.storage.log_dir_failure import LogDirFailure, LogDirFailureChannel
+from rillet.storage.log_dir_failure import LogDirFailure, LogDirFailureChannel, is_disk_fault
 
 log = logging.getLogger(__name__)
 
@@ -118,9 +118,19 @@ class LogManager:
         try:
             return self._open(log_dir, (topic, partition), config)
         except OSError as exc:
-            self.fail_dir(log_dir, exc)
+            self._creation_failed(log_dir, (topic, partition), exc)
             raise KafkaStorageError(f"{topic}-{partition}: cannot create its log in "
                                     f"{log_dir}: {exc}") from exc
+
+    def _creation_failed(self, log_dir: Path, tp: tuple[str, int], exc: OSError) -> None:
+        """A disk fault takes the dir offline with the partition being created in it (its
+        half-made directory is there: never made again elsewhere); running out of
+        descriptors is only this call's failure."""
+        if not is_disk_fault(exc):
+            log.warning("%s-%d: cannot create its log now: %s", *tp, exc)
+            return
+        self.fail_dir(log_dir, exc)
+        self._offline[tp] = log_dir
 
     def _dir_for_new(self, topic: str, partition: int) -> Path:
         """The least loaded online log dir; KAFKA_STORAGE_ERROR for a partition whose dir
@@ -181,10 +191,11 @@ class LogManager:
         except BaseException as exc:
             self._per_dir[log_dir] -= 1
             if isinstance(exc, OSError):
-                self.fail_dir(log_dir, exc)
+                self._creation_failed(log_dir, (topic, partition), exc)
             raise
         if self.failures.is_offline(log_dir):   # it failed while the files were made
             plog.local.close()
+            self._offline[(topic, partition)] = log_dir
             raise KafkaStorageError(f"{topic}-{partition}: log dir {log_dir} went offline")
         return self._register(log_dir, (topic, partition), plog)
 

@@ -296,12 +296,17 @@ def start_script(spec: ClusterSpec,
     domain = f"{headless}.{spec.namespace}.svc.{names.CLUSTER_DOMAIN}"
     voters_n = names.voter_count(spec.replicas)
     external = external or {}
-    advertised = [f'advertised="{_advertised(spec, domain, None, external)}"']
+    everyone = _advertised(spec, domain, None, external)
     ordinals = sorted({o for (_, o) in external})
+    # Without external listeners the command is the one operators before them wrote: a
+    # changed command is a new StatefulSet revision, which would roll every broker of
+    # every existing Cluster once on an operator upgrade.
+    advertised, setting = [], everyone
     if ordinals:
         advertised = ['case "$ordinal" in'] + [
             f'  {o}) advertised="{_advertised(spec, domain, o, external)}";;' for o in ordinals
-        ] + [f'  *) {advertised[0]};;', "esac"]
+        ] + [f'  *) advertised="{everyone}";;', "esac"]
+        setting = "$advertised"
     return "\n".join([
         "set -eu",
         'ordinal="${HOSTNAME##*-}"',
@@ -313,7 +318,7 @@ def start_script(spec: ClusterSpec,
         *advertised,
         f'set -- --config {CONFIG_FILE} --set "node.id=$ordinal" --set "process.roles=$roles"'
         f' --set "listeners=$listeners"'
-        ' --set "advertised.listeners=$advertised"',
+        f' --set "advertised.listeners={setting}"',
         f'if [ -s {RACK_FILE} ]; then set -- "$@" --set "broker.rack=$(cat {RACK_FILE})"; fi',
         'echo "rillet: starting node $ordinal ($roles) as uid $(id -u) with $*" >&2',
         'exec rillet serve "$@"',

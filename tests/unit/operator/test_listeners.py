@@ -180,3 +180,13 @@ def test_tls_certificate_covers_node_and_load_balancer_addresses(tmp_path):
     # A client dialling a node address checks it against an IP SAN.
     handshake(server_context(cert, tmp_path), client_context(ca.cert_pem, tmp_path),
               "198.19.255.12")
+
+
+def test_without_external_listeners_the_start_command_is_the_one_before_them() -> None:
+    """An operator upgrade must not change the pod template of a Cluster that has no external
+    listener: a changed command is a new StatefulSet revision, which rolls every broker."""
+    cs = parse_cluster("events", "ns", {"replicas": 3})
+    script = bc.start_script(cs)
+    assert 'case "$ordinal"' not in script and 'advertised="' not in script
+    domain = f"{names.headless_service('events')}.ns.svc.{names.CLUSTER_DOMAIN}"
+    assert f'--set "advertised.listeners=PLAINTEXT://$HOSTNAME.{domain}:' in script

@@ -132,3 +132,58 @@ def test_every_log_dir_offline_refuses_new_partitions(tmp_path: Path) -> None:
     manager.fail_dir(tmp_path / "only", OSError(5, "Input/output error"))
     with pytest.raises(KafkaStorageError):
         manager.create("t", 0, LogConfig())
+
+
+def _failing_open(monkeypatch: pytest.MonkeyPatch, err: int) -> None:
+    from rillet.storage.log import PartitionLog
+
+    def refuse(*_a, **_k):
+        raise OSError(err, "refused")
+    monkeypatch.setattr(PartitionLog, "open", staticmethod(refuse))
+
+
+def test_a_disk_fault_while_creating_keeps_the_partition_off_other_dirs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    from rillet.protocol.errors import KafkaStorageError
+    from rillet.storage.log import PartitionLog
+    manager = LogManager([tmp_path / "a", tmp_path / "b"])
+    manager.load_logs(lambda t, p: LogConfig())
+    real_open = PartitionLog.open
+    _failing_open(monkeypatch, errno.EIO)
+    with pytest.raises(KafkaStorageError):
+        manager.create("t", 0, LogConfig())
+    failed = manager.offline_dir_of("t", 0)
+    assert failed is not None and manager.failures.is_offline(failed)
+    monkeypatch.setattr(PartitionLog, "open", real_open)
+    with pytest.raises(KafkaStorageError):     # its half-made directory is on that disk
+        manager.create("t", 0, LogConfig())
+    assert manager.create("t", 1, LogConfig()).directory.parent != failed
+
+
+def test_running_out_of_descriptors_is_no_disk_fault(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    from rillet.protocol.errors import KafkaStorageError
+    from rillet.storage.log import PartitionLog
+    manager = LogManager([tmp_path / "a"])
+    manager.load_logs(lambda t, p: LogConfig())
+    real_open = PartitionLog.open
+    _failing_open(monkeypatch, errno.EMFILE)
+    with pytest.raises(KafkaStorageError):
+        manager.create("t", 0, LogConfig())
+    assert not manager.failures.offline and manager.offline_dir_of("t", 0) is None
+    monkeypatch.setattr(PartitionLog, "open", real_open)
+    assert manager.create("t", 0, LogConfig()) is manager.get("t", 0)   # later it works
+
+
+def test_a_listener_subscribing_late_hears_of_earlier_failures(tmp_path: Path) -> None:
+    """A dir that failed while the broker started must still reach the controller's
+    listener, which subscribes only once the broker joins the cluster."""
+    manager = LogManager([tmp_path / "a", tmp_path / "b"])
+    manager.load_logs(lambda t, p: LogConfig())
+    manager.create("t", 0, LogConfig())
+    manager.fail_dir(tmp_path / "a", OSError(5, "Input/output error"))
+    heard: list = []
+    manager.failures.subscribe(heard.append)
+    assert [f.log_dir for f in heard] == [tmp_path / "a"]
