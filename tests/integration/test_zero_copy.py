@@ -208,7 +208,16 @@ async def _received(frame: SplicedFrame) -> tuple[bytes, BaseException | None]:
     return data, raised[0]
 
 
-def test_write_frame_sends_with_sendfile_what_materialise_copies(tmp_path: Path) -> None:
+def test_write_frame_sends_with_sendfile_what_materialise_copies(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio.base_events
+    sendfiles: list[int] = []
+    real = asyncio.base_events.BaseEventLoop.sendfile
+
+    async def counted(self, transport, file, offset=0, count=None, **kw):
+        sendfiles.append(count)
+        return await real(self, transport, file, offset, count, **kw)
+    monkeypatch.setattr(asyncio.base_events.BaseEventLoop, "sendfile", counted)
     path = tmp_path / "segment.log"
     content = os.urandom(3 << 20)
     path.write_bytes(content)
@@ -220,6 +229,8 @@ def test_write_frame_sends_with_sendfile_what_materialise_copies(tmp_path: Path)
     data, raised = asyncio.run(_received(frame))
     assert raised is None and data == want
     assert all(p.file.closed for p in frame.parts if isinstance(p, FileRange))
+    # The large ranges went by sendfile (the kernel), the small ones were copied.
+    assert sorted(sendfiles) == sorted([1 << 20, SENDFILE_MIN_BYTES, 700_000])
 
 
 def test_a_range_past_the_end_of_its_file_fails_the_frame(tmp_path: Path) -> None:
