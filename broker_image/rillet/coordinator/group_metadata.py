@@ -33,6 +33,7 @@ from ..records import BatchHeader, Record, decode_records, encode_batch, parse_b
 from ..txn_marker import TxnMarker, decode_marker
 from .group import Group
 from .host import CoordinatorHost
+from .internal_topic import led_partition, partition_count, partition_of
 from .group_snapshot import GroupSnapshot
 from .group_types import GroupConfig, GroupState, OffsetAndMetadata
 from .txn_offsets import DEFAULT_EXPIRATION_MS, PendingTxnOffsets
@@ -104,31 +105,19 @@ class GroupMetadataManager:
             self._drop_offsets_of_deleted_topics(deleted)
 
     def num_partitions(self, image: MetadataImage | None = None) -> int:
-        topic = (image or self.broker.image).topics.get(OFFSETS_TOPIC)
-        if topic is not None:
-            return len(topic.partitions)
-        return self.broker.config["offsets.topic.num.partitions"]
+        return partition_count(image or self.broker.image, OFFSETS_TOPIC, self.broker.config["offsets.topic.num.partitions"])
 
     def partition_for(self, group_id: str) -> int:
-        return group_partition(group_id, self.num_partitions())
+        return partition_of(self.broker.image, OFFSETS_TOPIC, group_id,
+                            self.broker.config["offsets.topic.num.partitions"])
 
     def check_coordinator(self, group_id: str) -> int:
         """The offsets partition of a group this node may serve, else the error clients expect."""
         if not group_id:
             raise errors.InvalidGroupId("group id is empty")
-        image = self.broker.image
-        if OFFSETS_TOPIC not in image.topics:
-            # A client sent here by another node's newer view (it named this node coordinator
-            # once the topic was created) meets this node before it applied the topic: this
-            # node does not own the group, as far as it knows. NOT_COORDINATOR sends the
-            # client back to FindCoordinator, where COORDINATOR_NOT_AVAILABLE made it fail.
-            raise errors.NotCoordinator(f"{OFFSETS_TOPIC} is not in node "
-                                        f"{self.broker.node_id}'s metadata yet")
-        p = group_partition(group_id, self.num_partitions(image))
-        part = image.partition(OFFSETS_TOPIC, p)
-        if part is None or part.leader != self.broker.node_id:
-            raise errors.NotCoordinator(f"node {self.broker.node_id} is not the coordinator "
-                                        f"of group {group_id!r}")
+        p, _ = led_partition(self.broker.image, OFFSETS_TOPIC, group_id,
+                             self.broker.config["offsets.topic.num.partitions"],
+                             self.broker.node_id, "coordinator of group")
         if p not in self.loaded:
             raise errors.CoordinatorLoadInProgress(f"offsets partition {p} is loading")
         return p

@@ -10,9 +10,10 @@ import logging
 from dataclasses import dataclass, field
 
 from ..controller.topics import TopicSpec
-from ..metadata.image import MetadataImage
+from ..metadata.image import MetadataImage, PartitionInfo
 from ..protocol import errors
 from .host import CoordinatorHost
+from .records import group_partition
 
 log = logging.getLogger(__name__)
 
@@ -79,3 +80,32 @@ def coordinator_address(image: MetadataImage, topic: str, partition: int, key: s
         raise errors.CoordinatorNotAvailable(
             f"the coordinator of {key!r}, broker {b.node_id}, has no {listener_name} listener")
     return b.node_id, *address
+
+
+def partition_count(image: MetadataImage, topic: str, configured: int) -> int:
+    """Internal ``topic``'s partitions: as created once it exists, as configured before."""
+    existing = image.topics.get(topic)
+    return len(existing.partitions) if existing is not None else configured
+
+
+def partition_of(image: MetadataImage, topic: str, key: str, configured: int) -> int:
+    """The partition of ``key`` (a group or transactional id) in internal ``topic``."""
+    return group_partition(key, partition_count(image, topic, configured))
+
+
+def led_partition(image: MetadataImage, topic: str, key: str, configured: int, node_id: int,
+                  role: str) -> tuple[int, PartitionInfo]:
+    """(partition, its metadata) of ``key`` when this node leads it, else NOT_COORDINATOR,
+    which sends the client back to FindCoordinator.
+
+    A client sent here by another node's newer view (it named this node coordinator once
+    the topic was created) can meet this node before it applied the topic: as far as this
+    node knows it is not the coordinator, and NOT_COORDINATOR (not COORDINATOR_NOT_AVAILABLE,
+    which some clients treat as fatal here) makes the client look again."""
+    if topic not in image.topics:
+        raise errors.NotCoordinator(f"{topic} is not in node {node_id}'s metadata yet")
+    p = partition_of(image, topic, key, configured)
+    part = image.partition(topic, p)
+    if part is None or part.leader != node_id:
+        raise errors.NotCoordinator(f"node {node_id} is not the {role} {key!r}")
+    return p, part

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from ..coordinator.host import CoordinatorHost
+from ..coordinator.internal_topic import led_partition, partition_count, partition_of
 from ..coordinator.records import group_partition
 from ..metadata.delta import MetadataDelta
 from ..metadata.image import MetadataImage
@@ -73,28 +74,20 @@ class TransactionStateManager:
         self._retry: set[int] = set()   # led partitions whose last load did not load them
 
     def num_partitions(self, image: MetadataImage | None = None) -> int:
-        topic = (image or self.host.image).topics.get(TXN_TOPIC)
-        if topic is not None:
-            return len(topic.partitions)
-        return self.host.config["transaction.state.log.num.partitions"]
+        return partition_count(image or self.host.image, TXN_TOPIC, self.host.config["transaction.state.log.num.partitions"])
 
     def partition_for(self, transactional_id: str, image: MetadataImage | None = None) -> int:
-        return group_partition(transactional_id, self.num_partitions(image))
+        return partition_of(image or self.host.image, TXN_TOPIC, transactional_id,
+                            self.host.config["transaction.state.log.num.partitions"])
 
     def check_coordinator(self, transactional_id: str) -> Coordinated:
         """The partition and epoch of an id this node may serve, else the error clients
         expect (NOT_COORDINATOR elsewhere, COORDINATOR_LOAD_IN_PROGRESS while loading)."""
         if not transactional_id:
             raise errors.InvalidRequest("transactional id is empty")
-        image = self.host.image
-        if TXN_TOPIC not in image.topics:
-            raise errors.NotCoordinator(f"{TXN_TOPIC} is not in node {self.host.node_id}'s "
-                                        f"metadata yet")
-        p = self.partition_for(transactional_id, image)
-        part = image.partition(TXN_TOPIC, p)
-        if part is None or part.leader != self.host.node_id:
-            raise errors.NotCoordinator(f"node {self.host.node_id} is not the transaction "
-                                        f"coordinator of {transactional_id!r}")
+        p, part = led_partition(self.host.image, TXN_TOPIC, transactional_id,
+                                self.host.config["transaction.state.log.num.partitions"],
+                                self.host.node_id, "transaction coordinator of")
         epoch = self.loaded.get(p)
         if epoch != part.leader_epoch:
             raise errors.CoordinatorLoadInProgress(f"{TXN_TOPIC}-{p} is loading")
