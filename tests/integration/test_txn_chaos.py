@@ -195,11 +195,13 @@ class Etl:
 def _watched(call: Any, what: str) -> None:
     """Run ``call`` (a librdkafka call given a timeout) in a thread; Stuck if it has not
     returned WATCHDOG_S later. librdkafka 2.16's send_offsets_to_transaction can block past
-    its timeout (confluentinc/librdkafka#5456, #5511, open): the TxnOffsetCommit waits on
-    the group coordinator's lookup, which is only re-run on a broker connection's state
-    change, and a cluster that has settled after a kill makes none. The stuck producer is
-    then abandoned, as an application would restart: the thread keeps its handle (so it is
-    never destroyed under the blocked call) and the next producer fences it."""
+    its timeout (confluentinc/librdkafka#5456, #5511, open): a node fenced for a moment
+    after a kill is left out of Metadata (as Kafka does), the client decommissions that
+    broker but keeps it cached as the group coordinator, and its TxnOffsetCommit then waits
+    for that broker's state to change, which never happens once the cluster has settled.
+    The stuck producer is abandoned, as an application would restart: the thread keeps its
+    handle (so it is never destroyed under the blocked call) and the next producer fences
+    it."""
     failure: list[BaseException] = []
 
     def run() -> None:
