@@ -50,6 +50,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol, Sequence
@@ -253,7 +254,11 @@ class _Workload:
             return
         self.thread.join(timeout)
         if self.thread.is_alive():
-            raise RuntimeError(f"chaos workload still running {timeout}s after it was stopped")
+            # Where it is stuck is the whole diagnosis of a hang: name the call.
+            frame = sys._current_frames().get(self.thread.ident or -1)
+            stack = "".join(traceback.format_stack(frame)) if frame is not None else "(gone)"
+            raise RuntimeError(f"chaos workload still running {timeout}s after it was stopped;"
+                               f" its stack:\n{stack}")
         if self.error is not None:
             raise self.error
 

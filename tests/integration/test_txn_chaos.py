@@ -50,6 +50,10 @@ RETRY_S = 120.0     # how long a restarting ETL retries one call before it fails
 RETRY_INTERVAL_S = 0.5   # between two tries: some errors come back at once (NOT_COORDINATOR)
 # A workload stopped mid-restart finishes it: two calls retried (init, committed offsets).
 WORKLOAD_JOIN_S = 2 * (RETRY_S + CALL_S) + 60
+# A call librdkafka may block in past its own timeout (see _watched) is given up after this.
+WATCHDOG_S = CALL_S + 15
+# librdkafka's debug contexts for the ETL's producer (e.g. "eos,broker"), to diagnose a run.
+CLIENT_DEBUG = os.environ.get("RILLET_TXN_CLIENT_DEBUG", "")
 pytestmark = pytest.mark.timeout(int(SECONDS + WORKLOAD_JOIN_S + FINISH_S + 600))
 STATE = {"transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 2,
          "transaction.state.log.num.partitions": 3, "offsets.topic.num.partitions": 3,
@@ -64,6 +68,10 @@ class Outcomes:
     aborted: set[int] = field(default_factory=set)
     unknown: set[int] = field(default_factory=set)   # the client lost track; either is fine
     restarts: int = 0
+
+
+class Stuck(Exception):
+    """A client call still blocked WATCHDOG_S after it was made."""
 
 
 class Etl:
@@ -84,9 +92,11 @@ class Etl:
     # -- start and start over ---------------------------------------------------------------
 
     def start(self) -> None:
-        self.producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": TXN_ID,
-                                  "transaction.timeout.ms": 20000, "linger.ms": 5,
-                                  "message.timeout.ms": 20000})
+        config = {"bootstrap.servers": self.bootstrap, "transactional.id": TXN_ID,
+                  "transaction.timeout.ms": 20000, "linger.ms": 5, "message.timeout.ms": 20000}
+        if CLIENT_DEBUG:
+            config["debug"] = CLIENT_DEBUG
+        self.producer = Producer(config)
         _retry(lambda: self.producer.init_transactions(CALL_S), "init_transactions")
         if self.consumer is None:
             self.consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": GROUP,
@@ -125,6 +135,13 @@ class Etl:
         except KafkaException as exc:
             self._recover(exc.args[0], attempt)
             return
+        except Stuck as exc:
+            # The attempt never reached commit, and the new producer's InitProducerId
+            # fences the stuck one and aborts what it left open: aborted, not unknown.
+            print(f"{time.strftime('%H:%M:%S')} attempt {attempt}: {exc}", flush=True)
+            self.outcomes.aborted.add(attempt)
+            self.restart()
+            return
         if abort:
             self.outcomes.aborted.add(attempt)
             self.rewind()
@@ -141,7 +158,9 @@ class Etl:
         p.flush(CALL_S)
         offsets = [TopicPartition(SOURCE, part, o)
                    for part, o in self._next_positions(records).items()]
-        p.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), CALL_S)
+        group = self.consumer.consumer_group_metadata()
+        _watched(lambda: p.send_offsets_to_transaction(offsets, group, CALL_S),
+                 "send_offsets_to_transaction")
         if abort:
             p.abort_transaction(CALL_S)
             return
@@ -171,6 +190,33 @@ class Etl:
                 pass
         self.outcomes.unknown.add(attempt)
         self.restart()
+
+
+def _watched(call: Any, what: str) -> None:
+    """Run ``call`` (a librdkafka call given a timeout) in a thread; Stuck if it has not
+    returned WATCHDOG_S later. librdkafka 2.16's send_offsets_to_transaction can block past
+    its timeout (confluentinc/librdkafka#5456, #5511, open): a node fenced for a moment
+    after a kill is left out of Metadata (as Kafka does), the client decommissions that
+    broker but keeps it cached as the group coordinator, and its TxnOffsetCommit then waits
+    for that broker's state to change, which never happens once the cluster has settled.
+    The stuck producer is abandoned, as an application would restart: the thread keeps its
+    handle (so it is never destroyed under the blocked call) and the next producer fences
+    it."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:   # handed to the caller's thread
+            failure.append(exc)
+    worker = threading.Thread(target=run, name=f"etl-{what}", daemon=True)
+    worker.start()
+    worker.join(WATCHDOG_S)
+    if worker.is_alive():
+        raise Stuck(f"{what} still blocked {WATCHDOG_S:.0f}s after it was called "
+                    f"with a {CALL_S:.0f}s timeout")
+    if failure:
+        raise failure[0]
 
 
 def _retry(call: Any, what: str, seconds: float = RETRY_S) -> Any:
