@@ -277,10 +277,21 @@ class Mission:
         return sum(1 for l in log.splitlines() if l.startswith("progress: batch "))
 
     def wait_batches(self, driver: str, at_least: int, timeout: float = 300) -> int:
+        def counted() -> int | None:
+            n = self.batches(driver)
+            if n >= at_least:
+                return n
+            # A driver that ended will log no more batches: say so now, not at the timeout.
+            pod = self.kube.get_or_none("Pod", driver, self.ns) or {}
+            phase = pod.get("status", {}).get("phase")
+            if phase in ("Failed", "Succeeded"):
+                raise MissionError(f"the Spark driver {driver} ended ({phase}) after {n} "
+                                   f"micro-batches, short of {at_least}")
+            return None
+
         try:
-            return self.wait(f"{at_least} micro-batches by {driver}", lambda: (
-                lambda n: n if n >= at_least else None)(self.batches(driver)), timeout,
-                interval=3)
+            return self.wait(f"{at_least} micro-batches by {driver}", counted, timeout,
+                             interval=3)
         except MissionError as e:
             # A stalled job is diagnosed from its own logs: keep them in the failure.
             raise MissionError(f"{e}\n{self.spark_log_tails(driver)}") from e

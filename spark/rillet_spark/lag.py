@@ -18,11 +18,20 @@ Partition = tuple[str, int]
 
 
 def _offsets(value: Any) -> dict[Partition, int]:
-    """A source offset as progress carries it ('{"topic": {"0": 12}}' text or a dict)."""
-    if value is None:
+    """A source offset as progress carries it ('{"topic": {"0": 12}}' text or a dict).
+
+    Not every batch knows both ends: the first batch after a restart from a checkpoint can carry
+    an empty or "null" latestOffset. That is "unknown" (no entry), never an error: the gauges are
+    an aid, and a failure here would stop the query's driver."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else None
+        except json.JSONDecodeError:
+            return {}
+    if not isinstance(value, Mapping):
         return {}
-    data = json.loads(value) if isinstance(value, str) else value
-    return {(topic, int(p)): int(off) for topic, parts in data.items() for p, off in parts.items()}
+    return {(topic, int(p)): int(off) for topic, parts in value.items()
+            if isinstance(parts, Mapping) for p, off in parts.items()}
 
 
 def offsets_behind(progress: Mapping[str, Any]) -> dict[Partition, int]:

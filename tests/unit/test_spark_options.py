@@ -60,6 +60,18 @@ def test_lag_per_partition_from_progress() -> None:
     assert offsets_behind({"batchId": 0, "sources": []}) == {}
 
 
+def test_lag_of_a_batch_without_a_known_latest_offset_is_empty() -> None:
+    """The first batch after a restart from a checkpoint can carry an empty latestOffset: it
+    must read as unknown, not raise (an exception there stopped the job's driver)."""
+    for latest in ("", "null", "  ", None, "not json"):
+        progress = {"batchId": 4, "sources": [
+            {"endOffset": '{"events": {"0": 10}}', "latestOffset": latest}]}
+        assert offsets_behind(progress) == {}
+    exporter = LagExporter.create()
+    assert exporter.observe({"batchId": 4, "sources": [
+        {"endOffset": "", "latestOffset": '{"events": {"0": 7}}'}]}) == {("events", 0): 0}
+
+
 def test_exporter_sets_the_gauges() -> None:
     lag = LagExporter.create()
     lag.observe(PROGRESS)
