@@ -42,13 +42,11 @@ RUN_TIMEOUT_S = 300
 
 
 @pytest.fixture
-def txn_node(tmp_path: Path) -> BrokerProcess:
-    b = BrokerProcess(tmp_path / "data", config={
+def txn_node(broker_factory) -> BrokerProcess:
+    # broker_factory: a failed test's report carries this broker's log.
+    return broker_factory({
         "transaction.state.log.num.partitions": 5, "offsets.topic.num.partitions": 5,
         "group.initial.rebalance.delay.ms": 0})
-    b.start()
-    yield b
-    b.stop()
 
 
 def copy_transactionally(tools: KafkaTools, source: str, sink: str, group: str,
