@@ -278,7 +278,7 @@ def user_ca_keypair(secret: Mapping) -> KeyPair:
     return KeyPair(secret_text(secret, "ca.key"), secret_text(secret, "ca.crt"))
 
 
-def ca_problem(keypair: KeyPair, now: datetime, renew_before_days: int) -> str | None:
+def ca_problem(keypair: KeyPair, now: datetime) -> str | None:
     """What keeps a CA a user brought from signing the cluster's certificates, or None: an
     unreadable key or certificate, a key that is not the certificate's, a certificate that is
     no CA (basicConstraints, keyCertSign), or one outside its validity."""
@@ -309,9 +309,17 @@ def ca_problem(keypair: KeyPair, now: datetime, renew_before_days: int) -> str |
         return f"its certificate is not valid before {cert.not_valid_before_utc:%Y-%m-%d}"
     if now >= cert.not_valid_after_utc:
         return f"its certificate expired on {cert.not_valid_after_utc:%Y-%m-%d}"
-    if now >= cert.not_valid_after_utc - timedelta(days=renew_before_days):
-        return (f"its certificate expires on {cert.not_valid_after_utc:%Y-%m-%d}, within "
-                f"renewalDays ({renew_before_days}): replace it")
+    return None
+
+
+def ca_expiry_warning(cert_pem: str, now: datetime, renew_before_days: int) -> str | None:
+    """A still-valid CA a user brought that expires within renewalDays: the operator cannot
+    renew it (its key is the user's), so it says so and keeps serving, as Strimzi does;
+    refusing it would stop every reconcile while the certificates still work."""
+    not_after = _load(cert_pem).not_valid_after_utc
+    if _aware(now) >= not_after - timedelta(days=renew_before_days):
+        return (f"its certificate expires on {not_after:%Y-%m-%d}, within renewalDays "
+                f"({renew_before_days}): replace the Secret's CA before then")
     return None
 
 

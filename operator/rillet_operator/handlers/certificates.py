@@ -64,7 +64,13 @@ async def _ca(cs: ClusterSpec, secret_name: str, common_name: str, now: datetime
               owner: Any, logger: Any) -> pki.KeyPair:
     existing = await _get(secret_name, cs.namespace)
     if not cs.certificates.generate_ca:
-        return _users_ca(existing, secret_name, now, cs.certificates.renewal_days)
+        ca = _users_ca(existing, secret_name, now)
+        warning = pki.ca_expiry_warning(ca.cert_pem, now, cs.certificates.renewal_days)
+        if warning:
+            kopf.warn(owner, reason="CertificateAuthorityExpiring",
+                      message=f"Secret {secret_name}: {warning}")
+            logger.warning("Secret %s: %s", secret_name, warning)
+        return ca
     if existing is not None:
         try:
             return pki.keypair_from_secret(existing)
@@ -80,8 +86,7 @@ async def _ca(cs: ClusterSpec, secret_name: str, common_name: str, now: datetime
     return ca
 
 
-def _users_ca(secret: dict | None, secret_name: str, now: datetime.datetime,
-              renewal_days: int) -> pki.KeyPair:
+def _users_ca(secret: dict | None, secret_name: str, now: datetime.datetime) -> pki.KeyPair:
     """The CA a user brought (generateCertificateAuthority false), or why it cannot serve."""
     where = (f"Secret {secret_name} (spec.certificates.generateCertificateAuthority is false: "
              f"the CA's key and certificate as tls.key and tls.crt, or ca.key and ca.crt)")
@@ -91,7 +96,7 @@ def _users_ca(secret: dict | None, secret_name: str, now: datetime.datetime,
         ca = pki.user_ca_keypair(secret)
     except (KeyError, ValueError) as exc:
         raise CertificateError(f"{where} lacks {exc}", "CertificateAuthorityInvalid") from None
-    problem = pki.ca_problem(ca, now, renewal_days)
+    problem = pki.ca_problem(ca, now)
     if problem:
         raise CertificateError(f"{where} is not usable: {problem}",
                                "CertificateAuthorityInvalid")

@@ -51,7 +51,7 @@ def test_generate_ca_is_parsed_and_checked():
 
 
 def test_an_rsa_ca_is_accepted_and_signs_broker_certificates(good):
-    assert pki.ca_problem(good, NOW, 30) is None
+    assert pki.ca_problem(good, NOW) is None
     leaf = pki.issue_cert(good, "c-broker", ["c-bootstrap", "198.19.255.11"], NOW, 90,
                           client=True, server=True)
     assert pki.issued_by(leaf.cert_pem, good.cert_pem)
@@ -59,7 +59,7 @@ def test_an_rsa_ca_is_accepted_and_signs_broker_certificates(good):
 
 
 def test_the_operators_own_ca_passes_too():
-    assert pki.ca_problem(pki.new_ca("x", NOW, 3650), NOW, 30) is None
+    assert pki.ca_problem(pki.new_ca("x", NOW, 3650), NOW) is None
 
 
 def test_unusable_cas_say_why(good):
@@ -70,10 +70,18 @@ def test_unusable_cas_say_why(good):
         (pki.KeyPair(other.key_pem, good.cert_pem), "does not belong to its certificate"),
         (rsa_ca(ca=False), "not a CA"),
         (rsa_ca(days=10, start=NOW - timedelta(days=20)), "expired on"),
-        (rsa_ca(days=10), "within renewalDays (30)"),
     ]
     for keypair, words in cases:
-        assert words in (pki.ca_problem(keypair, NOW, 30) or ""), words
+        assert words in (pki.ca_problem(keypair, NOW) or ""), words
+
+
+def test_a_ca_close_to_expiry_still_serves_with_a_warning():
+    """The operator cannot renew a CA it did not make: within renewalDays it warns and keeps
+    using it (refusing it stopped every reconcile of a cluster whose certificates still work)."""
+    soon = rsa_ca(days=10)
+    assert pki.ca_problem(soon, NOW) is None
+    assert "within renewalDays (30)" in (pki.ca_expiry_warning(soon.cert_pem, NOW, 30) or "")
+    assert pki.ca_expiry_warning(soon.cert_pem, NOW, 5) is None
 
 
 def _secret(**data: str) -> dict:
@@ -95,7 +103,7 @@ def test_the_secret_may_name_them_as_strimzi_does(good):
 ])
 def test_a_missing_or_bad_secret_is_a_clear_condition(secret, reason, words):
     with pytest.raises(certificates.CertificateError) as err:
-        certificates._users_ca(secret, "c-cluster-ca", NOW, 30)
+        certificates._users_ca(secret, "c-cluster-ca", NOW)
     assert err.value.reason == reason
     assert words in str(err.value) and "generateCertificateAuthority is false" in str(err.value)
 
