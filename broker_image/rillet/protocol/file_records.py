@@ -18,9 +18,12 @@ while the response waits or is being sent: its inode stays readable through this
 until the frame is closed (the owner of a FileRecords closes it: the handler for a read it
 discards, else the frame that took it). A dup shares the segment's file offset, which
 sendfile moves; harmless, as segments append with O_APPEND and read with pread. A file
-truncated under a queued response (a follower cutting its log) would send short: that is
-``ShortFile``, and the connection is closed, as Kafka does, since its frame can no longer
-be completed.
+truncated under a queued response (a follower cutting its log) and still shorter than the
+range when it is sent sends short: that is ``ShortFile``, and the connection is closed, as
+Kafka does, since its frame can no longer be completed. What is not detected: a file cut and
+then appended past the range again before the send reads the new bytes (whole batches with
+their own CRCs, at offsets the reader's next fetch checks), the same exposure Kafka's
+FileRecords has; nothing here compares contents.
 """
 from __future__ import annotations
 
