@@ -46,7 +46,8 @@ STEP_S = 120.0
 class Stream:
     """The producer in a thread, counting what was sent and acknowledged."""
 
-    def __init__(self, bootstrap: list[str] | str) -> None:
+    def __init__(self, bootstrap: list[str] | str, topic: str = TOPIC) -> None:
+        self.topic = topic
         self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all",
                                       enable_idempotence=True, retries=2**31 - 1,
                                       delivery_timeout_ms=300000, request_timeout_ms=30000,
@@ -61,7 +62,7 @@ class Stream:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.producer.send(TOPIC, key=b"%d" % (self.sent % 64), value=b"%d" % self.sent) \
+            self.producer.send(self.topic, key=b"%d" % (self.sent % 64), value=b"%d" % self.sent) \
                 .add_callback(self._acked).add_errback(lambda e: self.errors.append(repr(e)))
             self.sent += 1
             time.sleep(0.002)
