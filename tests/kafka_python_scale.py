@@ -1,7 +1,7 @@
 """The kafka-python stall (issue 27) reproduced outside Kubernetes: an idempotent acks=all
 kafka-python 3.0.12 producer through 3 -> 5 -> 3 brokers on local processes.
 
-    python -m tests.kafka_python_scale DIR [--roll] [--hang]
+    python -m tests.kafka_python_scale DIR [--roll] [--hang] [--dns nxdomain|hang] [--log FILE]
 
 Nodes 1-3 (the voters) start; the producer sends keyed records to a 6-partition topic (RF=3,
 min.insync.replicas=2) with the settings of the e2e stream that stalled (retries unbounded,
@@ -11,12 +11,18 @@ with its partition logs wiped (the emptyDir roll of the e2e test), waiting for a
 each time; the partitions are reassigned back onto 1-3, nodes 4 and 5 stopped (--hang:
 SIGSTOPped, so a connection to them opens and never answers, as a deleted pod's address may
 behave) and unregistered once fenced. Progress (sent, acknowledged) is printed per step, then flush(60 s) must end.
+With --dns, brokers advertise names (bN.rillet.test) that this process and the brokers
+resolve through tests/fake_dns.py, as pods' DNS names; once nodes 4 and 5 are stopped their
+names answer NXDOMAIN (--dns nxdomain) or hang 5 s and fail (--dns hang), as a deleted
+pod's name does. --log writes kafka-python's DEBUG log there.
 Bounded: every wait has a deadline; the cluster is killed at the end. Exit code 1 on a stall.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
+import os
 import shutil
 import sys
 import threading
@@ -27,6 +33,7 @@ from typing import Any, Awaitable, Callable
 from kafka import KafkaProducer
 
 from rillet.client.admin import AdminClient
+from tests import fake_dns
 from tests.cluster import LocalCluster
 
 TOPIC, PARTITIONS = "stream", 6
@@ -39,7 +46,8 @@ STEP_S = 120.0
 class Stream:
     """The producer in a thread, counting what was sent and acknowledged."""
 
-    def __init__(self, bootstrap: list[str]) -> None:
+    def __init__(self, bootstrap: list[str] | str, topic: str = TOPIC) -> None:
+        self.topic = topic
         self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all",
                                       enable_idempotence=True, retries=2**31 - 1,
                                       delivery_timeout_ms=300000, request_timeout_ms=30000,
@@ -54,7 +62,7 @@ class Stream:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.producer.send(TOPIC, key=b"%d" % (self.sent % 64), value=b"%d" % self.sent) \
+            self.producer.send(self.topic, key=b"%d" % (self.sent % 64), value=b"%d" % self.sent) \
                 .add_callback(self._acked).add_errback(lambda e: self.errors.append(repr(e)))
             self.sent += 1
             time.sleep(0.002)
@@ -118,14 +126,35 @@ def _unregister(cluster: LocalCluster, node_id: int) -> bool:
         return False
 
 
-def run(root: Path, roll: bool, hang: bool) -> bool:
+def _name(node_id: int) -> str:
+    return f"b{node_id}{fake_dns.SUFFIX}"
+
+
+def _advertise_names(cluster: LocalCluster, map_file: Path) -> dict[str, str]:
+    """Every node advertises bN.rillet.test and resolves through `map_file`; the answers."""
+    answers = {_name(n): cluster.node(n).host for n in cluster.node_ids}
+    fake_dns.write_map(map_file, answers)
+    for node_id in cluster.node_ids:
+        node = cluster.node(node_id)
+        node.config["advertised.listeners"] = f"PLAINTEXT://{_name(node_id)}:{node.port}"
+        node.env.update(fake_dns.env(map_file))
+    os.environ[fake_dns.MAP_ENV] = str(map_file)
+    fake_dns.install()
+    return answers
+
+
+def run(root: Path, roll: bool, hang: bool, dns: str | None = None) -> bool:
     """True when the producer kept going and its flush ended."""
     with LocalCluster(root, nodes=5, voter_count=3, extra_config=CONFIG) as cluster:
+        root.mkdir(parents=True, exist_ok=True)
+        map_file = root / "dns.json"
+        answers = _advertise_names(cluster, map_file) if dns else {}
         for node_id in (1, 2, 3):
             cluster.start_node(node_id, wait=False)
         cluster.wait_ready(node_ids=(1, 2, 3))
         _admin(cluster, lambda a: a.create_topic(TOPIC, PARTITIONS, 3))
-        stream = Stream([cluster.node(n).bootstrap for n in (1, 2, 3)])
+        stream = Stream([f"{_name(n)}:{cluster.node(n).port}" if dns
+                         else cluster.node(n).bootstrap for n in (1, 2, 3)])
         stream.start()
         try:
             stream.progress("3 brokers")
@@ -142,6 +171,9 @@ def run(root: Path, roll: bool, hang: bool) -> bool:
                     cluster.pause_node(node_id)
                 else:
                     cluster.stop_node(node_id)
+                if dns:
+                    answers[_name(node_id)] = "nxdomain" if dns == "nxdomain" else "hang:5"
+                    fake_dns.write_map(map_file, answers)
             for node_id in (4, 5):
                 _until(f"node {node_id} unregistered",
                        lambda n=node_id: _unregister(cluster, n))
@@ -168,8 +200,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="restart every broker with empty logs while there are five")
     parser.add_argument("--hang", action="store_true",
                         help="SIGSTOP nodes 4 and 5 instead of stopping them")
+    parser.add_argument("--dns", choices=("nxdomain", "hang"),
+                        help="advertise names; the removed brokers' names fail this way")
+    parser.add_argument("--log", type=Path, help="kafka-python's DEBUG log, to this file")
     args = parser.parse_args(argv)
-    return 0 if run(args.root, args.roll, args.hang) else 1
+    if args.log:
+        handler = logging.FileHandler(args.log)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(threadName)s %(name)s "
+                                               "%(levelname)s %(message)s"))
+        logging.getLogger("kafka").addHandler(handler)
+        logging.getLogger("kafka").setLevel(logging.DEBUG)
+    return 0 if run(args.root, args.roll, args.hang, args.dns) else 1
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from .security.sasl import ScramCredential
 from .security.tls import OutboundTls
 from .storage.cleaner import LogCleaner
 from .storage.log_config import LogConfig
+from .storage.log_dir_failure import halt_when_all_offline
 from .storage.manager import LogManager
 from .storage_format import DirLocks, ensure_formatted
 from .topic_config import log_config
@@ -75,6 +76,8 @@ class Broker:
                                           self.logs, self.outbound_tls.brokers)
         # A failed log dir: the roles go first, then the controller hears (lifecycle).
         self.logs.failures.subscribe(self.replication.on_log_dir_failure)
+        self.logs.failures.subscribe(halt_when_all_offline(self.logs.log_dirs,
+                                                           self.logs.failures))
         self.log_creator = LogCreator(self.logs, self.log_config_for, self._hosts_replica,
                                       self.replication.take_up)
         self.snapshotter: Snapshotter | None = None

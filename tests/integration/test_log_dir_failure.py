@@ -11,18 +11,23 @@ KAFKA_STORAGE_ERROR or NOT_LEADER_OR_FOLLOWER; DescribeLogDirs shows the dir wit
 KAFKA_STORAGE_ERROR and rillet_log_offline_log_dirs counts it; nothing acknowledged is lost.
 After the disk is repaired and node 1 restarted, its replica of `bad` catches up, rejoins the
 ISR and ends identical to the others.
+
+A broker whose only log dir fails halts, as Kafka's does: exit code 1, "Shutdown broker
+because all log dirs in ... have failed" in its log.
 """
 from __future__ import annotations
 
+import asyncio
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from rillet.client.admin import AdminClient
 from tests.checker import Write, check
 from tests.cluster import LocalCluster
 from tests.faulty_fs import FaultyDisk, can_make_faulty_disks
-from tests.harness import free_port
+from tests.harness import BrokerProcess, free_port
 from tests.integration.test_cluster import RACKS, WAIT_S
 from tests.integration.test_data_link_faults import _read_to_end
 from tests.integration.test_disk_faults import _produce
@@ -138,3 +143,32 @@ def _replicas_identical_dirs(cluster: LocalCluster, failing: Path) -> bool:
         return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
     ours = log_bytes(failing / "bad-0")
     return all(log_bytes(cluster.specs[i - 1].log_dir / "bad-0") == ours for i in (2, 3))
+
+
+def test_a_broker_whose_every_log_dir_failed_halts(tmp_path: Path) -> None:
+    failing = tmp_path / "failing-disk"
+    disk = FaultyDisk(tmp_path / "failing-backing", failing, tmp_path / "failing-switch")
+    broker = BrokerProcess(tmp_path / "node", config={
+        "log.dirs": str(failing), "metadata.log.dir": str(tmp_path / "metadata"),
+        "offsets.topic.num.partitions": 1})
+
+    async def create() -> None:
+        async with AdminClient(broker.bootstrap, timeout=15) as admin:
+            await admin.create_topic("only", 1, 1)
+
+    with disk:
+        broker.start()
+        try:
+            asyncio.run(create())
+            assert _produce_code(broker.bootstrap, "only") == 0
+            disk.fail()
+            try:
+                _produce_code(broker.bootstrap, "only")
+            except OSError:
+                pass   # the broker may halt before it answers
+            wait_until(lambda: not broker.alive(), WAIT_S, "the broker to halt")
+            assert broker.proc is not None and broker.proc.returncode == 1
+            assert f"Shutdown broker because all log dirs in {failing} have failed" \
+                in broker.log()
+        finally:
+            broker.kill()

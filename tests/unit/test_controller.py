@@ -178,3 +178,32 @@ def test_a_stalled_controller_judges_nobody_until_it_has_read_its_heartbeats(
         await _stop(ctrl)
 
     asyncio.run(run())
+
+
+def test_no_image_names_a_fenced_broker_as_a_leader(tmp_path: Path) -> None:
+    """Fencing a broker (controlled shutdown, a new process registering) and moving its
+    leaderships is one metadata batch, as in Kafka. The bug: two commits, and a Metadata
+    answer between them named a fenced leader, which kafka-python 3.0.12 cannot recover from
+    (issue 27)."""
+    async def run() -> None:
+        ctrl = await _three_brokers(tmp_path)
+        [created] = await ctrl.create_topics([TopicSpec(
+            "t", assignments={0: [2, 1, 3], 1: [3, 2, 1], 2: [2, 3, 1]})])
+        assert created.error is None
+        seen: list[tuple[int, str, int]] = []
+
+        def watch(_: object, image) -> None:   # type: ignore[no-untyped-def]
+            for topic in image.topics.values():
+                seen.extend((p.leader, topic.name, n) for n, p in topic.partitions.items()
+                            if p.leader != -1 and p.leader not in image.live_broker_ids)
+        ctrl.on_change(watch)
+        epoch = ctrl.image.brokers[2].epoch
+        state = await ctrl.broker_heartbeat(2, epoch, ctrl.raft.applied_offset, True)
+        assert state.should_shut_down
+        await ctrl.register_broker(3, "127.0.0.1", 9095, None, "incarnation-3b")  # restarted
+        assert ctrl.image.live_broker_ids == {1}
+        assert {p.leader for p in ctrl.image.topics["t"].partitions.values()} == {1}
+        assert seen == [], f"images named fenced leaders: {seen}"
+        await _stop(ctrl)
+
+    asyncio.run(run())

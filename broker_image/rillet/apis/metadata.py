@@ -32,7 +32,11 @@ def _partitions(topic: TopicInfo, image: MetadataImage) -> list[dict[str, Any]]:
         out.append({
             "error_code": 0 if leader_known else errors.LeaderNotAvailable.code,
             "partition_index": p,
-            "leader_id": part.leader,
+            # A leader that is not live (fenced, until the controller has moved its
+            # leaderships) is named -1, as Kafka does: the brokers list leaves it out, and a
+            # client that reads leader_id without the partition's error code would look for
+            # a broker it has no address of (kafka-python 3.0.12 then stops sending for good).
+            "leader_id": part.leader if leader_known else -1,
             "leader_epoch": part.leader_epoch,
             "replica_nodes": part.replicas,
             "isr_nodes": part.isr,

@@ -157,10 +157,10 @@ class Controller:
                 self._liveness.touch(node_id, arrived)
                 return known.epoch
             epoch = (known.epoch + 1) if known else 0
-            await self._commit([{"type": mrec.REGISTER_BROKER, "node_id": node_id,
-                                 "host": host, "port": port, "rack": rack, "epoch": epoch,
-                                 "incarnation": incarnation, "fenced": True,
-                                 "endpoints": [list(e) for e in endpoints]}])
+            register = {"type": mrec.REGISTER_BROKER, "node_id": node_id,
+                        "host": host, "port": port, "rack": rack, "epoch": epoch,
+                        "incarnation": incarnation, "fenced": True,
+                        "endpoints": [list(e) for e in endpoints]}
             if known and known.incarnation != incarnation:
                 # A new process: its last one may have died without a controlled shutdown
                 # (still in ISRs) and its disk may be empty (emptyDir, a replaced volume).
@@ -168,7 +168,9 @@ class Controller:
                 # restart the same way), or a leader election could pick an empty log. An
                 # ISR of it alone stays (on_broker_leaving never empties one): without
                 # KIP-966's eligible leader replicas that partition has no better choice.
-                await self._leave(node_id)
+                await self._fence_and_leave(register)
+            else:
+                await self._commit([register])
             self._liveness.touch(node_id, arrived)
             return epoch
 
@@ -246,14 +248,17 @@ class Controller:
 
     async def _fence(self, node_id: int, why: str) -> None:
         """Under the lock: fence `node_id` and move its leaderships to the ISR."""
-        await self._commit([{"type": mrec.FENCE_BROKER, "node_id": node_id}])
-        await self._leave(node_id)
+        await self._fence_and_leave({"type": mrec.FENCE_BROKER, "node_id": node_id})
         log.info("broker %d fenced (%s)", node_id, why)
 
-    async def _leave(self, node_id: int) -> None:
-        """Under the lock, `node_id` fenced: its leaderships and ISR slots go to others."""
-        await self._commit(election.on_broker_leaving(self.image, node_id,
-                                                      self._unclean_allowed))
+    async def _fence_and_leave(self, fence: dict[str, Any]) -> None:
+        """Under the lock: commit `fence` (a record fencing a broker) with the records moving
+        that broker's leaderships and ISR slots to others, in one batch, as Kafka's
+        controller does: no image ever names a fenced broker as a partition's leader (a
+        client would be told a leader it has no address of)."""
+        node_id = fence["node_id"]
+        await self._commit([fence, *election.on_broker_leaving(self.image, node_id,
+                                                               self._unclean_allowed)])
         await self._commit(reassignment.completions(self.image))
 
     def _unclean_allowed(self, topic: str) -> bool:

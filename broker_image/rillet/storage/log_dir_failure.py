@@ -5,6 +5,9 @@ its whole log dir offline, as in Kafka: nothing in it is trusted for writing aga
 broker restarts on a repaired disk. The LogManager marks the dir here and closes its logs;
 subscribers (the replica manager, which drops the roles and tells the controller) hear of
 each dir once. DescribeLogDirs and the `rillet_offline_log_dirs` gauge read `offline`.
+When every log dir has failed, the broker halts (halt_when_all_offline), as Kafka's
+ReplicaManager does: a broker with nowhere to keep a replica only holds on to leaderships
+and registrations the cluster should move elsewhere.
 
 Not thread-safe: used from the event loop thread only (failures found in worker threads
 come back to it as exceptions first).
@@ -13,9 +16,11 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -79,3 +84,22 @@ class LogDirFailureChannel:
             listener(failure)
         except Exception:
             log.exception("a log dir failure listener failed")
+
+
+def halt() -> None:
+    """End the process at once with exit code 1 (Kafka's Exit.halt(1)): no controlled
+    shutdown, which would write to the failed disks and wait on the cluster."""
+    logging.shutdown()   # the reason must reach the log before the process is gone
+    sys.stderr.flush()
+    os._exit(1)
+
+
+def halt_when_all_offline(log_dirs: Sequence[Path], channel: LogDirFailureChannel,
+                          halt: Callable[[], None] = halt) -> FailureListener:
+    """A listener that halts the broker once every one of `log_dirs` is offline."""
+    def on_failure(_: LogDirFailure) -> None:
+        if all(channel.is_offline(Path(d)) for d in log_dirs):
+            log.critical("Shutdown broker because all log dirs in %s have failed",
+                         ",".join(map(str, log_dirs)))
+            halt()
+    return on_failure

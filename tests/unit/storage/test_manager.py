@@ -187,3 +187,21 @@ def test_a_listener_subscribing_late_hears_of_earlier_failures(tmp_path: Path) -
     heard: list = []
     manager.failures.subscribe(heard.append)
     assert [f.log_dir for f in heard] == [tmp_path / "a"]
+
+
+def test_the_broker_halts_once_every_log_dir_failed(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka halts a broker whose every log dir failed; one failed dir of two does not."""
+    from rillet.storage.log_dir_failure import halt_when_all_offline
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = LogManager(dirs)
+    manager.load_logs(lambda t, p: LogConfig())
+    halts: list[bool] = []
+    manager.failures.subscribe(halt_when_all_offline(dirs, manager.failures,
+                                                     lambda: halts.append(True)))
+    manager.fail_dir(dirs[0], OSError(5, "Input/output error"))
+    assert halts == []
+    manager.fail_dir(dirs[1], OSError(5, "Input/output error"))
+    assert halts == [True]
+    assert f"Shutdown broker because all log dirs in {dirs[0]},{dirs[1]} have failed" \
+        in caplog.text
