@@ -62,7 +62,7 @@ from ..records import (CRC_OFFSET, CRC_START, LAST_OFFSET_DELTA_OFFSET, BatchHea
                        decode_records, encode_batch)
 from .segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, scan_batches,
                       segment_name)
-from .txn_cleaning import TxnCleaning
+from .txn_cleaning import TxnCleaning, drop_obsolete_aborts, fsync_and_close
 from .txn_index import AbortedRanges, aborted_ranges, is_aborted
 
 log = logging.getLogger(__name__)
@@ -114,6 +114,7 @@ class CleanResult:
     # When the next pass is due for deletes: the oldest kept tombstone's segment mtime +
     # delete.retention.ms, or the earliest delete horizon of a kept marker.
     earliest_tombstone_ms: int | None = None
+    obsolete_aborts: set[tuple[int, int]] = field(default_factory=set)  # txn_cleaning.py
 
 
 # -- worker thread part (pure file work) ---------------------------------------------
@@ -267,6 +268,7 @@ def clean_segments(directory: Path, segments: list[SegmentFile], cfg: CleaningCo
                                               writer.index_path, writer.time_index_path,
                                               writer.size))
     result.earliest_tombstone_ms = _earliest(result.earliest_tombstone_ms, txns.earliest_due_ms)
+    result.obsolete_aborts = txns.obsolete_aborts
     return result
 
 
@@ -459,6 +461,10 @@ class LogCleaner:
                                                            segments[-1].end_offset))
         result = await asyncio.to_thread(clean_segments, plog.directory, segments, cfg, now,
                                          aborted)
+        # Index entries first: one left behind by its removed marker misleads readers.
+        fds = drop_obsolete_aborts(plog.segments, result.obsolete_aborts)
+        if fds:
+            await asyncio.to_thread(fsync_and_close, fds)
         swapped = 0
         for cleaned in result.segments:
             if swap_in_cleaned(plog, cleaned):
