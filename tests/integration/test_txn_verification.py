@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable
 
 import pytest
 
@@ -30,14 +30,13 @@ CONCURRENT_TRANSACTIONS, PRODUCER_FENCED, TRANSACTION_ABORTABLE = 51, 90, 120
 INVALID_PRODUCER_EPOCH = 47
 
 
+SMALL_STATE = {"transaction.state.log.num.partitions": 1, "offsets.topic.num.partitions": 1,
+               "group.initial.rebalance.delay.ms": 0}
+
+
 @pytest.fixture
-def txn_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path / "data", config={
-        "transaction.state.log.num.partitions": 3, "offsets.topic.num.partitions": 3,
-        "group.initial.rebalance.delay.ms": 0})
-    b.start()
-    yield b
-    b.stop()
+def txn_broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
+    return broker_factory(config=SMALL_STATE)
 
 
 class RawTxn:
@@ -170,25 +169,54 @@ def test_a_transactional_batch_for_a_partition_not_in_the_transaction_is_refused
         "in-txn", "in-txn-2"]
 
 
-def test_verification_can_be_turned_off(tmp_path: Path) -> None:
-    broker = BrokerProcess(tmp_path / "data", config={
-        "transaction.state.log.num.partitions": 1, "offsets.topic.num.partitions": 1,
-        "transaction.partition.verification.enable": "false"})
-    broker.start()
-    try:
-        topic = f"voff-{uuid.uuid4().hex[:6]}"
-        create_topic(broker.bootstrap, topic, partitions=2)
-        with Wire(broker.bootstrap) as wire:
-            txn = RawTxn(wire, f"tx-{topic}")
+def test_txn_offset_commit_needs_the_group_in_the_transaction(txn_broker: BrokerProcess) -> None:
+    topic = f"voc-{uuid.uuid4().hex[:6]}"
+    create_topic(txn_broker.bootstrap, topic, partitions=1)
+    with Wire(txn_broker.bootstrap) as wire:
+        def commit(txn: RawTxn, group: str, version: int) -> int:
+            read_until(lambda: wire.request(10, 3, {"key": group, "key_type": 0}),
+                       lambda r: r.error_code == NONE, WAIT_S)
+            resp = read_until(lambda: wire.request(28, version, {
+                "transactional_id": txn.txn_id, "group_id": group, "producer_id": txn.pid,
+                "producer_epoch": txn.epoch, "generation_id": -1, "member_id": "",
+                "group_instance_id": None, "topics": [{"name": topic, "partitions": [{
+                    "partition_index": 0, "committed_offset": 5,
+                    "committed_leader_epoch": -1, "committed_metadata": ""}]}]}),
+                lambda r: r.topics[0].partitions[0].error_code not in (14, 15, 16),
+                WAIT_S)
+            return resp.topics[0].partitions[0].error_code
+
+        for version, refusal in ((4, TRANSACTION_ABORTABLE), (3, INVALID_TXN_STATE)):
+            txn = RawTxn(wire, f"tx-{topic}-v{version}")
             assert txn.add(topic, [0]) == [NONE]
-            # Kafka before KIP-890: the batch is taken and opens a transaction the
-            # coordinator does not know of (its marker will not reach partition 1).
-            assert txn.produce(topic, 1, "unverified").error_code == NONE
+            # No AddOffsetsToTxn: the group's offsets partition is not in the transaction.
+            assert commit(txn, f"g-{topic}", version) == refusal
             assert txn.end(commit=False) == NONE
-            stable, end = _stable_end(wire, topic, 1)
-            assert (stable, end) == (0, 1)
-    finally:
-        broker.stop()
+        txn = RawTxn(wire, f"tx-{topic}-added")
+        group = f"g-{topic}-added"
+        added = read_until(lambda: wire.request(25, 3, {
+            "transactional_id": txn.txn_id, "producer_id": txn.pid,
+            "producer_epoch": txn.epoch, "group_id": group}),
+            lambda r: r.error_code != CONCURRENT_TRANSACTIONS, WAIT_S)
+        assert added.error_code == NONE
+        assert commit(txn, group, 4) == NONE
+        assert commit(txn, group, 4) == NONE    # ongoing there now: not asked again
+        assert txn.end(commit=True) == NONE
+
+
+def test_verification_can_be_turned_off(broker_factory: Callable[..., BrokerProcess]) -> None:
+    broker = broker_factory(config={**SMALL_STATE,
+                                    "transaction.partition.verification.enable": "false"})
+    topic = f"voff-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, partitions=2)
+    with Wire(broker.bootstrap) as wire:
+        txn = RawTxn(wire, f"tx-{topic}")
+        assert txn.add(topic, [0]) == [NONE]
+        # Kafka before KIP-890: a batch for a partition the transaction never added is
+        # taken and opens a transaction no marker will end (partition 1 hangs).
+        assert txn.produce(topic, 1, "unverified").error_code == NONE
+        assert txn.end(commit=False) == NONE
+        assert _stable_end(wire, topic, 1) == (0, 1)
 
 
 def test_confluent_transactions_pass_verification(txn_broker: BrokerProcess) -> None:

@@ -30,7 +30,7 @@ from ..protocol import errors
 from ..protocol.codec import FramingError
 from ..quotas.entity import PRODUCER_BYTE_RATE
 from ..records import BatchHeader, parse_batches
-from ..txn.verification import produce_error
+from ..txn.verification import check_still_verified, verification_error
 from .registry import RequestContext, api
 
 
@@ -59,6 +59,7 @@ TopicPartition = tuple[str, int]
 Slot = tuple[int, int]
 # A partition whose first transactional batch was verified: the producer and the guard.
 Verified = tuple[int, int, object]
+ABORTABLE_SINCE = 11   # the Produce versions that know TRANSACTION_ABORTABLE (KIP-890)
 
 
 def _prepare(ctx: RequestContext, topic: str, index: int, records: bytes | None,
@@ -103,24 +104,14 @@ async def _verify(ctx: RequestContext, tid: str,
             asks.setdefault((first.producer_id, first.producer_epoch), set()).add(tp)
     results = await asyncio.gather(*(verifier.verify(tid, pid, epoch, sorted(tps))
                                      for (pid, epoch), tps in asks.items()))
+    abortable_known = ctx.version >= ABORTABLE_SINCE
     refused = {tp: refusal for codes in results for tp, code in codes.items()
-               if (refusal := produce_error(code, ctx.version)) is not None}
+               if (refusal := verification_error(code, abortable_known)) is not None}
     for slot in [slot for slot in verified if prepared[slot][0] in refused]:
         tp = prepared[slot][0]
         prepared[slot] = (tp, refused[tp])
         del verified[slot]
     return verified
-
-
-def _check_still_verified(ctx: RequestContext, tp: TopicPartition, verified: Verified) -> None:
-    """No await between this and the append: a marker written while the coordinator was
-    asked dropped the guard, and the batch must not open a transaction the answer was not
-    about (the client retries and is asked again)."""
-    pid, epoch, guard = verified
-    state = ctx.broker.replication.leader_log(*tp).producer_state
-    if state.needs_verification(pid, epoch) and not state.guard_holds(pid, guard):
-        raise errors.NotEnoughReplicas(
-            f"producer {pid}'s transaction on {tp[0]}-{tp[1]} ended while it was verified")
 
 
 def _append(ctx: RequestContext, topic: str, index: int, prepared: Prepared,
@@ -176,8 +167,9 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
                 tp, item = prepared[(ti, pi)]
                 if isinstance(item, BaseException):
                     raise item
-                if (ti, pi) in verified:
-                    _check_still_verified(ctx, tp, verified[(ti, pi)])
+                if (ti, pi) in verified:   # no await from here to the append
+                    check_still_verified(ctx.broker.replication.leader_log(*tp).producer_state,
+                                         *verified[(ti, pi)], f"{tp[0]}-{tp[1]}")
                 entry, plog = _append(ctx, topic.name, pdata.index, item, acks)
                 to_flush.append(plog)
                 if acks == -1 and plog.high_watermark < plog.log_end_offset:

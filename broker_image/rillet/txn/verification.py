@@ -30,6 +30,7 @@ from typing import Callable, Iterable
 from ..coordinator.host import CoordinatorHost
 from ..coordinator.internal_topic import partition_of
 from ..protocol import errors
+from ..storage.producer_state import ProducerStateManager
 from .links import LINK_ERRORS, BrokerLinks
 from .state_manager import TXN_TOPIC
 
@@ -38,7 +39,6 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 ADD_PARTITIONS_TO_TXN = 24
 VERIFY_VERSION = 5            # the first that may answer TRANSACTION_ABORTABLE
-ABORTABLE_SINCE_PRODUCE = 11  # Produce versions that know TRANSACTION_ABORTABLE
 # Coordinator answers that mean "not now": the produce is retried.
 _RETRY_LATER = {errors.CoordinatorLoadInProgress.code, errors.CoordinatorNotAvailable.code,
                 errors.NotCoordinator.code, errors.ConcurrentTransactions.code,
@@ -109,13 +109,15 @@ class PartitionVerifier:
         return codes
 
 
-def produce_error(code: int, produce_version: int) -> errors.KafkaError | None:
-    """What a Produce of ``produce_version`` answers for a verification code (None: go on)."""
+def verification_error(code: int, abortable_known: bool) -> errors.KafkaError | None:
+    """What a Produce (or TxnOffsetCommit) answers for a verification code (None: go on);
+    ``abortable_known``: its version knows TRANSACTION_ABORTABLE (Produce v11+,
+    TxnOffsetCommit v4+)."""
     if code == 0:
         return None
     if code in (errors.TransactionAbortable.code, errors.InvalidTxnState.code):
         reason = "the partition was not added to the producer's transaction"
-        if produce_version >= ABORTABLE_SINCE_PRODUCE:
+        if abortable_known:
             return errors.TransactionAbortable(reason)
         return errors.InvalidTxnState(reason)
     if code == errors.ProducerFenced.code:
@@ -124,3 +126,13 @@ def produce_error(code: int, produce_version: int) -> errors.KafkaError | None:
         return errors.NotEnoughReplicas(
             f"the transaction coordinator could not verify the partition now (error {code})")
     return errors.error_for_code(code)(f"transaction verification failed (error {code})")
+
+
+def check_still_verified(state: ProducerStateManager, producer_id: int, epoch: int,
+                         guard: object, where: str) -> None:
+    """Called with no await before the append: a marker written while the coordinator was
+    asked dropped the guard, and the batch must not open a transaction the answer was not
+    about (NOT_ENOUGH_REPLICAS: the client retries and is asked again)."""
+    if state.needs_verification(producer_id, epoch) and not state.guard_holds(producer_id, guard):
+        raise errors.NotEnoughReplicas(
+            f"producer {producer_id}'s transaction on {where} ended while it was verified")
