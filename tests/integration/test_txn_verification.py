@@ -12,7 +12,8 @@ from __future__ import annotations
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -93,6 +94,18 @@ class RawTxn:
             lambda r: r.error_code != CONCURRENT_TRANSACTIONS, WAIT_S).error_code
 
 
+@contextmanager
+def raw_transaction(bootstrap: str, prefix: str, partitions: int
+                    ) -> Iterator[tuple[Wire, RawTxn, str]]:
+    """A fresh topic and a raw transaction that added its partition 0."""
+    topic = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, partitions=partitions)
+    with Wire(bootstrap) as wire:
+        txn = RawTxn(wire, f"tx-{topic}")
+        assert txn.add(topic, [0]) == [NONE]
+        yield wire, txn, topic
+
+
 def _codes(resp: Any) -> dict[tuple[str, int], int]:
     return {(t.name, p.partition_index): p.partition_error_code
             for txn in resp.results_by_transaction for t in txn.topic_results
@@ -142,11 +155,7 @@ def test_add_partitions_to_txn_v4_v5_verify_only_answers_per_partition(
 
 def test_a_transactional_batch_for_a_partition_not_in_the_transaction_is_refused(
         txn_broker: BrokerProcess) -> None:
-    topic = f"vpr-{uuid.uuid4().hex[:6]}"
-    create_topic(txn_broker.bootstrap, topic, partitions=3)
-    with Wire(txn_broker.bootstrap) as wire:
-        txn = RawTxn(wire, f"tx-{topic}")
-        assert txn.add(topic, [0]) == [NONE]
+    with raw_transaction(txn_broker.bootstrap, "vpr", partitions=3) as (wire, txn, topic):
         assert txn.produce(topic, 0, "in-txn").error_code == NONE
         assert txn.produce(topic, 0, "in-txn-2").error_code == NONE
         refused = txn.produce(topic, 1, "never-added")
@@ -207,11 +216,7 @@ def test_txn_offset_commit_needs_the_group_in_the_transaction(txn_broker: Broker
 def test_verification_can_be_turned_off(broker_factory: Callable[..., BrokerProcess]) -> None:
     broker = broker_factory(config={**SMALL_STATE,
                                     "transaction.partition.verification.enable": "false"})
-    topic = f"voff-{uuid.uuid4().hex[:6]}"
-    create_topic(broker.bootstrap, topic, partitions=2)
-    with Wire(broker.bootstrap) as wire:
-        txn = RawTxn(wire, f"tx-{topic}")
-        assert txn.add(topic, [0]) == [NONE]
+    with raw_transaction(broker.bootstrap, "voff", partitions=2) as (wire, txn, topic):
         # Kafka before KIP-890: a batch for a partition the transaction never added is
         # taken and opens a transaction no marker will end (partition 1 hangs).
         assert txn.produce(topic, 1, "unverified").error_code == NONE
