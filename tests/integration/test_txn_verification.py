@@ -216,12 +216,27 @@ def test_txn_offset_commit_needs_the_group_in_the_transaction(txn_broker: Broker
 def test_verification_can_be_turned_off(broker_factory: Callable[..., BrokerProcess]) -> None:
     broker = broker_factory(config={**SMALL_STATE,
                                     "transaction.partition.verification.enable": "false"})
-    with raw_transaction(broker.bootstrap, "voff", partitions=2) as (wire, txn, topic):
+    with raw_transaction(broker.bootstrap, "voff", partitions=10) as (wire, txn, topic):
         # Kafka before KIP-890: a batch for a partition the transaction never added is
         # taken and opens a transaction no marker will end (partition 1 hangs).
         assert txn.produce(topic, 1, "unverified").error_code == NONE
         assert txn.end(commit=False) == NONE
         assert _stable_end(wire, topic, 1) == (0, 1)
+        # The setting is dynamic: turned on for the cluster, the next produce is verified.
+        altered = wire.request(44, 1, {"resources": [{
+            "resource_type": 4, "resource_name": "", "configs": [{
+                "name": "transaction.partition.verification.enable", "config_operation": 0,
+                "value": "true"}]}], "validate_only": False})
+        assert altered.responses[0].error_code == NONE, altered
+        second = RawTxn(wire, f"tx-{topic}-on")
+        assert second.add(topic, [0]) == [NONE]
+        # Until the change reaches the broker a produce is taken (and hangs its partition),
+        # so each try goes to another never-added partition.
+        tries = iter(range(2, 10))
+        refused = read_until(lambda: second.produce(topic, next(tries), "verified"),
+                             lambda r: r.error_code != NONE, WAIT_S)
+        assert refused.error_code == TRANSACTION_ABORTABLE, refused
+        assert second.end(commit=False) == NONE
 
 
 def test_confluent_transactions_pass_verification(txn_broker: BrokerProcess) -> None:
