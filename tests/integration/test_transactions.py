@@ -6,7 +6,9 @@ path) and sent with Produce and a transactional id; WriteTxnMarkers then commits
 them, as a coordinator would. read_committed consumers (confluent-kafka, kafka-python,
 aiokafka, the Java console consumer) must see only committed records and stop at the last
 stable offset (LSO); read_uncommitted sees everything; a restart, a kill -9 and a leader
-change keep open transactions and aborts.
+change keep open transactions and aborts. No coordinator knows these transactions, so the
+brokers run with transaction.partition.verification.enable=false (KIP-890's verification
+would refuse them, as Kafka's would; test_txn_verification.py tests it).
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from rillet.records import Record, encode_batch
@@ -31,6 +34,13 @@ INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, TXN_ID_AUTH_FAILED = 47, 48, 53
 INVALID_RECORD, NOT_LEADER = 87, 6
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 LATEST = -1
+# The coordinator's part is played here: the leaders may not ask one (see the module doc).
+UNVERIFIED = {"transaction.partition.verification.enable": "false"}
+
+
+@pytest.fixture
+def broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
+    return broker_factory(config=UNVERIFIED)
 
 
 @dataclass
@@ -254,7 +264,7 @@ def _last_offset(records: bytes | None) -> int:
 
 def test_read_committed_hides_aborts_and_stops_at_the_lso_across_restarts(
         tmp_path: Path) -> None:
-    broker = BrokerProcess(tmp_path / "data").start()
+    broker = BrokerProcess(tmp_path / "data", config=UNVERIFIED).start()
     topic = f"txn-{uuid.uuid4().hex[:6]}"
     try:
         create_topic(broker.bootstrap, topic, partitions=1)
@@ -319,7 +329,7 @@ def test_a_new_leader_knows_open_transactions_and_aborts(tmp_path: Path) -> None
     from tests.integration.test_replication import _cluster, _leader_of, _replicated_topic
     from tests.integration.test_cluster import WAIT_S, _address
     topic = "txn-rf3"
-    with _cluster(tmp_path).start() as cluster:
+    with _cluster(tmp_path, **UNVERIFIED).start() as cluster:
         _replicated_topic(cluster, topic, 1)
         leader = _leader_of(cluster, topic, 0)
         with Wire(_address(cluster, leader)) as wire:

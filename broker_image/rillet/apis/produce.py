@@ -10,8 +10,10 @@ only base offset and leader epoch patched. acks=0 gets no response.
 Transactional batches need the request's transactional_id and WRITE on it (else
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers); the log tracks each producer's
 open transaction (storage/producer_state.py) until a WriteTxnMarkers marker ends it.
-Clients may not write control batches (INVALID_RECORD). Gap: without a transaction
-coordinator nothing verifies that the partition was added to the transaction (KIP-890).
+Clients may not write control batches (INVALID_RECORD). A producer's first transactional
+batch on a partition is appended only once its transaction coordinator confirms the partition
+was added to the transaction (KIP-890 part 1, txn/verification.py): else
+TRANSACTION_ABORTABLE (v11) or INVALID_TXN_STATE (older), as Kafka 4.x answers.
 v3: transactional id, RecordBatch v2. v5: log start offset. v7: zstd.
 The request's size counts against the client's producer_byte_rate (quotas/manager.py).
 v8: record errors, error message. v9: flexible. v10-11: current leader
@@ -28,6 +30,7 @@ from ..protocol import errors
 from ..protocol.codec import FramingError
 from ..quotas.entity import PRODUCER_BYTE_RATE
 from ..records import BatchHeader, parse_batches
+from ..txn.verification import check_still_verified, verification_error
 from .registry import RequestContext, api
 
 
@@ -49,9 +52,19 @@ def _check_transactional(headers: list[BatchHeader], transactional_ok: bool) -> 
                 raise errors.InvalidRecord("a transactional batch needs a producer id")
 
 
-def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None,
-            acks: int, transactional_ok: bool) -> tuple[dict[str, Any], Any]:
-    """Append one partition's batches; returns (response entry, log to flush)."""
+Prepared = tuple[bytearray, list[BatchHeader]]
+TopicPartition = tuple[str, int]
+# Where a partition's data sits in the request (topic index, partition index): a request
+# naming a partition twice appends each once, as before verification came.
+Slot = tuple[int, int]
+# A partition whose first transactional batch was verified: the producer and the guard.
+Verified = tuple[int, int, object]
+ABORTABLE_SINCE = 11   # the Produce versions that know TRANSACTION_ABORTABLE (KIP-890)
+
+
+def _prepare(ctx: RequestContext, topic: str, index: int, records: bytes | None,
+             transactional_ok: bool) -> Prepared:
+    """The batches of one partition, parsed and checked before anything is appended."""
     if topic == OFFSETS_TOPIC:
         # Only the group coordinator writes there; a client append could corrupt groups.
         raise errors.InvalidTopicException(f"cannot append to internal topic {topic}")
@@ -61,11 +74,77 @@ def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None,
     data = bytearray(records)
     headers = parse_batches(data)
     _check_transactional(headers, transactional_ok)
+    return data, headers
+
+
+def _first_transactional(headers: list[BatchHeader]) -> BatchHeader | None:
+    return next((h for h in headers if h.is_transactional), None)
+
+
+async def _verify(ctx: RequestContext, tid: str,
+                  prepared: dict[Slot, tuple[TopicPartition, Prepared | BaseException]]
+                  ) -> dict[Slot, Verified]:
+    """KIP-890: ask the coordinator about every partition a producer's transactional batch
+    would start a transaction on (one question per producer); a refusal replaces that
+    partition's batches in ``prepared`` by its error."""
+    verifier = ctx.broker.txn_coordinator.verifier
+    asks: dict[tuple[int, int], set[TopicPartition]] = {}
+    verified: dict[Slot, Verified] = {}
+    for slot, (tp, item) in prepared.items():
+        first = None if isinstance(item, BaseException) else _first_transactional(item[1])
+        if first is None:
+            continue
+        try:
+            state = ctx.broker.replication.leader_log(*tp).producer_state
+        except errors.KafkaError:
+            continue   # the append answers it
+        if state.needs_verification(first.producer_id, first.producer_epoch):
+            guard = state.verification_guard(first.producer_id)
+            verified[slot] = (first.producer_id, first.producer_epoch, guard)
+            asks.setdefault((first.producer_id, first.producer_epoch), set()).add(tp)
+    results = await asyncio.gather(*(verifier.verify(tid, pid, epoch, sorted(tps))
+                                     for (pid, epoch), tps in asks.items()))
+    abortable_known = ctx.version >= ABORTABLE_SINCE
+    refused = {tp: refusal for codes in results for tp, code in codes.items()
+               if (refusal := verification_error(code, abortable_known)) is not None}
+    for slot in [slot for slot in verified if prepared[slot][0] in refused]:
+        tp = prepared[slot][0]
+        prepared[slot] = (tp, refused[tp])
+        del verified[slot]
+    return verified
+
+
+def _append(ctx: RequestContext, topic: str, index: int, prepared: Prepared,
+            acks: int) -> tuple[dict[str, Any], Any]:
+    """Append one partition's batches; returns (response entry, log to flush)."""
+    data, headers = prepared
     info, plog = ctx.broker.replication.append_as_leader(topic, index, data, headers, acks)
     ctx.broker.metrics.bytes_in += len(data)
     return ({"index": index, "error_code": 0, "base_offset": info.base_offset,
              "log_append_time": info.log_append_time,
              "log_start_offset": info.log_start_offset}, plog)
+
+
+def _prepare_all(ctx: RequestContext, req: Any, transactional_ok: bool
+                 ) -> dict[Slot, tuple[TopicPartition, Prepared | BaseException]]:
+    """Every partition's batches, or the error it is answered with."""
+    prepared: dict[Slot, tuple[TopicPartition, Prepared | BaseException]] = {}
+    for ti, topic in enumerate(req.topic_data):
+        may_write = ctx.authorized("WRITE", "TOPIC", topic.name)
+        for pi, pdata in enumerate(topic.partition_data):
+            tp = (topic.name, pdata.index)
+            try:
+                if not may_write:
+                    raise errors.TopicAuthorizationFailed(
+                        f"{ctx.principal} may not WRITE topic {topic.name}")
+                if req.acks not in (-1, 0, 1):
+                    raise errors.InvalidRequiredAcks(
+                        f"acks must be -1, 0 or 1, got {req.acks}")
+                prepared[(ti, pi)] = (tp, _prepare(ctx, topic.name, pdata.index,
+                                                   pdata.records, transactional_ok))
+            except Exception as exc:  # one partition's failure never aborts the request
+                prepared[(ti, pi)] = (tp, exc)
+    return prepared
 
 
 @api(key=0, versions=(0, 11), decodable_from=3,
@@ -77,18 +156,21 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
     replicated: list[tuple[str, int, dict[str, Any], int]] = []
     tid = req.transactional_id
     transactional_ok = tid is not None and ctx.authorized("WRITE", "TRANSACTIONAL_ID", tid)
-    for topic in req.topic_data:
+    prepared = _prepare_all(ctx, req, transactional_ok)
+    verified: dict[Slot, Verified] = {}
+    if transactional_ok and ctx.broker.txn_coordinator.verifier.enabled:
+        verified = await _verify(ctx, tid, prepared)
+    for ti, topic in enumerate(req.topic_data):
         parts = []
-        may_write = ctx.authorized("WRITE", "TOPIC", topic.name)
-        for pdata in topic.partition_data:
+        for pi, pdata in enumerate(topic.partition_data):
             try:
-                if not may_write:
-                    raise errors.TopicAuthorizationFailed(
-                        f"{ctx.principal} may not WRITE topic {topic.name}")
-                if acks not in (-1, 0, 1):
-                    raise errors.InvalidRequiredAcks(f"acks must be -1, 0 or 1, got {acks}")
-                entry, plog = _append(ctx, topic.name, pdata.index, pdata.records, acks,
-                                      transactional_ok)
+                tp, item = prepared[(ti, pi)]
+                if isinstance(item, BaseException):
+                    raise item
+                if (ti, pi) in verified:   # no await from here to the append
+                    check_still_verified(ctx.broker.replication.leader_log(*tp).producer_state,
+                                         *verified[(ti, pi)], f"{tp[0]}-{tp[1]}")
+                entry, plog = _append(ctx, topic.name, pdata.index, item, acks)
                 to_flush.append(plog)
                 if acks == -1 and plog.high_watermark < plog.log_end_offset:
                     # Followers must fetch it first. When the ISR is already satisfied (a

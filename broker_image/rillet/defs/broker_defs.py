@@ -216,6 +216,9 @@ _BROKER_DEFS = [
     ConfigDef("transactional.id.expiration.ms", "int", 604800000, "", _positive, "> 0"),
     ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000, "",
               _positive, "> 0"),
+    # KIP-890 part 1: a leader asks the coordinator before a producer's first transactional
+    # batch on a partition (txn/verification.py).
+    ConfigDef("transaction.partition.verification.enable", "bool", True),
     ConfigDef("num.network.threads", "int", 3, effect=False),
     ConfigDef("num.io.threads", "int", 8, effect=False),
     ConfigDef("num.recovery.threads.per.data.dir", "int", 1, effect=False),

@@ -20,4 +20,6 @@ DYNAMIC_KEYS = frozenset({
     "log.cleaner.delete.retention.ms", "log.cleaner.min.compaction.lag.ms",
     "log.cleaner.max.compaction.lag.ms", "log.cleaner.min.cleanable.ratio",
     "log.cleaner.backoff.ms", "log.cleaner.threads",
+    # read by every produce that would start a transaction on a partition (txn/verification.py)
+    "transaction.partition.verification.enable",
 })

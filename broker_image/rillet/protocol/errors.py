@@ -76,6 +76,8 @@ ConcurrentTransactions = _error("ConcurrentTransactions", 51, True)
 OperationNotAttempted = _error("OperationNotAttempted", 55)
 ProducerFenced = _error("ProducerFenced", 90)
 TransactionalIdNotFound = _error("TransactionalIdNotFound", 105)
+# KIP-890: the transaction cannot go on, the client aborts it (Produce v11+, AddPartitionsToTxn v5).
+TransactionAbortable = _error("TransactionAbortable", 120)
 ClusterAuthorizationFailed = _error("ClusterAuthorizationFailed", 31)
 ReassignmentInProgress = _error("ReassignmentInProgress", 60)
 UnknownLeaderEpoch = _error("UnknownLeaderEpoch", 75, True)

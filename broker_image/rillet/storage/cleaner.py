@@ -20,9 +20,8 @@ Transactions (Kafka's cleaner does the same): nothing at or past the last stable
 is cleaned (a segment ending above it waits), so an open transaction's records stay whole
 and its outcome is known before any key is superseded; batches of aborted transactions
 (from the segments' aborted-transactions indexes) are dropped and never count as a key's
-latest value. COMMIT/ABORT markers are always kept. Gap: Kafka also removes a marker once
-its transaction's data is gone and delete.retention.ms passed; rillet keeps markers (a
-control batch costs a few dozen bytes and readers skip it).
+latest value. A COMMIT/ABORT marker is removed once none of its transaction's data is left
+and its delete horizon (delete.retention.ms later) passed (txn_cleaning.py).
 
 Back on the event loop each cleaned segment is swapped in one at a time
 (`swap_in_cleaned`): the old indexes are unlinked, the cleaned data file is
@@ -63,6 +62,7 @@ from ..records import (CRC_OFFSET, CRC_START, LAST_OFFSET_DELTA_OFFSET, BatchHea
                        decode_records, encode_batch)
 from .segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, scan_batches,
                       segment_name)
+from .txn_cleaning import TxnCleaning, drop_obsolete_aborts, fsync_and_close
 from .txn_index import AbortedRanges, aborted_ranges, is_aborted
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,10 @@ class CleanResult:
     end_offset: int = 0          # next offset after the last cleanable segment
     records_before: int = 0
     records_after: int = 0
-    earliest_tombstone_ms: int | None = None  # mtime of the oldest segment still holding one
+    # When the next pass is due for deletes: the oldest kept tombstone's segment mtime +
+    # delete.retention.ms, or the earliest delete horizon of a kept marker.
+    earliest_tombstone_ms: int | None = None
+    obsolete_aborts: set[tuple[int, int]] = field(default_factory=set)  # txn_cleaning.py
 
 
 # -- worker thread part (pure file work) ---------------------------------------------
@@ -220,6 +223,7 @@ def clean_segments(directory: Path, segments: list[SegmentFile], cfg: CleaningCo
     aborted = aborted or {}
     latest = build_offset_map(segments, aborted)
     horizon = now_ms - cfg.delete_retention_ms
+    txns = TxnCleaning(now_ms, cfg.delete_retention_ms)
     for seg in segments:
         drop_tombstones = seg.mtime_ms <= horizon
         writer = _CleanedWriter(directory, seg.base_offset, cfg)
@@ -228,14 +232,19 @@ def clean_segments(directory: Path, segments: list[SegmentFile], cfg: CleaningCo
         try:
             for header, data in iter_batches(seg):
                 if header.is_control:
-                    writer.write(header, data)
+                    marker = txns.on_marker(header, data)
+                    changed = changed or marker is not data
+                    if marker is not None:
+                        writer.write(header, marker)
                     continue
                 if is_aborted(header, aborted):
+                    txns.on_data_batch(header, kept_any=False)
                     result.records_before += header.records_count
                     changed = True
                     continue
                 _, records = decode_records(data)
                 kept = [r for r in records if _keep(r, latest, drop_tombstones)]
+                txns.on_data_batch(header, kept_any=bool(kept))
                 result.records_before += len(records)
                 result.records_after += len(kept)
                 holds_tombstone = holds_tombstone or any(r.value is None for r in kept)
@@ -250,8 +259,7 @@ def clean_segments(directory: Path, segments: list[SegmentFile], cfg: CleaningCo
             raise
         if holds_tombstone:
             due = seg.mtime_ms + cfg.delete_retention_ms
-            if result.earliest_tombstone_ms is None or due < result.earliest_tombstone_ms:
-                result.earliest_tombstone_ms = due
+            result.earliest_tombstone_ms = _earliest(result.earliest_tombstone_ms, due)
         if not changed:
             writer.abort()
             continue
@@ -259,7 +267,13 @@ def clean_segments(directory: Path, segments: list[SegmentFile], cfg: CleaningCo
         result.segments.append(CleanedSegment(seg.base_offset, seg.size, writer.log_path,
                                               writer.index_path, writer.time_index_path,
                                               writer.size))
+    result.earliest_tombstone_ms = _earliest(result.earliest_tombstone_ms, txns.earliest_due_ms)
+    result.obsolete_aborts = txns.obsolete_aborts
     return result
+
+
+def _earliest(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
 # -- event loop part ---------------------------------------------------------------
@@ -447,6 +461,10 @@ class LogCleaner:
                                                            segments[-1].end_offset))
         result = await asyncio.to_thread(clean_segments, plog.directory, segments, cfg, now,
                                          aborted)
+        # Index entries first: one left behind by its removed marker misleads readers.
+        fds = drop_obsolete_aborts(plog.segments, result.obsolete_aborts)
+        if fds:
+            await asyncio.to_thread(fsync_and_close, fds)
         swapped = 0
         for cleaned in result.segments:
             if swap_in_cleaned(plog, cleaned):

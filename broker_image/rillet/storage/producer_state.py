@@ -25,6 +25,12 @@ new leader may lack is never read past. Known gap (Kafka has it too): after a re
 ``unreplicated`` is rebuilt only from markers after the snapshot's offset, so a marker
 before it but not yet below the high watermark no longer holds the LSO.
 
+KIP-890 verification (txn/verification.py): a transactional batch of a producer with no
+transaction ongoing here is appended only after the transaction coordinator confirmed the
+partition is in its transaction; ``verification_guard`` is taken before that question and
+a marker for the producer drops it, so an answer that raced the end of the transaction is
+not used (``guard_holds`` is False).
+
 Appends are staged (``begin`` -> ``ProducerAppend.check/record`` -> ``commit``)
 so a request whose second batch fails leaves no trace of the first.
 
@@ -115,6 +121,7 @@ class ProducerAppend:
         self._manager = manager
         self._updates: dict[int, ProducerEntry] = {}
         self._completed: list[CompletedTxn] = []
+        self._marked: set[int] = set()   # producers a staged marker ends a transaction of
 
     def _entry(self, producer_id: int) -> ProducerEntry | None:
         entry = self._updates.get(producer_id)
@@ -168,6 +175,8 @@ class ProducerAppend:
         completed = _apply(entry, header, first_offset, last_offset, timestamp, marker)
         if completed is not None:
             self._completed.append(completed)
+        if marker is not None:
+            self._marked.add(pid)
 
     def commit(self) -> list[CompletedTxn]:
         """Apply the staged updates; returns the transactions the staged markers ended."""
@@ -175,6 +184,9 @@ class ProducerAppend:
         manager.producers.update(self._updates)
         for entry in self._updates.values():
             manager.track_ongoing(entry)
+        for pid in self._marked:
+            manager.verification_guards.pop(pid, None)
+        self._marked = set()
         completed, self._completed, self._updates = self._completed, [], {}
         manager.unreplicated.extend(completed)
         return completed
@@ -224,6 +236,19 @@ class ProducerStateManager:
         self.ongoing: dict[int, int] = {}
         # Ended transactions whose marker is not yet below the high watermark.
         self.unreplicated: list[CompletedTxn] = []
+        # producer id -> token of a KIP-890 verification in flight (see the module doc).
+        self.verification_guards: dict[int, object] = {}
+
+    def needs_verification(self, producer_id: int, epoch: int) -> bool:
+        """Whether a transactional batch of this producer would start a transaction here."""
+        entry = self.producers.get(producer_id)
+        return entry is None or entry.epoch != epoch or entry.current_txn_first_offset < 0
+
+    def verification_guard(self, producer_id: int) -> object:
+        return self.verification_guards.setdefault(producer_id, object())
+
+    def guard_holds(self, producer_id: int, guard: object) -> bool:
+        return self.verification_guards.get(producer_id) is guard
 
     def begin(self) -> ProducerAppend:
         return ProducerAppend(self)
@@ -243,6 +268,7 @@ class ProducerStateManager:
     def clear(self) -> None:
         """Forget every producer (the log was emptied)."""
         self.producers = {}
+        self.verification_guards = {}
         self._reset_ongoing()
 
     def first_unstable_offset(self, high_watermark: int) -> int | None:

@@ -117,6 +117,16 @@ class TransactionIndex:
             self.entries = kept
             self._write(encode_entries(kept), truncate=True)
 
+    def drop(self, aborts: set[tuple[int, int]]) -> bool:
+        """Drop the entries of these (producer id, marker offset) aborts (the cleaner removed
+        their records); True when the file was rewritten."""
+        kept = [e for e in self.entries if (e.producer_id, e.last_offset) not in aborts]
+        if len(kept) == len(self.entries):
+            return False
+        self.entries = kept
+        self._write(encode_entries(kept), truncate=True)
+        return True
+
     def collect(self, fetch_offset: int, upper_offset: int) -> tuple[list[AbortedTxn], bool]:
         return overlapping(self.entries, fetch_offset, upper_offset)
 

@@ -34,9 +34,11 @@ from ..protocol import errors
 from ..tasks import cancel_and_wait
 from ..txn_marker import TxnMarker
 from . import metadata as txn
+from .links import BrokerLinks
 from .markers import MarkerWriter, TopicPartition
 from .metadata import NO_PRODUCER_ID, TxnMetadata, TxnState
 from .state_manager import TXN_TOPIC, Coordinated, TransactionStateManager
+from .verification import PartitionVerifier
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +76,9 @@ class TransactionCoordinator:
             "transaction.state.log.replication.factor",
             min_isr=cfg["transaction.state.log.min.isr"], cap_at_live=False)
         self.state = TransactionStateManager(host, self.now, self._resume)
-        self.markers = MarkerWriter(host, on_markers_written, ssl_context)
+        self.links = BrokerLinks(host, ssl_context)
+        self.markers = MarkerWriter(host, on_markers_written, self.links)
+        self.verifier = PartitionVerifier(host, self.verify_partitions, self.links)
         self._completions: dict[str, asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -90,7 +94,7 @@ class TransactionCoordinator:
     async def stop(self) -> None:
         await cancel_and_wait([*self._tasks, *self._completions.values()])
         self._completions.clear()
-        await self.markers.close()
+        await self.links.close()
 
     def on_metadata_update(self, delta: MetadataDelta, new: MetadataImage) -> None:
         self.state.on_metadata_update(delta, new)
@@ -152,6 +156,24 @@ class TransactionCoordinator:
         new = txn.add_partitions(current, producer_id, epoch, frozenset(partitions), self.now())
         if new is not None:
             await self.state.write(where, new, transactional_id)
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                          partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
+        """AddPartitionsToTxn verify-only (KIP-890): the partitions that are NOT in the
+        ongoing transaction of this producer. A producer that is not the id's current one
+        raises INVALID_PRODUCER_ID_MAPPING or PRODUCER_FENCED, a transaction being ended
+        CONCURRENT_TRANSACTIONS, as Kafka's coordinator answers; nothing is written."""
+        _, current = self._lookup(transactional_id)
+        assert current is not None
+        if current.producer_id != producer_id:
+            raise errors.InvalidProducerIdMapping(
+                f"{transactional_id!r} has producer id {current.producer_id}, not {producer_id}")
+        if current.producer_epoch != epoch:
+            raise errors.ProducerFenced(
+                f"{transactional_id!r} is at epoch {current.producer_epoch}, not {epoch}")
+        if current.state.preparing:
+            raise errors.ConcurrentTransactions(f"{transactional_id!r} is ending its transaction")
+        return {tp for tp in partitions if tp not in current.partitions}
 
     async def end_txn(self, transactional_id: str, producer_id: int, epoch: int,
                       commit: bool) -> None:

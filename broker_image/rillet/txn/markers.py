@@ -3,7 +3,7 @@
 Kafka's TransactionMarkerChannelManager, reduced to what rillet needs: the partitions are
 grouped by their current leader; those this node leads go through
 replication/txn_markers.write_markers (the path the WriteTxnMarkers API uses too), the others
-get one WriteTxnMarkers request per leader on the inter-broker listener. A partition that
+get one WriteTxnMarkers request per leader on the inter-broker listener (links.py). A partition that
 answers a retriable error (its leader moved, too few in-sync replicas, a broker down) is
 tried again after a pause with fresh metadata, until every partition has its marker or the
 coordinator is no longer this transaction's coordinator (then the new one finishes it). A
@@ -12,21 +12,20 @@ because a newer producer epoch or coordinator epoch already ended the transactio
 has nothing left to end either; it is logged and counted as done, so one such partition
 cannot wedge the transaction forever.
 
-Thread safety: event loop only. Connections to other brokers are owned here, one per
-broker, each used by one request at a time (BrokerConnection's lock).
+Thread safety: event loop only. The connections to other brokers are the coordinator's
+BrokerLinks, shared with the partition verifier.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 from typing import Callable
 
-from ..client.connection import BrokerConnection, KafkaClientError
 from ..coordinator.host import CoordinatorHost
 from ..protocol import errors
 from ..replication.txn_markers import write_markers
 from ..txn_marker import TxnMarker
+from .links import LINK_ERRORS, BrokerLinks
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +33,6 @@ TopicPartition = tuple[str, int]
 WRITE_TXN_MARKERS = 27
 RETRY_BACKOFF_S = 0.1
 MAX_BACKOFF_S = 2.0
-REQUEST_TIMEOUT_S = 35.0
 # Refusals meaning the transaction is already over on that partition.
 _SETTLED = {errors.InvalidProducerEpoch.code, errors.TransactionCoordinatorFenced.code}
 
@@ -47,11 +45,10 @@ class MarkerWriter:
 
     def __init__(self, host: CoordinatorHost,
                  on_written: Callable[[TxnMarker, list[TopicPartition]], None],
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+                 links: BrokerLinks) -> None:
         self.host = host
-        self._ssl = ssl_context   # towards the brokers' inter-broker listener
         self._on_written = on_written
-        self._connections: dict[int, BrokerConnection] = {}
+        self._links = links
 
     async def write(self, marker: TxnMarker, partitions: frozenset[TopicPartition],
                     still_coordinator: Callable[[], bool]) -> bool:
@@ -96,29 +93,20 @@ class MarkerWriter:
             if written:
                 self._on_written(marker, written)
             return codes
-        broker = self.host.image.brokers.get(leader)
-        if broker is None or leader not in self.host.image.live_broker_ids:
+        if not self._links.reachable(leader):
             return {tp: errors.LeaderNotAvailable.code for tp in tps}
         try:
-            return await self._remote(leader, broker.host, broker.port, marker, tps)
-        except (KafkaClientError, OSError, asyncio.TimeoutError) as exc:
+            return await self._remote(leader, marker, tps)
+        except LINK_ERRORS as exc:
             log.info("WriteTxnMarkers to broker %d failed: %s", leader, exc)
-            conn = self._connections.pop(leader, None)
-            if conn is not None:
-                await conn.close()
             return {tp: errors.BrokerNotAvailable.code for tp in tps}
 
-    async def _remote(self, leader: int, host: str, port: int, marker: TxnMarker,
+    async def _remote(self, leader: int, marker: TxnMarker,
                       tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        conn = self._connections.get(leader)
-        if conn is None or (conn.host, conn.port) != (host, port):
-            conn = self._connections[leader] = BrokerConnection(
-                host, port, client_id=f"txn-coordinator-{self.host.node_id}",
-                timeout=REQUEST_TIMEOUT_S, ssl_context=self._ssl)
         by_topic: dict[str, list[int]] = {}
         for topic, p in tps:
             by_topic.setdefault(topic, []).append(p)
-        response = await conn.request(WRITE_TXN_MARKERS, 1, {"markers": [{
+        response = await self._links.request(leader, WRITE_TXN_MARKERS, 1, {"markers": [{
             "producer_id": marker.producer_id, "producer_epoch": marker.producer_epoch,
             "transaction_result": marker.commit, "coordinator_epoch": marker.coordinator_epoch,
             "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]}]})
@@ -128,8 +116,3 @@ class MarkerWriter:
                 for p in t.partitions:
                     codes[(t.name, p.partition_index)] = int(p.error_code)
         return codes
-
-    async def close(self) -> None:
-        for conn in self._connections.values():
-            await conn.close()
-        self._connections.clear()
