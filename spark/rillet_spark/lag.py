@@ -17,9 +17,14 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 Partition = tuple[str, int]
 
 
+# What progress says for "no offset": a batch a restarted driver replays from its offset log
+# has no latest offset (JSON null), which PySpark's progress object turns into the text "None".
+_NO_OFFSET = (None, "", "null", "None")
+
+
 def _offsets(value: Any) -> dict[Partition, int]:
     """A source offset as progress carries it ('{"topic": {"0": 12}}' text or a dict)."""
-    if value is None:
+    if value in _NO_OFFSET:
         return {}
     data = json.loads(value) if isinstance(value, str) else value
     return {(topic, int(p)): int(off) for topic, parts in data.items() for p, off in parts.items()}
