@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 import uuid
@@ -316,11 +317,27 @@ class Mission:
         return "\n".join(out)
 
     def kill_driver(self, driver: str) -> None:
-        """Deletes the driver pod as a failure would; its executors go with it (owned)."""
+        """Deletes the driver pod as a failure would; its executors go with it (owned). Gone
+        means no pod of that name, or a new one of the same name (the Spark operator names
+        the driver after its application)."""
+        uid = self.kube.get("Pod", driver, self.ns)["metadata"]["uid"]
         self.kube.delete("Pod", driver, self.ns)
-        self.wait(f"driver {driver} gone", lambda: self.kube.get_or_none(
-            "Pod", driver, self.ns) is None, 180, interval=2)
+        self.wait(f"driver {driver} gone", lambda: (lambda pod: pod is None or pod["metadata"][
+            "uid"] != uid)(self.kube.get_or_none("Pod", driver, self.ns)), 180, interval=2)
         self.report(f"Spark driver {driver} deleted mid-stream")
+
+    def wait_windows_written(self, driver: str, produced: int, timeout: float = 300) -> int:
+        """Waits until a batch of `driver` reports a watermark past the last expected window
+        (the watermark a batch reports is the one it evicted windows with: that batch wrote
+        them); returns that batch's number."""
+        last_end = expected_rows(produced, self.plan)[-1][1]
+
+        def past_last_window() -> int | None:
+            log = self.kube.logs(driver, self.ns)
+            marks = re.findall(r"progress: batch (\d+), \d+ input rows, watermark (\S+),", log)
+            past = [int(b) for b, w in marks if w != "-" and w[:19] >= last_end[:19]]
+            return past[0] if past else None
+        return self.wait("the watermark past the last window", past_last_window, timeout, 3)
 
     def read_output(self) -> list[list]:
         """The documented way to read the rows: rillet_spark.show in a Job with the claim."""

@@ -16,7 +16,7 @@ import pytest
 
 from localk8s.kind_images import containerd_name, rename
 from localk8s.images import (DebootstrapProgress, ImageSpec, _build_step, _copy_sources,
-                             inputs_hash, run_reporting)
+                             discover, inputs_hash, lineage_base, run_reporting)
 from localk8s.probes import ProbeState
 from localk8s.security import non_root_refusal, security_args
 from localk8s.volumes import VolumeWriter, expand, field_value
@@ -64,6 +64,32 @@ def test_image_inputs_are_the_copied_files(tmp_path: Path):
     assert inputs_hash(spec, "base2") != before
     (tmp_path / "app" / "m.py").write_text("v2")
     assert inputs_hash(spec, "base1") != before
+
+
+def test_an_image_built_from_another_is_rebuilt_when_that_one_changes(tmp_path: Path):
+    (tmp_path / "spark").mkdir()
+    (tmp_path / "spark" / "job.py").write_text("v1")
+    parent_df = tmp_path / "spark" / "Dockerfile"
+    parent_df.write_text("FROM python:3.11-slim-bookworm\nCOPY spark/job.py /job.py\n")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "tool").write_text("binary")
+    child_df = tmp_path / "Dockerfile.child"
+    child_df.write_text("ARG SPARK_IMAGE=p:dev\nFROM ${SPARK_IMAGE}\nCOPY tool /usr/bin/tool\n")
+    parent = ImageSpec("p:dev", parent_df, tmp_path, required=False)
+    child = ImageSpec("c:dev", child_df, tmp_path / "bin", required=False, parent="p:dev")
+    specs = [parent, child]
+    assert lineage_base(specs, parent, "base") == "base"
+    before = inputs_hash(child, lineage_base(specs, child, "base"))
+    (tmp_path / "spark" / "job.py").write_text("v2")
+    assert inputs_hash(child, lineage_base(specs, child, "base")) != before
+
+
+def test_the_spark_operator_image_follows_the_spark_image():
+    specs = discover(Path(__file__).resolve().parents[1])
+    tags = [s.tag for s in specs]
+    op = specs[tags.index("rillet/spark-operator:dev")]
+    assert op.parent == "rillet/spark:dev" and tags.index(op.parent) < tags.index(op.tag)
+    assert op.context.name == (op.dockerfile.parent / "VERSION").read_text().strip()
 
 
 def test_probe_thresholds():

@@ -11,7 +11,6 @@ on each other's state.
 """
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from typing import Iterator
@@ -109,16 +108,7 @@ def test_the_spark_output_is_exactly_the_expected_aggregates(mission: Mission, s
     assert result["failed"] == 0, result
     assert result["produced"] > 1000
     expected = expected_rows(result["produced"], m.plan)
-    last_end = expected[-1][1]
-
-    def watermark_past_last_window() -> int | None:
-        log = m.kube.logs(state["driver"], m.ns)
-        marks = re.findall(r"progress: batch (\d+), \d+ input rows, watermark (\S+),", log)
-        past = [int(b) for b, w in marks if w != "-" and w[:19] >= last_end[:19]]
-        return past[0] if past else None
-
-    # The watermark a batch reports is the one it evicted windows with: that batch wrote them.
-    batch = m.wait("the watermark past the last window", watermark_past_last_window, 300, 3)
+    batch = m.wait_windows_written(state["driver"], result["produced"])
     rows = m.read_output()
     assert len(rows) == len(expected), (len(rows), len(expected), batch)
     assert rows == expected

@@ -7,7 +7,9 @@ aliased, like the official image) plus this machine's extra CA certificates. Els
 the same Dockerfiles build on the real base image.
 
 Tags: broker_image/ -> rillet/broker:dev, operator/ -> rillet/operator:dev, spark/ ->
-rillet/spark:dev (also rillet-spark:dev), e2e/test-images/<name>/ -> rillet/e2e-<name>:dev.
+rillet/spark:dev (also rillet-spark:dev), spark/operator/ -> rillet/spark-operator:dev (FROM
+rillet/spark:dev; its context is the Go-built binary's cache folder), e2e/test-images/<name>/ ->
+rillet/e2e-<name>:dev.
 
 Each image carries a label with the hash of its inputs (the Dockerfile and what its COPY/ADD
 lines name), so an unchanged image is not rebuilt.
@@ -48,6 +50,23 @@ class ImageSpec:
     context: Path
     required: bool  # test images must build; the project's images are reported when they fail
     aliases: tuple[str, ...] = ()  # extra tags for the same image
+    # The project image this one is built FROM (its Dockerfile's `ARG SPARK_IMAGE`): built first,
+    # and its inputs are part of this image's hash.
+    parent: str | None = None
+    prepare: tuple[str, ...] = ()  # a command (repo-relative) that makes the context first
+
+
+SPARK_OPERATOR_TAG = "rillet/spark-operator:dev"
+
+
+def spark_operator_spec(repo: Path) -> ImageSpec:
+    """The Spark operator's image: spark/operator/Dockerfile over the folder e2e/build-k8s
+    builds its Go binary into (~/.cache/rillet/spark-operator/<version in VERSION>)."""
+    version = (repo / "spark" / "operator" / "VERSION").read_text().strip()
+    cache = Path(os.environ.get("RILLET_CACHE", Path.home() / ".cache" / "rillet"))
+    return ImageSpec(SPARK_OPERATOR_TAG, repo / "spark" / "operator" / "Dockerfile",
+                     cache / "spark-operator" / version, required=False,
+                     parent="rillet/spark:dev", prepare=("e2e/build-k8s", "spark-operator"))
 
 
 def discover(repo: Path) -> list[ImageSpec]:
@@ -59,6 +78,8 @@ def discover(repo: Path) -> list[ImageSpec]:
         df = repo / folder / "Dockerfile"
         if df.exists():
             specs.append(ImageSpec(tag, df, repo, required=False, aliases=ALIASES.get(tag, ())))
+    if (repo / "spark" / "operator" / "Dockerfile").exists():
+        specs.append(spark_operator_spec(repo))
     for df in sorted((repo / "e2e" / "test-images").glob("*/Dockerfile")):
         specs.append(ImageSpec(f"rillet/e2e-{df.parent.name}:dev", df, df.parent, required=True))
     return specs
@@ -72,6 +93,22 @@ def inputs_hash(spec: ImageSpec, base_id: str = "") -> str:
             h.update(str(path.relative_to(spec.context)).encode())
             h.update(path.read_bytes())
     return h.hexdigest()[:16]
+
+
+def lineage_base(specs: list[ImageSpec], spec: ImageSpec, base_id: str) -> str:
+    """What spec's hash starts from: the base image's id, or for an image built FROM another
+    project image, that image's inputs hash (so a changed Spark image rebuilds the operator's)."""
+    if spec.parent is None:
+        return base_id
+    parent = next(s for s in specs if s.tag == spec.parent)
+    return inputs_hash(parent, lineage_base(specs, parent, base_id))
+
+
+def prepare(layout: Layout, spec: ImageSpec) -> None:
+    """Makes spec's build context when something outside the repository builds it."""
+    if spec.prepare:
+        subprocess.run([str(layout.repo / spec.prepare[0]), *spec.prepare[1:]], check=True,
+                       stdout=subprocess.DEVNULL, timeout=3600)
 
 
 def _copy_sources(dockerfile: Path) -> set[str]:
@@ -255,9 +292,11 @@ def base_id(layout: Layout) -> str:
                   check=False).stdout.strip()
 
 
-def build(layout: Layout, spec: ImageSpec) -> bool:
-    """Builds one image unless its inputs are unchanged. Returns True when it (re)built."""
-    digest = inputs_hash(spec, base_id(layout))
+def build(layout: Layout, spec: ImageSpec, base: str) -> bool:
+    """Builds one image unless its inputs are unchanged (its hash starting from `base`, see
+    lineage_base). Returns True when it (re)built."""
+    prepare(layout, spec)
+    digest = inputs_hash(spec, base)
     if _label(layout, spec.tag) == digest:
         for alias in spec.aliases:
             podman(layout, "tag", spec.tag, alias)
@@ -269,14 +308,14 @@ def build(layout: Layout, spec: ImageSpec) -> bool:
 
 
 def podman_build(layout: Layout, spec: ImageSpec, tag: str, digest: str,
-                 log_prefix: str = "") -> None:
+                 log_prefix: str = "", build_args: tuple[str, ...] = ()) -> None:
     """`podman build` of spec's Dockerfile as `tag` (labelled with its inputs' digest), with
     progress on stderr; raises with the log's tail when it fails."""
     t0 = time.monotonic()
     log = layout.cache / "images" / f"{log_prefix}{spec.tag.replace('/', '_').replace(':', '_')}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     argv = ["build", "--pull=never", "--network", "host", "--layers",
-            "--label", f"{INPUTS_LABEL}={digest}",
+            "--label", f"{INPUTS_LABEL}={digest}", *(f"--build-arg={a}" for a in build_args),
             "-f", str(spec.dockerfile), "-t", tag, str(spec.context)]
     print(f"images: building {spec.tag} from {spec.dockerfile.relative_to(layout.repo)}",
           file=sys.stderr, flush=True)
@@ -295,13 +334,15 @@ def build_all(layout: Layout, only: str | None = None) -> dict[str, str | None]:
     host.write_containers_conf(layout)
     ensure_base(layout)
     results: dict[str, str | None] = {}
-    for spec in discover(layout.repo):
+    specs = discover(layout.repo)
+    base = base_id(layout)
+    for spec in specs:
         if only and only not in spec.tag:
             continue
         try:
-            build(layout, spec)
+            build(layout, spec, lineage_base(specs, spec, base))
             results[spec.tag] = None
-        except (RuntimeError, subprocess.TimeoutExpired) as e:
+        except (RuntimeError, subprocess.TimeoutExpired, subprocess.CalledProcessError) as e:
             if spec.required:
                 raise
             results[spec.tag] = str(e)

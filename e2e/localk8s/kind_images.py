@@ -36,27 +36,50 @@ def archive_path(layout: Layout, spec: images.ImageSpec, digest: str) -> Path:
     return layout.cache / "kind" / "project-images" / f"{safe}-{digest[:16]}.tar"
 
 
-def ensure_archive(layout: Layout, spec: images.ImageSpec, base: str, seq: int) -> Path:
-    """The archive of spec at its current inputs, built when missing."""
+def ensure_archive(layout: Layout, spec: images.ImageSpec, base: str, seq: int,
+                   parent_archive: Path | None = None) -> Path:
+    """The archive of spec at its current inputs (its hash starting from `base`, see
+    images.lineage_base), built when missing; an image built FROM another project image
+    (spec.parent) builds on that image's archive, loaded under a private name for the build."""
+    images.prepare(layout, spec)
     digest = images.inputs_hash(spec, base)
     out = archive_path(layout, spec, digest)
     if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     private = f"localhost/rillet-kind-{os.getpid()}-{seq}:tmp"
+    parent = f"localhost/rillet-kind-{os.getpid()}-{seq}-parent:tmp"
     tmp = out.with_suffix(".tmp")
     try:
-        images.podman_build(layout, spec, private, digest, log_prefix="kind-")
+        build_args: tuple[str, ...] = ()
+        if spec.parent is not None:
+            assert parent_archive is not None, spec.parent
+            load_private(layout, parent_archive, parent)
+            build_args = (f"SPARK_IMAGE={parent}",)
+        images.podman_build(layout, spec, private, digest, log_prefix="kind-", build_args=build_args)
         podman(layout, "save", "--quiet", "--format", "docker-archive", "-o", str(tmp), private,
                timeout=900)
     finally:
         podman(layout, "rmi", private, check=False)
+        if spec.parent is not None:
+            podman(layout, "rmi", parent, check=False)
     rename(tmp, out, [containerd_name(t) for t in (spec.tag, *spec.aliases)])
     tmp.unlink()
     for old in out.parent.glob(f"{out.name.rsplit('-', 1)[0]}-*.tar"):
         if old != out:  # the same image at older inputs: no longer loaded anywhere
             old.unlink()
     return out
+
+
+def load_private(layout: Layout, archive: Path, private: str) -> None:
+    """Loads a docker-archive of ours into podman under `private` only: the names the archive
+    carries (docker.io/rillet/...) are untagged again at once."""
+    loaded = podman(layout, "load", "--quiet", "-i", str(archive), timeout=900).stdout
+    names = [name.strip() for line in loaded.splitlines() if ": " in line
+             for name in line.split(": ", 1)[1].split(",")]  # "Loaded image(s): a,b" too
+    podman(layout, "tag", names[0], private)
+    for name in names:
+        podman(layout, "untag", private, name, check=False)
 
 
 def rename(src: Path, dst: Path, names: list[str]) -> None:
@@ -92,8 +115,12 @@ def main() -> int:
     host.write_containers_conf(layout)
     images.ensure_base(layout)
     base = images.base_id(layout)
-    for seq, spec in enumerate(images.discover(layout.repo)):
-        print(f"{spec.tag}\t{ensure_archive(layout, spec, base, seq)}", flush=True)
+    specs = images.discover(layout.repo)
+    archives: dict[str, Path] = {}
+    for seq, spec in enumerate(specs):
+        archives[spec.tag] = ensure_archive(layout, spec, images.lineage_base(specs, spec, base),
+                                            seq, archives.get(spec.parent or ""))
+        print(f"{spec.tag}\t{archives[spec.tag]}", flush=True)
     return 0
 
 

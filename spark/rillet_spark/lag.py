@@ -20,9 +20,10 @@ Partition = tuple[str, int]
 def _offsets(value: Any) -> dict[Partition, int]:
     """A source offset as progress carries it ('{"topic": {"0": 12}}' text or a dict).
 
-    Not every batch knows both ends: the first batch after a restart from a checkpoint can carry
-    an empty or "null" latestOffset. That is "unknown" (no entry), never an error: the gauges are
-    an aid, and a failure here would stop the query's driver."""
+    Not every batch knows both ends: the first batch after a restart from a checkpoint carries
+    no latestOffset, which PySpark hands over as "None" (or "null", or empty). That is
+    "unknown" (no entry), never an error: the gauges are an aid, and a failure here would
+    stop the query's driver."""
     if isinstance(value, str):
         try:
             value = json.loads(value) if value.strip() else None

@@ -58,6 +58,12 @@ PROGRESS = {"batchId": 7, "sources": [{
 def test_lag_per_partition_from_progress() -> None:
     assert offsets_behind(PROGRESS) == {("events", 0): 250, ("events", 1): 0}
     assert offsets_behind({"batchId": 0, "sources": []}) == {}
+    # The first batch of a restarted driver (replayed from the offset log) has no latest
+    # offset: PySpark hands Spark's null over as "None"; no lag is known, the job goes on.
+    for none in (None, "None", "null", ""):
+        replayed = {"batchId": 5, "sources": [{"endOffset": '{"events": {"0": 9}}',
+                                                "latestOffset": none}]}
+        assert offsets_behind(replayed) == {}
 
 
 def test_lag_of_a_batch_without_a_known_latest_offset_is_empty() -> None:
