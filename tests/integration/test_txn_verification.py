@@ -216,7 +216,7 @@ def test_txn_offset_commit_needs_the_group_in_the_transaction(txn_broker: Broker
 def test_verification_can_be_turned_off(broker_factory: Callable[..., BrokerProcess]) -> None:
     broker = broker_factory(config={**SMALL_STATE,
                                     "transaction.partition.verification.enable": "false"})
-    with raw_transaction(broker.bootstrap, "voff", partitions=10) as (wire, txn, topic):
+    with raw_transaction(broker.bootstrap, "voff", partitions=64) as (wire, txn, topic):
         # Kafka before KIP-890: a batch for a partition the transaction never added is
         # taken and opens a transaction no marker will end (partition 1 hangs).
         assert txn.produce(topic, 1, "unverified").error_code == NONE
@@ -231,10 +231,11 @@ def test_verification_can_be_turned_off(broker_factory: Callable[..., BrokerProc
         second = RawTxn(wire, f"tx-{topic}-on")
         assert second.add(topic, [0]) == [NONE]
         # Until the change reaches the broker a produce is taken (and hangs its partition),
-        # so each try goes to another never-added partition.
-        tries = iter(range(2, 10))
+        # so each try goes to another never-added partition: 62 tries half a second apart
+        # give the change as long as a loaded machine may take to apply it.
+        tries = iter(range(2, 64))
         refused = read_until(lambda: second.produce(topic, next(tries), "verified"),
-                             lambda r: r.error_code != NONE, WAIT_S)
+                             lambda r: r.error_code != NONE, 29, interval=0.5)
         assert refused.error_code == TRANSACTION_ABORTABLE, refused
         assert second.end(commit=False) == NONE
 

@@ -114,6 +114,17 @@ async def _verify(ctx: RequestContext, tid: str,
     return verified
 
 
+def _refuse_unverified(ctx: RequestContext, tp: TopicPartition, item: Prepared) -> None:
+    """A partition whose leadership arrived here while the others were verified was never
+    asked about: its first transactional batch must not go in unverified (the client
+    retries, and is asked about then)."""
+    first = _first_transactional(item[1])
+    if first is not None and ctx.broker.replication.leader_log(*tp).producer_state \
+            .needs_verification(first.producer_id, first.producer_epoch):
+        raise errors.NotEnoughReplicas(
+            f"{tp[0]}-{tp[1]} became led here while the transaction was verified")
+
+
 def _append(ctx: RequestContext, topic: str, index: int, prepared: Prepared,
             acks: int) -> tuple[dict[str, Any], Any]:
     """Append one partition's batches; returns (response entry, log to flush)."""
@@ -158,7 +169,8 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
     transactional_ok = tid is not None and ctx.authorized("WRITE", "TRANSACTIONAL_ID", tid)
     prepared = _prepare_all(ctx, req, transactional_ok)
     verified: dict[Slot, Verified] = {}
-    if transactional_ok and ctx.broker.txn_coordinator.verifier.enabled:
+    verifying = transactional_ok and ctx.broker.txn_coordinator.verifier.enabled
+    if verifying:
         verified = await _verify(ctx, tid, prepared)
     for ti, topic in enumerate(req.topic_data):
         parts = []
@@ -170,6 +182,8 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
                 if (ti, pi) in verified:   # no await from here to the append
                     check_still_verified(ctx.broker.replication.leader_log(*tp).producer_state,
                                          *verified[(ti, pi)], f"{tp[0]}-{tp[1]}")
+                elif verifying:
+                    _refuse_unverified(ctx, tp, item)
                 entry, plog = _append(ctx, topic.name, pdata.index, item, acks)
                 to_flush.append(plog)
                 if acks == -1 and plog.high_watermark < plog.log_end_offset:

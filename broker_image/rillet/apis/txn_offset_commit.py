@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..coordinator.group_metadata import OFFSETS_TOPIC
+from ..protocol import errors
 from ..txn.verification import check_still_verified, verification_error
 from .offset_commit import commit_answer, commit_entries, unreadable
 from .registry import RequestContext, api
@@ -34,9 +35,15 @@ async def txn_offset_commit(ctx: RequestContext, req: Any) -> Any:
         ctx.require("WRITE", "TRANSACTIONAL_ID", req.transactional_id)
         ctx.require("READ", "GROUP", req.group_id)
         denied = unreadable(ctx, entries)
-        verified = await _verify(ctx, req)
-        if verified is not None:   # no await from here to the append
-            check_still_verified(*verified)
+        try:
+            verified = await _verify(ctx, req)
+            if verified is not None:   # no await from here to the append
+                check_still_verified(*verified)
+        except errors.NotEnoughReplicas as exc:
+            # "Not verifiable now": the Java producer's TxnOffsetCommit handler treats
+            # NOT_ENOUGH_REPLICAS as fatal and retries COORDINATOR_NOT_AVAILABLE after a
+            # coordinator lookup, so it gets the latter, as Kafka converts it.
+            raise errors.CoordinatorNotAvailable(str(exc)) from None
         codes = await ctx.broker.coordinator.txn_commit_offsets(
             req.group_id, req.producer_id, req.producer_epoch,
             getattr(req, "member_id", ""), getattr(req, "group_instance_id", None),

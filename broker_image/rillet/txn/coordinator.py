@@ -162,8 +162,12 @@ class TransactionCoordinator:
         """AddPartitionsToTxn verify-only (KIP-890): the partitions that are NOT in the
         ongoing transaction of this producer. A producer that is not the id's current one
         raises INVALID_PRODUCER_ID_MAPPING or PRODUCER_FENCED, a transaction being ended
-        CONCURRENT_TRANSACTIONS, as Kafka's coordinator answers; nothing is written."""
-        _, current = self._lookup(transactional_id)
+        CONCURRENT_TRANSACTIONS, as Kafka's coordinator answers; nothing is written.
+        A write in flight for the id (another AddPartitionsToTxn, an AddOffsetsToTxn) does not
+        refuse it: the partitions asked about were added before, as clients send a partition's
+        batches only once its AddPartitionsToTxn is answered, and refusing would stall every
+        batch racing a lazy add (Kafka's coordinator does not check the pending state here)."""
+        _, current = self._lookup(transactional_id, allow_pending=True)
         assert current is not None
         if current.producer_id != producer_id:
             raise errors.InvalidProducerIdMapping(
