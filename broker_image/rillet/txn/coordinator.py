@@ -78,7 +78,11 @@ class TransactionCoordinator:
         self.state = TransactionStateManager(host, self.now, self._resume)
         self.links = BrokerLinks(host, ssl_context)
         self.markers = MarkerWriter(host, on_markers_written, self.links)
-        self.verifier = PartitionVerifier(host, self.verify_partitions, self.links)
+        # Links of their own: a WriteTxnMarkers waits for its leader's ISR (up to the
+        # replication timeout) and a link answers in order, so a verification queued behind
+        # one would hold a producer's first batch past its request timeout.
+        self.verify_links = BrokerLinks(host, ssl_context)
+        self.verifier = PartitionVerifier(host, self.verify_partitions, self.verify_links)
         self._completions: dict[str, asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -95,6 +99,7 @@ class TransactionCoordinator:
         await cancel_and_wait([*self._tasks, *self._completions.values()])
         self._completions.clear()
         await self.links.close()
+        await self.verify_links.close()
 
     def on_metadata_update(self, delta: MetadataDelta, new: MetadataImage) -> None:
         self.state.on_metadata_update(delta, new)

@@ -1,8 +1,9 @@
 """Connections from this node's transaction coordinator side to other brokers.
 
 One connection per broker on the inter-broker listener (its address from the metadata image),
-shared by the marker writer (WriteTxnMarkers) and the partition verifier (AddPartitionsToTxn
-v4+ verify-only, KIP-890): each is used by one request at a time (BrokerConnection's lock).
+one set for the marker writer (WriteTxnMarkers) and one for the partition verifier
+(AddPartitionsToTxn v4+ verify-only, KIP-890): each connection is used by one request at a
+time (BrokerConnection's lock).
 A request that fails drops the broker's connection, so the next one reconnects.
 
 Thread safety: event loop only; owned by the TransactionCoordinator.
@@ -47,12 +48,17 @@ class BrokerLinks:
                 broker.host, broker.port, client_id=f"txn-coordinator-{self.host.node_id}",
                 timeout=REQUEST_TIMEOUT_S, ssl_context=self._ssl)
         try:
-            return await conn.request(api_key, version, body)
+            response = await conn.request(api_key, version, body)
         except LINK_ERRORS:
-            dropped = self._connections.pop(node_id, None)
-            if dropped is not None:
-                await dropped.close()
+            if self._connections.get(node_id) is conn:
+                del self._connections[node_id]
+            await conn.close()
             raise
+        if self._connections.get(node_id) is not conn:
+            # Dropped by another request's failure while this one waited on its lock, then
+            # reconnected by this one: nobody else holds it now, so it is closed here.
+            await conn.close()
+        return response
 
     async def close(self) -> None:
         for conn in self._connections.values():
