@@ -16,7 +16,7 @@ from confluent_kafka import Producer
 
 from tests.harness import free_port
 from tests.integration.test_cluster import WAIT_S
-from tests.integration.test_replication import REPLICATION, _cluster, _replicated_topic
+from tests.integration.test_replication import _cluster, _replicated_topic
 from tests.polling import read_until, wait_until
 
 TOPIC, PARTITIONS, WRITTEN, RECORDS = "sessions", 60, 7, 20
