@@ -150,8 +150,9 @@ class ReplicaFetcher:
             "topics": _topics(sent)})
         if not self._session.handle_response(sent, int(response.error_code),
                                              int(response.session_id)):
-            log.debug("fetch from broker %d refused (error %d): reopening the session",
+            log.debug("fetch from broker %d refused as a whole (error %d)",
                       self.source_id, response.error_code)
+            await asyncio.sleep(BACKOFF_S)   # a session error reopens it with the next one
             return
         backoff = False
         for topic in response.responses:
