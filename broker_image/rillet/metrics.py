@@ -19,6 +19,9 @@ Names follow Kafka's MBeans with a rillet_ prefix, snake case, Prometheus suffix
   rillet_replica_isr_shrinks_total / _expands_total  committed ISR changes this broker led
   rillet_replica_alter_partition_requests_total      AlterPartition requests this broker sent
   rillet_replica_alter_partition_changes_total       partition ISR changes they carried
+  rillet_replica_fetch_requests_total                follower Fetch requests served as leader
+  rillet_replica_fetch_request_partitions_total      partitions they named (sessions: changed)
+  rillet_replica_fetch_sessions_opened_total         follower fetch sessions opened (full fetch)
   rillet_replica_under_replicated_partitions         led here, |ISR| < |replicas|
   rillet_replica_leader_count                        partitions led here
   rillet_replica_partition_count                     partitions with a replica here
@@ -246,6 +249,14 @@ class _ScrapeCollector(Collector):
                      counts.leaders)
         yield _gauge("rillet_replica_partition_count", "Partitions with a replica on this "
                      "broker", counts.partitions)
+        sessions = broker.replication.fetch_sessions
+        yield _counter("rillet_replica_fetch_requests", "Follower Fetch requests served as "
+                       "leader", sessions.requests)
+        yield _counter("rillet_replica_fetch_request_partitions", "Partitions those requests "
+                       "named (an incremental fetch names only the changed ones)",
+                       sessions.partitions_named)
+        yield _counter("rillet_replica_fetch_sessions_opened", "Follower fetch sessions "
+                       "opened by a full fetch", sessions.opened)
         yield self._heartbeat_gaps(broker.controller)
         yield from self._logs()
         yield self._lags()

@@ -20,6 +20,7 @@ the active controller is killed -9 and started again. It asserts:
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
@@ -115,6 +116,19 @@ def _fences(cluster: LocalCluster, node_id: int) -> list[tuple[int, int]]:
             if rec["type"] == mrec.FENCE_BROKER]
 
 
+def _raft_epoch(cluster: LocalCluster) -> int:
+    """The highest metadata quorum epoch any node has stored (quorum-state): how many
+    elections the controllers went through, which a loaded node's stalls show first."""
+    epochs = []
+    for spec in cluster.specs:
+        try:
+            epochs.append(json.loads((spec.log_dir / "__metadata" / "quorum-state")
+                                     .read_text())["epoch"])
+        except (OSError, ValueError, KeyError):
+            continue   # being rewritten: the others still tell
+    return max(epochs, default=0)
+
+
 def _timed(what: str, bound: float, done: Callable[[], bool]) -> float:
     start = time.monotonic()
     wait_until(done, bound, what, interval=0.5)
@@ -127,6 +141,7 @@ def test_a_broker_killed_and_restarted_under_load_fences_no_healthy_broker(
         cluster_factory: Callable[..., LocalCluster]) -> None:
     cluster = cluster_factory(3, extra_config=CONFIG)
     controller = _leader(cluster)
+    first_epoch = _raft_epoch(cluster)
     victim = next(n for n in cluster.node_ids if n != controller)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 3})
     for future in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={
@@ -156,8 +171,10 @@ def test_a_broker_killed_and_restarted_under_load_fences_no_healthy_broker(
         short = {p: isr for p, isr in isrs.items() if len(isr) < 3}
         assert _all_full(isrs), (
             f"{len(short)} of {PARTITIONS} ISRs still short {ISR_FULL_BOUND_S:.0f}s after "
-            f"the restart, e.g. {dict(list(short.items())[:5])}")
-        print(f"\n{PARTITIONS} partitions: every ISR full {took:.1f}s after the restart")
+            f"the restart, e.g. {dict(list(short.items())[:5])}; Raft epochs "
+            f"{first_epoch} -> {_raft_epoch(cluster)}")
+        print(f"\n{PARTITIONS} partitions: every ISR full {took:.1f}s after the restart; "
+              f"Raft epochs {first_epoch} -> {_raft_epoch(cluster)}")
         wait_until(lambda: len(producer.acked) > acked_before_restart + ACKED_FIRST, WAIT_S,
                    "writes acknowledged after the restart")
     finally:

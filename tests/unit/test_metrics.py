@@ -15,6 +15,7 @@ from rillet.metadata.delta import between
 from rillet.metadata.image import MetadataImage, PartitionInfo, TopicInfo
 from rillet.metrics import (BrokerMetrics, api_label, consumer_lags, isr_change,
                             partition_counts)
+from rillet.replication.fetch_sessions import FetchSessionCache, PartitionFetch
 from rillet.replication.read_replica import ConsumerFetchCounters
 from rillet.storage.log_dir_failure import LogDirFailure, LogDirFailureChannel
 
@@ -129,13 +130,21 @@ def test_exposition_walks_partitions_logs_and_groups():
     served.count(("t", 0), "follower", 300, "zone-b")
     served.count(("t", 1), "leader", 20, "")
     controller = SimpleNamespace(heartbeat_gaps=lambda: {2: 2.5, 3: 7.25})
+    sessions = FetchSessionCache()
+    opened, _ = sessions.resolve(2, 0, 0, {("t", 0): PartitionFetch(0),
+                                           ("t", 1): PartitionFetch(0)}, [])
+    assert opened is not None
+    sessions.resolve(2, opened.id, 1, {("t", 1): PartitionFetch(4)}, [])
     broker = _broker(controller=controller, image=image, logs=logs, coordinator=coordinator,
                      lifecycle=None, replication=SimpleNamespace(
-                         consumer_fetches=served,
+                         consumer_fetches=served, fetch_sessions=sessions,
                          alter_partitions=SimpleNamespace(requests_sent=2, changes_sent=300)))
     s = _samples(BrokerMetrics(broker))
     assert s[("rillet_replica_alter_partition_requests_total", ())] == 2
     assert s[("rillet_replica_alter_partition_changes_total", ())] == 300
+    assert s[("rillet_replica_fetch_requests_total", ())] == 2
+    assert s[("rillet_replica_fetch_request_partitions_total", ())] == 3
+    assert s[("rillet_replica_fetch_sessions_opened_total", ())] == 1
     assert s[("rillet_server_consumer_fetch_bytes_total", (("role", "follower"),))] == 300
     assert s[("rillet_server_consumer_fetches_total", (("role", "leader"),))] == 1
     assert s[("rillet_replica_under_replicated_partitions", ())] == 1

@@ -6,8 +6,12 @@ one whole batch is returned even above max_bytes / partition_max_bytes
 high watermark; with isolation_level 1 (READ_COMMITTED) at the last stable offset (LSO),
 with the aborted transactions overlapping the returned range so the consumer drops their
 batches (control batches go out as stored: clients skip them). Every consumer response
-carries the LSO. Fetch sessions are declined (session_id 0 in every
-response), which clients handle by sending full fetch requests.
+carries the LSO. Consumers' fetch sessions are declined (session_id 0 in every
+response), which clients handle by sending full fetch requests; followers' are served
+(KIP-227, replication/fetch_sessions.py): after a full fetch opening the session a
+follower names only the partitions whose position changed, and is answered only the
+partitions with something new, so an idle round does not walk thousands of partitions
+through the codec twice.
 On the controller listener, a Fetch of __cluster_metadata-0 is a follower of
 the metadata quorum pulling the Raft log (see apis/quorum_rpc.py).
 A Fetch with a replica id is a follower of a partition replicating it (see
@@ -34,7 +38,7 @@ from __future__ import annotations
 
 import errno
 import time
-from typing import Any
+from typing import Any, Callable
 
 from ..metadata.log import METADATA_TOPIC
 from ..protocol import errors
@@ -44,12 +48,14 @@ from ..records import parse_batches
 from ..raft import rpc
 from ..raft.divergence import BelowStart, divergence
 from ..replication import read_replica
+from ..replication.fetch_sessions import FetchSession, PartitionFetch, needs_answer
 from ..storage.segment import scan_batches
 from . import quorum_rpc
 from .registry import CLUSTER, RequestContext, api
 
 
 READ_COMMITTED = 1
+TopicPartition = tuple[str, int]
 
 
 def _end_of(records: FileRecords | bytes, start: int) -> int:
@@ -142,21 +148,21 @@ def _read_partition(ctx: RequestContext, topic: str, p: Any, budget: int,
     return entry
 
 
-def _read_for_follower(ctx: RequestContext, topic: str, p: Any, replica_id: int, budget: int,
-                       min_one: bool) -> dict[str, Any]:
+def _read_for_follower(ctx: RequestContext, tp: TopicPartition, p: PartitionFetch,
+                       replica_id: int, budget: int, min_one: bool) -> dict[str, Any]:
     """A follower's fetch: records up to the log end (not the high watermark), its progress
     recorded for the high watermark and the ISR, or the epoch where its log diverges."""
-    entry: dict[str, Any] = {"partition_index": p.partition, "error_code": 0,
+    topic, partition = tp
+    entry: dict[str, Any] = {"partition_index": partition, "error_code": 0,
                              "high_watermark": -1, "last_stable_offset": -1,
                              "log_start_offset": -1, "records": b"",
                              "aborted_transactions": None}
     try:
-        # Fetch v4-8 carry no current leader epoch, v4-11 no last fetched epoch.
-        part, plog = ctx.broker.replication.leader_partition(topic, p.partition,
-                                                 getattr(p, "current_leader_epoch", -1))
+        part, plog = ctx.broker.replication.leader_partition(topic, partition,
+                                                             p.current_leader_epoch)
         if replica_id not in part.replicas:
             raise errors.NotLeaderOrFollower(
-                f"broker {replica_id} is not a replica of {topic}-{p.partition}")
+                f"broker {replica_id} is not a replica of {topic}-{partition}")
         entry["log_start_offset"] = plog.log_start_offset
         diverging = _divergence(plog, p)
         if diverging is not None:
@@ -165,9 +171,8 @@ def _read_for_follower(ctx: RequestContext, topic: str, p: Any, replica_id: int,
             return entry
         if p.fetch_offset > plog.log_end_offset or p.fetch_offset < plog.log_start_offset:
             raise errors.OffsetOutOfRange(
-                f"replica fetch offset {p.fetch_offset} of {topic}-{p.partition} is outside "
+                f"replica fetch offset {p.fetch_offset} of {topic}-{partition} is outside "
                 f"[{plog.log_start_offset}, {plog.log_end_offset}]")
-        tp = (topic, p.partition)
         ctx.broker.replication.on_follower_fetch(tp, replica_id, p.fetch_offset)
         entry["high_watermark"] = entry["last_stable_offset"] = plog.high_watermark
         throttle = ctx.broker.replication.throttles.leader
@@ -182,15 +187,58 @@ def _read_for_follower(ctx: RequestContext, topic: str, p: Any, replica_id: int,
     return entry
 
 
-def _divergence(plog: Any, p: Any) -> tuple[int, int] | None:
+def _divergence(plog: Any, p: PartitionFetch) -> tuple[int, int] | None:
     """(epoch, end offset) the follower must truncate to, or None if its log matches ours."""
-    last_fetched_epoch = getattr(p, "last_fetched_epoch", -1)
-    found = divergence(p.fetch_offset, last_fetched_epoch,
-                       plog.end_offset_for_epoch(last_fetched_epoch))
+    found = divergence(p.fetch_offset, p.last_fetched_epoch,
+                       plog.end_offset_for_epoch(p.last_fetched_epoch))
     if isinstance(found, BelowStart):
         # Its log parts from ours before our first batch: it starts again at our log start.
         return -1, plog.log_start_offset
     return found
+
+
+def _partition_fetch(p: Any) -> PartitionFetch:
+    # Fetch v4-8 carry no current leader epoch, v4-11 no last fetched epoch.
+    return PartitionFetch(p.fetch_offset, getattr(p, "current_leader_epoch", -1),
+                          getattr(p, "last_fetched_epoch", -1),
+                          getattr(p, "log_start_offset", -1), p.partition_max_bytes)
+
+
+def _unnamed_with_news(ctx: RequestContext, session: FetchSession, replica_id: int,
+                       named: dict[TopicPartition, PartitionFetch]
+                       ) -> dict[TopicPartition, PartitionFetch]:
+    """The session's partitions an incremental fetch did not name that must be answered:
+    news for the follower, or an error (no longer led here). The follower is still where
+    it said last time: that counts as a fetch from there (its ISR lag, Kafka's rule)."""
+    replication = ctx.broker.replication
+    out = {}
+    for tp, cached in session.partitions.items():
+        if tp in named:
+            continue
+        plog = replication.logs.get(*tp)
+        if plog is None or tp not in replication.leaders:
+            out[tp] = cached.fetch
+            continue
+        replication.on_follower_fetch(tp, replica_id, cached.fetch.fetch_offset)
+        if needs_answer(cached, plog.log_end_offset, plog.high_watermark,
+                        plog.log_start_offset):
+            out[tp] = cached.fetch
+    return out
+
+
+def _read_for_follower_all(ctx: RequestContext, wanted: dict[TopicPartition, PartitionFetch],
+                           replica_id: int, budget: int
+                           ) -> tuple[list[dict[str, Any]], int, bool]:
+    total = 0
+    errored = False
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for tp, p in wanted.items():
+        entry = _read_for_follower(ctx, tp, p, replica_id, budget - total, min_one=total == 0)
+        total += len(entry["records"])
+        # A follower told to truncate must hear it now, not after a long poll.
+        errored = errored or entry["error_code"] != 0 or "diverging_epoch" in entry
+        topics.setdefault(tp[0], []).append(entry)
+    return [{"topic": t, "partitions": ps} for t, ps in topics.items()], total, errored
 
 
 def _read_all(ctx: RequestContext, req: Any, denied: set[str], budget: int
@@ -206,53 +254,89 @@ def _read_all(ctx: RequestContext, req: Any, denied: set[str], budget: int
                          "last_stable_offset": -1, "log_start_offset": -1, "records": b"",
                          "aborted_transactions": None,
                          "error_code": errors.TopicAuthorizationFailed.code}
-            elif req.replica_id >= 0:
-                entry = _read_for_follower(ctx, topic.topic, p, req.replica_id, budget - total,
-                                           min_one=total == 0)
             else:
                 entry = _read_partition(ctx, topic.topic, p, budget - total, min_one=total == 0,
                                         rack_id=getattr(req, "rack_id", "") or "",
                                         isolation=getattr(req, "isolation_level", 0))
             size = len(entry["records"])
             total += size
-            # A follower told to truncate, or a consumer sent to another replica, must hear
-            # it now, not after a long poll.
-            errored = errored or entry["error_code"] != 0 or "diverging_epoch" in entry \
-                or "preferred_read_replica" in entry
+            # A consumer sent to another replica must hear it now, not after a long poll.
+            errored = errored or entry["error_code"] != 0 or "preferred_read_replica" in entry
             parts.append(entry)
         topics.append({"topic": topic.topic, "partitions": parts})
     return topics, total, errored
+
+
+async def _long_poll(ctx: RequestContext, req: Any, tps: list[TopicPartition],
+                     read: Callable[[], tuple[list[dict[str, Any]], int, bool]]
+                     ) -> tuple[list[dict[str, Any]], int]:
+    """(topics, record bytes) of `read` once it has min_bytes, an error the fetcher must
+    hear now, or max_wait passed; woken by appends and high watermarks on `tps`."""
+    deadline = time.monotonic() + req.max_wait.total_seconds()
+    while True:
+        topics, total, errored = read()
+        remaining = deadline - time.monotonic()
+        if total >= req.min_bytes or errored or remaining <= 0 or not tps:
+            return topics, total
+        _release(topics)   # read again once woken
+        await ctx.broker.replication.wait_for_append(tps, remaining)
+
+
+async def _follower_fetch(ctx: RequestContext, req: Any) -> Any:
+    """A follower's Fetch, through its fetch session if it has one."""
+    if not ctx.authorized("CLUSTER_ACTION", "CLUSTER", CLUSTER):
+        return ctx.response({"throttle_time": 0, "session_id": 0, "responses": [],
+                             "error_code": errors.ClusterAuthorizationFailed.code})
+    ctx.quota_exempt = True
+    named = {(t.topic, p.partition): _partition_fetch(p) for t in req.topics
+             for p in t.partitions}
+    forgotten = [(t.topic, p) for t in getattr(req, "forgotten_topics_data", None) or ()
+                 for p in t.partitions]
+    try:   # Fetch v4-6 carry no session: sessionless
+        session, full = ctx.broker.replication.fetch_sessions.resolve(
+            req.replica_id, getattr(req, "session_id", 0), getattr(req, "session_epoch", -1),
+            named, forgotten)
+    except (errors.FetchSessionIdNotFound, errors.InvalidFetchSessionEpoch) as exc:
+        return ctx.response({"throttle_time": 0, "error_code": exc.code, "session_id": 0,
+                             "responses": []})
+
+    def read() -> tuple[list[dict[str, Any]], int, bool]:
+        wanted = named if full or session is None else \
+            {**named, **_unnamed_with_news(ctx, session, req.replica_id, named)}
+        return _read_for_follower_all(ctx, wanted, req.replica_id, req.max_bytes)
+
+    topics, total = await _long_poll(
+        ctx, req, list(session.partitions if session is not None else named), read)
+    if session is not None:
+        for topic in topics:
+            for entry in topic["partitions"]:
+                session.answered((topic["topic"], entry["partition_index"]),
+                                 entry["high_watermark"], entry["log_start_offset"])
+    ctx.broker.metrics.fetch_sent(total, follower=True)
+    ctx.spliced = True   # from here the response owns the files (file_records.py)
+    return ctx.response({"throttle_time": 0, "error_code": 0,
+                         "session_id": session.id if session is not None else 0,
+                         "responses": topics})
 
 
 @api(key=1, versions=(4, 12))
 async def fetch(ctx: RequestContext, req: Any) -> Any:
     if ctx.listener == "controller" and rpc.is_quorum_fetch(req, METADATA_TOPIC):
         return await quorum_rpc.answer(ctx, rpc.FETCH, req)
-    if req.replica_id >= 0 and not ctx.authorized("CLUSTER_ACTION", "CLUSTER", CLUSTER):
-        return ctx.response({"throttle_time": 0, "session_id": 0, "responses": [],
-                             "error_code": errors.ClusterAuthorizationFailed.code})
-    ctx.quota_exempt = req.replica_id >= 0
-    denied = set() if req.replica_id >= 0 else \
-        {t.topic for t in req.topics if not ctx.authorized("READ", "TOPIC", t.topic)}
-    budget = req.max_bytes
-    if not ctx.quota_exempt:
-        budget = min(budget, ctx.quota_allowance(CONSUMER_BYTE_RATE))
-    deadline = time.monotonic() + req.max_wait.total_seconds()
+    if req.replica_id >= 0:
+        return await _follower_fetch(ctx, req)
+    denied = {t.topic for t in req.topics if not ctx.authorized("READ", "TOPIC", t.topic)}
+    budget = min(req.max_bytes, ctx.quota_allowance(CONSUMER_BYTE_RATE))
     tps = [(t.topic, p.partition) for t in req.topics for p in t.partitions
            if t.topic not in denied]
-    while True:
-        topics, total, errored = _read_all(ctx, req, denied, budget)
-        remaining = deadline - time.monotonic()
-        if total >= req.min_bytes or errored or remaining <= 0 or not tps:
-            break
-        _release(topics)   # read again once woken
-        await ctx.broker.replication.wait_for_append(tps, remaining)
+    topics, total = await _long_poll(ctx, req, tps,
+                                     lambda: _read_all(ctx, req, denied, budget))
     if ctx.record_quota(CONSUMER_BYTE_RATE, total) > 0:
         ctx.unrecord_quota(CONSUMER_BYTE_RATE, total)
         _release(topics)
         return ctx.response({"throttle_time": 0, "error_code": 0, "session_id": 0,
                              "responses": []})
-    ctx.broker.metrics.fetch_sent(total, follower=req.replica_id >= 0)
+    ctx.broker.metrics.fetch_sent(total, follower=False)
     # From here the response owns the files: dispatch frames it (file_records.py).
     ctx.spliced = True
     return ctx.response({"throttle_time": 0, "error_code": 0, "session_id": 0,

@@ -8,7 +8,10 @@ KIP-101/279) before appending, so replicas converge to the leader's log byte for
 Batches are appended as the leader wrote them (offsets, epochs, producer ids), which
 also rebuilds idempotent producer state here. A throttled partition is left out of a
 round while this broker's follower replication quota is exceeded
-(replication/throttle.py), so it never holds back the others.
+(replication/throttle.py), so it never holds back the others. Fetches go through a fetch
+session (KIP-227, replication/fetch_session_handler.py): after the first, full, one a Fetch
+names only the partitions whose position changed, and the leader answers only those with
+something new, so an idle round costs nothing per partition on the wire.
 
 Owned by the ReplicaManager; event loop only.
 """
@@ -27,6 +30,8 @@ from ..raft.divergence import truncation_offset
 from ..records import parse_batches
 from ..storage.manager import LogManager
 from ..tasks import cancel_and_wait
+from .fetch_session_handler import FetchSessionHandler, SessionRequest
+from .fetch_sessions import PartitionFetch
 from .throttle import SideThrottle
 
 log = logging.getLogger(__name__)
@@ -58,6 +63,7 @@ class ReplicaFetcher:
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._conn: BrokerConnection | None = None
+        self._session = FetchSessionHandler()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -80,6 +86,7 @@ class ReplicaFetcher:
         if (host, port) != self.address:
             self.address = (host, port)
             self._conn = None
+            self._session.reset(close=False)   # another process: it never knew the session
 
     def _connection(self) -> BrokerConnection:
         if self._conn is None:
@@ -103,6 +110,8 @@ class ReplicaFetcher:
                 raise
             except (KafkaClientError, OSError, asyncio.TimeoutError) as exc:
                 log.debug("fetch from broker %d failed: %s", self.source_id, exc)
+                # The answer may be lost: what the leader's session holds is unknown.
+                self._session.reset()
                 conn, self._conn = self._conn, None
                 if conn is not None:
                     await conn.close()
@@ -111,35 +120,45 @@ class ReplicaFetcher:
                 log.exception("fetch from broker %d failed", self.source_id)
                 await asyncio.sleep(BACKOFF_S)
 
+    def _wanted(self, epochs: dict[TopicPartition, int]) -> dict[TopicPartition, PartitionFetch]:
+        """What this round asks of each partition not held back by the throttle."""
+        max_bytes = self.side.config()["replica.fetch.max.bytes"]
+        throttle = self.side.throttle
+        wanted = {}
+        for tp, epoch in epochs.items():
+            plog = self.side.logs.get(*tp)
+            if plog is None or throttle.holds_back(tp, tp in self._caught_up):
+                continue
+            wanted[tp] = PartitionFetch(plog.log_end_offset, epoch, plog.latest_epoch,
+                                        plog.log_start_offset, max_bytes)
+        return wanted
+
     async def _round(self) -> None:
         config = self.side.config()
-        wanted = dict(self.partitions)
-        topics: dict[str, list[dict[str, Any]]] = {}
-        throttle = self.side.throttle
-        for (topic, p), epoch in wanted.items():
-            plog = self.side.logs.get(topic, p)
-            if plog is None or throttle.holds_back((topic, p), (topic, p) in self._caught_up):
-                continue
-            topics.setdefault(topic, []).append({
-                "partition": p, "current_leader_epoch": epoch,
-                "fetch_offset": plog.log_end_offset, "last_fetched_epoch": plog.latest_epoch,
-                "log_start_offset": plog.log_start_offset,
-                "partition_max_bytes": config["replica.fetch.max.bytes"]})
-        if not topics:
+        epochs = dict(self.partitions)
+        wanted = self._wanted(epochs)
+        if not wanted:
             await asyncio.sleep(BACKOFF_S)
             return
+        sent = self._session.build(wanted)
         response = await self._connection().request(FETCH, FETCH_VERSION, {
             "replica_id": self.side.node_id, "max_wait": config["replica.fetch.wait.max.ms"],
             "min_bytes": config["replica.fetch.min.bytes"],
             "max_bytes": config["replica.fetch.max.bytes"],
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "forgotten_topics_data": [], "rack_id": config["broker.rack"] or "",
-            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]})
+            "isolation_level": 0, "session_id": sent.session_id, "session_epoch": sent.epoch,
+            "forgotten_topics_data": _forgotten(sent), "rack_id": config["broker.rack"] or "",
+            "topics": _topics(sent)})
+        if not self._session.handle_response(sent, int(response.error_code),
+                                             int(response.session_id)):
+            log.debug("fetch from broker %d refused as a whole (error %d)",
+                      self.source_id, response.error_code)
+            await asyncio.sleep(BACKOFF_S)   # a session error reopens it with the next one
+            return
         backoff = False
         for topic in response.responses:
             for part in topic.partitions:
                 tp = (topic.topic, part.partition_index)
-                if tp not in self.partitions or self.partitions[tp] != wanted.get(tp):
+                if tp not in self.partitions or self.partitions[tp] != epochs.get(tp):
                     continue   # reassigned while the fetch was out
                 backoff |= not await self._apply(tp, part)
         if backoff:
@@ -189,3 +208,22 @@ class ReplicaFetcher:
             log.info("%s-%d: truncating from %d to %d (diverged from the leader at epoch %d)",
                      tp[0], tp[1], plog.log_end_offset, offset, epoch)
             plog.truncate_to(offset)
+
+
+def _topics(sent: SessionRequest) -> list[dict[str, Any]]:
+    """The Fetch's topics: the partitions `sent` names, grouped by topic."""
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (topic, p), f in sent.partitions.items():
+        topics.setdefault(topic, []).append({
+            "partition": p, "current_leader_epoch": f.current_leader_epoch,
+            "fetch_offset": f.fetch_offset, "last_fetched_epoch": f.last_fetched_epoch,
+            "log_start_offset": f.log_start_offset,
+            "partition_max_bytes": f.partition_max_bytes})
+    return [{"topic": t, "partitions": ps} for t, ps in topics.items()]
+
+
+def _forgotten(sent: SessionRequest) -> list[dict[str, Any]]:
+    topics: dict[str, list[int]] = {}
+    for topic, p in sent.forgotten:
+        topics.setdefault(topic, []).append(p)
+    return [{"topic": t, "partitions": ps} for t, ps in topics.items()]

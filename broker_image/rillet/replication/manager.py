@@ -36,6 +36,7 @@ from ..storage.manager import LogManager
 from ..tasks import cancel_and_wait
 from ..topic_config import effective
 from .alter_partition_manager import AlterPartitionManager, IsrChannel, proves_not_committed
+from .fetch_sessions import FetchSessionCache
 from .fetcher import FollowerSide, ReplicaFetcher
 from .leader import PartitionLeaderState
 from .purgatory import AcksWaiters, FetchWaiters
@@ -100,6 +101,7 @@ class ReplicaManager:
         self._fetches = FetchWaiters()  # fetches short of fetch.min.bytes
         self._isr_task: asyncio.Task[None] | None = None
         self.consumer_fetches = ConsumerFetchCounters()   # what consumers were served here
+        self.fetch_sessions = FetchSessionCache()   # followers' sessions with this leader
         self._follower_side = FollowerSide(node_id, config, logs, self.throttles.follower,
                                            self.wake, broker_tls)
         self._started = False
