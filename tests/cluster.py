@@ -208,10 +208,16 @@ class LocalCluster:
     # -- processes ----------------------------------------------------------------------
 
     def start(self, timeout: float = START_TIMEOUT) -> "LocalCluster":
-        """Start every node, then wait for all: a node may only be ready once a quorum is."""
-        for node_id in self.node_ids:
-            self.node(node_id).start(wait=False)
-        self.wait_ready(timeout)
+        """Start every node, then wait for all: a node may only be ready once a quorum is.
+        A start that fails stops what it started: `with cluster.start():` enters only after
+        it returns, so nothing else would (nodes left running load every later test)."""
+        try:
+            for node_id in self.node_ids:
+                self.node(node_id).start(wait=False)
+            self.wait_ready(timeout)
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def wait_ready(self, timeout: float = START_TIMEOUT,

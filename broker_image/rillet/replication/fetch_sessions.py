@@ -138,6 +138,12 @@ class FetchSessionCache:
         session_id = self._new_id()
         while session_id in self._sessions or session_id == NO_SESSION:
             session_id = self._new_id()
+        # A follower runs one fetcher per leader (num.replica.fetchers has no effect), so a
+        # new session of a replica replaces any other it had: a restarted follower opens
+        # with id 0 and its old session, holding every partition it followed, is dropped
+        # now rather than when the cache is full.
+        for stale in [i for i, s in self._sessions.items() if s.replica_id == replica_id]:
+            del self._sessions[stale]
         while len(self._sessions) >= self._max:
             self._sessions.popitem(last=False)
         session = FetchSession(session_id, replica_id, next_epoch(INITIAL_EPOCH))

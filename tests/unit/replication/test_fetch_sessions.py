@@ -171,3 +171,17 @@ def test_leader_and_follower_agree_over_rounds_of_appends_and_reassignment() -> 
         assert {tp: c.fetch for tp, c in session.partitions.items()} == wanted
         named_counts.append(len(sent.partitions) + len(sent.forgotten))
     assert named_counts == [3, 0, 0, 1, 0, 1, 0, 0]
+
+
+def test_a_replica_opening_again_replaces_its_old_session() -> None:
+    """A restarted follower opens with id 0: its earlier session (every partition it
+    followed) goes at once, not when the cache is full; other replicas' sessions stay."""
+    cache = _cache()
+    old, _ = cache.resolve(2, 0, INITIAL_EPOCH, {A: _at(5), B: _at(0)}, [])
+    other, _ = cache.resolve(3, 0, INITIAL_EPOCH, {A: _at(5)}, [])
+    new, _ = cache.resolve(2, 0, INITIAL_EPOCH, {A: _at(9)}, [])
+    assert old is not None and other is not None and new is not None
+    assert len(cache) == 2
+    with pytest.raises(errors.FetchSessionIdNotFound):
+        cache.resolve(2, old.id, old.epoch, {}, [])
+    assert cache.resolve(3, other.id, other.epoch, {}, [])[0] is other
