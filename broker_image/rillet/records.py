@@ -41,6 +41,7 @@ MAGIC_OFFSET = 16
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
 LAST_OFFSET_DELTA_OFFSET = 23
+BASE_TIMESTAMP_OFFSET = 27
 MAX_TIMESTAMP_OFFSET = 35
 
 # The whole fixed header, in BatchHeader's field order (after ``position``).
@@ -55,6 +56,7 @@ ATTR_COMPRESSION_MASK = 0x07
 ATTR_TIMESTAMP_TYPE = 0x08
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
+ATTR_DELETE_HORIZON = 0x40   # KIP-534: the base timestamp is the delete horizon
 
 INT32_MAX = 2**31 - 1
 NO_TIMESTAMP = -1
@@ -201,6 +203,17 @@ def set_log_append_time(buf: bytearray, header: BatchHeader, timestamp_ms: int) 
     _UINT32.pack_into(buf, pos + CRC_OFFSET, crc)
     return read_header(buf, pos)
 
+
+
+def set_delete_horizon(batch: bytes | memoryview, horizon_ms: int) -> bytes:
+    """A copy of one whole batch marked with a delete horizon (Kafka's attribute bit 6,
+    KIP-534: the base timestamp becomes the horizon) and its CRC recomputed."""
+    out = bytearray(batch)
+    (attributes,) = _INT16.unpack_from(out, ATTRIBUTES_OFFSET)
+    _INT16.pack_into(out, ATTRIBUTES_OFFSET, attributes | ATTR_DELETE_HORIZON)
+    _INT64.pack_into(out, BASE_TIMESTAMP_OFFSET, horizon_ms)
+    _UINT32.pack_into(out, CRC_OFFSET, _crc_of(out, 0, len(out)))
+    return bytes(out)
 
 # ---------------------------------------------------------------- records
 

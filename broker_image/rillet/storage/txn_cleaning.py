@@ -25,35 +25,16 @@ Thread safety: one TxnCleaning per pass, used by the cleaner's worker thread onl
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from crc32c import crc32c
-
-from ..records import ATTRIBUTES_OFFSET, CRC_OFFSET, CRC_START, BatchHeader
+from ..records import ATTR_DELETE_HORIZON, BatchHeader, set_delete_horizon
 from .segment import LogSegment
-
-DELETE_HORIZON_FLAG = 0x40   # Kafka's RecordBatch attribute: base timestamp = delete horizon
-BASE_TIMESTAMP_OFFSET = 27
-_ATTRIBUTES = struct.Struct(">h")
-_TIMESTAMP = struct.Struct(">q")
-_CRC = struct.Struct(">I")
 
 
 def delete_horizon(header: BatchHeader) -> int | None:
     """The delete horizon (ms) stamped on a batch, None when it has none."""
-    return header.base_timestamp if header.attributes & DELETE_HORIZON_FLAG else None
-
-
-def with_delete_horizon(batch: bytes | memoryview, horizon_ms: int) -> bytes:
-    """The batch with its delete horizon set (and its CRC recomputed)."""
-    out = bytearray(batch)
-    (attributes,) = _ATTRIBUTES.unpack_from(out, ATTRIBUTES_OFFSET)
-    _ATTRIBUTES.pack_into(out, ATTRIBUTES_OFFSET, attributes | DELETE_HORIZON_FLAG)
-    _TIMESTAMP.pack_into(out, BASE_TIMESTAMP_OFFSET, horizon_ms)
-    _CRC.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[CRC_START:]))
-    return bytes(out)
+    return header.base_timestamp if header.attributes & ATTR_DELETE_HORIZON else None
 
 
 @dataclass
@@ -89,7 +70,7 @@ class TxnCleaning:
         horizon = delete_horizon(header)
         if horizon is None:
             horizon = self.now_ms + self.delete_retention_ms
-            batch = with_delete_horizon(batch, horizon)
+            batch = set_delete_horizon(batch, horizon)
         elif horizon <= self.now_ms:
             self.markers_removed += 1
             return None

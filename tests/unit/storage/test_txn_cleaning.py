@@ -8,7 +8,8 @@ from pathlib import Path
 
 from rillet.records import Record, decode_records, encode_batch, parse_batches
 from rillet.storage.cleaner import CleaningConfig, LogCleaner
-from rillet.storage.txn_cleaning import TxnCleaning, delete_horizon, with_delete_horizon
+from rillet.records import set_delete_horizon
+from rillet.storage.txn_cleaning import TxnCleaning, delete_horizon
 from rillet.txn_marker import TxnMarker, encode_marker
 
 from .helpers import FakeClock, append, open_log
@@ -53,8 +54,8 @@ def test_a_marker_without_data_gets_a_horizon_then_goes() -> None:
 
 
 def test_stamping_twice_keeps_a_valid_batch() -> None:
-    once = with_delete_horizon(marker(1, True), 10)
-    assert delete_horizon(header_of(with_delete_horizon(once, 20))) == 20
+    once = set_delete_horizon(marker(1, True), 10)
+    assert delete_horizon(header_of(set_delete_horizon(once, 20))) == 20
 
 
 def test_compaction_removes_aborted_data_and_markers_after_the_horizon(tmp_path: Path) -> None:
