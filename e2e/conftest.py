@@ -1,13 +1,15 @@
-"""The e2e suite's cluster: $KUBECONFIG when set (kind elsewhere), else the local control plane.
+"""The e2e suite's cluster: $KUBECONFIG when set, else the kind cluster of e2e/kind.sh.
 
-- With RILLET_E2E_BACKGROUND=1, at the end of collection (e2e tests selected, no $KUBECONFIG),
-  the slow, process-free preparation (Go build of the control plane, podman images) starts in a
-  background thread, overlapping the unit and integration tests that run first. Off by default:
-  a cold Go build takes both cores of a CI machine for ~10 minutes, and timing-sensitive
-  integration tests (group rebalances, session timeouts) then flake. The fixture prepares when
-  the e2e tests start instead.
-- The session fixture `k8s` then brings the local cluster up (or reuses one already running,
-  which it then leaves running) and takes it down at the end of the session.
+- Without $KUBECONFIG the session fixture `k8s` runs `e2e/kind.sh up` (builds what changed,
+  creates the cluster when it is not running, loads the project's images, installs the chart)
+  and `e2e/kind.sh down` at the end, unless the cluster was already running before the session
+  (then it is left running).
+- RILLET_E2E_CLUSTER=local uses the older stand-in instead (e2e/local-cluster: a podman node
+  agent in place of the kubelet). With RILLET_E2E_BACKGROUND=1 its slow, process-free
+  preparation (Go build of the control plane, podman images) starts in a background thread at
+  the end of collection, overlapping the unit and integration tests. Off by default: a cold Go
+  build takes both cores of a CI machine for ~10 minutes, and timing-sensitive integration
+  tests then flake.
 - `namespace` gives each test its own namespace, deleted afterwards.
 """
 from __future__ import annotations
@@ -28,7 +30,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from localk8s import cluster, host, images  # noqa: E402
+from localk8s import cluster, host, images, kind  # noqa: E402
 from localk8s.host import Layout  # noqa: E402
 from localk8s.kube import Kube  # noqa: E402
 
@@ -51,6 +53,10 @@ class Cluster:
     already_up: bool
 
 
+def _stand_in() -> bool:
+    return os.environ.get("RILLET_E2E_CLUSTER", "kind") == "local"
+
+
 def _e2e_items(items: list) -> list:
     root = Path(__file__).resolve().parent
     return [i for i in items if Path(str(i.fspath)).resolve().is_relative_to(root)]
@@ -71,7 +77,7 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 def pytest_collection_finish(session) -> None:
     needs_cluster = [i for i in _e2e_items(session.items) if "k8s" in getattr(i, "fixturenames", ())]
-    if not needs_cluster or os.environ.get("KUBECONFIG") or _prepare \
+    if not needs_cluster or os.environ.get("KUBECONFIG") or _prepare or not _stand_in() \
             or session.config.option.collectonly:
         return
     if os.environ.get("RILLET_E2E_BACKGROUND", "0") != "1":
@@ -101,6 +107,9 @@ def k8s() -> Iterator[Cluster]:
     if path:
         yield Cluster(Kube.from_kubeconfig(path), path, False, None, {}, already_up=True)
         return
+    if not _stand_in():
+        yield from _kind_cluster()
+        return
     layout = Layout.default()
     thread = _prepare.get("thread")
     if isinstance(thread, threading.Thread):
@@ -122,6 +131,16 @@ def k8s() -> Iterator[Cluster]:
     finally:
         if not already_up:
             cluster.down(layout, quiet=True)
+
+
+def _kind_cluster() -> Iterator[Cluster]:
+    already_up = kind.running()
+    path = str(kind.up())
+    try:
+        yield Cluster(Kube.from_kubeconfig(path), path, False, None, {}, already_up=already_up)
+    finally:
+        if not already_up:
+            kind.down()
 
 
 def build_helm(layout: Layout) -> str:

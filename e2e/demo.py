@@ -10,7 +10,6 @@ The stages are mission.py's, the same the mission test asserts on.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import time
@@ -18,12 +17,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from localk8s import cluster, host, images  # noqa: E402
-from localk8s.host import Layout  # noqa: E402
+import spark_operator  # noqa: E402
+from localk8s import kind  # noqa: E402
 from localk8s.kube import Kube  # noqa: E402
-from localk8s.testing import restricted_namespace  # noqa: E402
 from mission import Mission, expected_rows  # noqa: E402
 
+REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = "rillet-demo"
 OPERATOR_NS = "rillet-system"
 RELEASE = "rillet"
@@ -44,18 +43,11 @@ class Stages:
         print(f"   {line}", flush=True)
 
 
-def _helm(layout: Layout) -> str:
-    out = subprocess.run([str(layout.repo / "e2e" / "build-k8s"), "helm"], check=True,
+def _helm() -> str:
+    """helm built from its Go module (e2e/helm), cached; `kind.sh up` built it already."""
+    out = subprocess.run([str(REPO / "e2e" / "build-k8s"), "helm"], check=True,
                          stdout=subprocess.PIPE, text=True, timeout=3600).stdout
     return str(Path(out.strip().splitlines()[-1]) / "helm")
-
-
-def _run(cmd: list[str], kubeconfig: Path, timeout: float = 600) -> str:
-    out = subprocess.run(cmd, env={**os.environ, "KUBECONFIG": str(kubeconfig)},
-                         capture_output=True, text=True, timeout=timeout)
-    if out.returncode != 0:
-        raise SystemExit(f"demo: {' '.join(cmd[:3])} failed:\n{out.stdout}\n{out.stderr}")
-    return out.stdout
 
 
 def _table(rows: list[list]) -> str:
@@ -81,25 +73,12 @@ def _watch_producer(m: Mission, job: str, seconds: float, stages: Stages) -> Non
 
 
 def up(args: argparse.Namespace) -> int:
-    layout = Layout.default()
     stages = Stages()
-    stages.start("local Kubernetes control plane (builds on first run: Go, images)")
-    host.ensure_packages()
-    errors = images.build_all(layout)
-    failed = {t: e for t, e in errors.items() if e}
-    if failed:
-        raise SystemExit(f"demo: images did not build: {failed}")
-    kubeconfig = cluster.up(layout, build_images=False)
+    stages.start("kind cluster: 1 control plane + 3 workers in zone-a/b/c, the images loaded, "
+                 f"the operator's chart installed (release {RELEASE} in {OPERATOR_NS}); "
+                 "builds on first run: Go, node image, images (e2e/kind.sh up)")
+    kubeconfig = kind.up()
     kube = Kube.from_kubeconfig(str(kubeconfig))
-    helm = _helm(layout)
-
-    stages.start(f"helm install the operator (release {RELEASE} in {OPERATOR_NS})")
-    _run(["kubectl", "apply", "--server-side", "--force-conflicts", "-f",
-          str(layout.repo / "crds")], kubeconfig)
-    if kube.get_or_none("Namespace", OPERATOR_NS) is None:   # the operator's pods: restricted
-        kube.create(restricted_namespace(OPERATOR_NS))
-    _run([helm, "upgrade", "--install", RELEASE, str(layout.repo / "helm" / "rillet"),
-          "--namespace", OPERATOR_NS, "--wait", "--timeout", "300s"], kubeconfig)
 
     m = Mission(kube, str(kubeconfig), NAMESPACE, report=stages.info)
     if kube.get_or_none("Namespace", NAMESPACE) is not None:
@@ -112,9 +91,13 @@ def up(args: argparse.Namespace) -> int:
     m.create_topic(m.topic, partitions=6, replicas=3, config={"min.insync.replicas": 2})
     stages.start("producer Job: acks=all idempotent events")
     job = m.start_producer()
-    stages.start("Spark on Kubernetes: windowed counts (spark/submit-k8s, cluster mode)")
+    stages.start("the Spark operator (its chart, watching this namespace)")
+    stages.info(spark_operator.install(kube, _helm(), str(kubeconfig), [NAMESPACE]).strip())
+    stages.start("Spark on Kubernetes: windowed counts as a SparkApplication "
+                 "(spark/k8s/sparkapplication.yaml)")
     m.prepare_spark()
-    driver = m.submit_spark()
+    spark_operator.apply_application(m)
+    driver, _uid = spark_operator.running_driver(m, spark_operator.APP)
     m.wait_batches(driver, 2, timeout=420)
     stages.info(f"driver log: kubectl logs -n {NAMESPACE} {driver}")
     if not args.no_scaling:
@@ -147,21 +130,21 @@ The cluster is still up. Look at it with:
   export KUBECONFIG={kubeconfig}
   kubectl get clusters,topics,pods -n {NAMESPACE}
   kubectl get cluster events -n {NAMESPACE} -o yaml      # status: brokers, rebalance, roll
+  kubectl get sparkapplication -n {NAMESPACE}            # the job, kept running by the operator
   kubectl logs -n {NAMESPACE} {driver}                # the Spark driver's batch progress
 Remove it with: make demo-down""")
     return 0 if rows == expected else 1
 
 
 def down(_args: argparse.Namespace) -> int:
-    layout = Layout.default()
-    if cluster.status(layout, quiet=True):
-        kube = Kube.from_kubeconfig(str(layout.kubeconfig))
+    if kind.running():
+        kube = Kube.from_kubeconfig(str(kind.kubeconfig()))
         if kube.get_or_none("Namespace", NAMESPACE) is not None:
             print(f"deleting namespace {NAMESPACE} (the operator lets go of its resources)")
             kube.delete("Namespace", NAMESPACE)
             kube.wait_for(f"namespace {NAMESPACE} gone",
                           lambda: kube.get_or_none("Namespace", NAMESPACE) is None, 300, 2)
-    cluster.down(layout)
+    kind.down()   # the Spark operator and everything else go with the cluster
     return 0
 
 

@@ -3,6 +3,7 @@
 #   e2e/kind.sh up          # cluster "rillet-kind": 1 control plane + 3 workers in zone-a/b/c
 #   KUBECONFIG=$(e2e/kind.sh kubeconfig) kubectl get nodes
 #   e2e/kind.sh down        # removes it all and checks the machine is as `up` found it
+#   e2e/kind.sh status      # exit 0 when the cluster runs
 # kind is built from its Go module and runs with its podman provider; the node image is built
 # here (e2e/kind/build: Debian + systemd + containerd + Kubernetes from their Go modules, every
 # image preloaded). How it works and what it needs: e2e/README.md, "kind".
@@ -29,6 +30,7 @@ service_subnet=198.19.0.0/20
 # kind names nodes <cluster>-control-plane, <cluster>-worker, -worker2, ...
 nodes=("$name-control-plane=198.19.255.10" "$name-worker=198.19.255.11"
        "$name-worker2=198.19.255.12" "$name-worker3=198.19.255.13")
+workers=$name-worker,$name-worker2,$name-worker3
 api_server=https://198.19.255.10:6443
 operator_ns=rillet-system   # the chart's release, as `make demo` installs it
 release=rillet
@@ -169,7 +171,8 @@ load_project_images() {
   while IFS=$'\t' read -r tag archive; do
     grep -qxF "$archive" "$state/loaded" && continue
     say "kind load image-archive $tag ($(du -m "$archive" | cut -f1) MB)"
-    kind_cmd load image-archive --name "$name" "$archive"
+    # the workers only: the control plane keeps its NoSchedule taint and never runs our pods
+    kind_cmd load image-archive --name "$name" --nodes "$workers" "$archive"
     echo "$archive" >> "$state/loaded"
   done <<<"$built"
   say "project images ready in the nodes after $((SECONDS - t0)) s"
@@ -280,9 +283,18 @@ down() {
   fi
 }
 
+# Exit 0 when the cluster runs (its kubeconfig written by `up`), 1 otherwise.
+status() {
+  kind_bin=$(ls "$cache_root"/kind/tools/*/bin/kind 2>/dev/null | head -1 || true)
+  [[ -n $kind_bin && -f $kubeconfig ]] || return 1
+  write_podman_wrapper
+  grep -qx "$name" <<<"$(kind_cmd get clusters 2>/dev/null)"
+}
+
 case ${1:-} in
   up) up ;;
   down) down ;;
+  status) status ;;
   kubeconfig) echo "$kubeconfig" ;;
-  *) echo "usage: $0 up|down|kubeconfig" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|kubeconfig" >&2; exit 2 ;;
 esac

@@ -25,6 +25,7 @@ from mission import Mission, MissionError
 
 REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = "spark-operator"
+APP = "rillet-windowed-counts"   # spark/k8s/sparkapplication.yaml
 RELEASE = "spark-operator"
 APPS = "/apis/sparkoperator.k8s.io/v1beta2/namespaces/{ns}/sparkapplications"
 

@@ -1,13 +1,15 @@
-"""The mission end to end on a real API server: helm install -> a Cluster of 3 brokers over 3
-zones -> a Topic (RF=3, min.insync.replicas=2) -> a producer Job streaming a known event
-sequence with acks=all (idempotent) -> the windowed-counts job on Spark on Kubernetes (cluster
-mode, output and checkpoint on a claim) -> its driver killed and resubmitted on the same
+"""The mission end to end on the suite's Kubernetes (kind): helm install -> a Cluster of 3
+brokers over 3 zones -> a Topic (RF=3, min.insync.replicas=2) -> a producer Job streaming a known
+event sequence with acks=all (idempotent) -> the windowed-counts job as a SparkApplication
+(spark/k8s/sparkapplication.yaml) run by the Kubeflow Spark operator (its chart, our image of it:
+e2e/spark_operator.py), output and checkpoint on a claim -> its driver pod deleted twice, each
+time brought back by the Spark operator alone (the test never submits), resuming from the
 checkpoint -> scale 3 -> 5, a config change that rolls the brokers, scale 5 -> 3, all under the
-stream -> the producer stops -> the Spark output equals the expected aggregates exactly ->
-namespace deletion and helm uninstall leave nothing behind.
+stream -> the producer stops -> the Spark output equals the expected aggregates exactly, every
+window once -> namespace deletion leaves nothing behind.
 
-The steps live in mission.py (shared with `make demo`); the tests run in file order and build
-on each other's state.
+The steps live in mission.py and spark_operator.py (shared with `make demo`); the tests run in
+file order and build on each other's state.
 """
 from __future__ import annotations
 
@@ -17,27 +19,31 @@ from typing import Iterator
 
 import pytest
 
+import spark_operator
 from mission import Mission, expected_rows
 from test_operator import delete_namespace, operator  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.timeout(1800)
 
+APP = spark_operator.APP
 TIMES: dict[str, float] = {}
 T0 = time.monotonic()
 
 
 @pytest.fixture(scope="module")
-def mission(k8s, operator) -> Iterator[Mission]:  # noqa: F811
+def mission(k8s, operator, helm) -> Iterator[Mission]:  # noqa: F811
     m = Mission(k8s.kube, k8s.kubeconfig, f"e2e-mission-{uuid.uuid4().hex[:5]}",
                 cluster="mission", topic="events",
                 report=lambda line: print(f"\nmission: {line}", flush=True))
     m.create_namespace()
     try:
+        print("\n" + spark_operator.install(k8s.kube, helm, k8s.kubeconfig, [m.ns]), flush=True)
         yield m
     finally:
         TIMES["total"] = round(time.monotonic() - T0)
         print(f"\nmission wall times (s): {TIMES}")
         delete_namespace(k8s.kube, m.ns)
+        spark_operator.uninstall(k8s.kube, helm, k8s.kubeconfig)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +51,13 @@ def state() -> dict:
     return {}
 
 
-def test_cluster_topic_producer_and_spark_job_start(mission: Mission, state: dict):
+def _app_id(m: Mission, driver: str) -> str:
+    """The Spark application id of a driver pod (Spark labels its pods with it): a new one per
+    submission."""
+    return m.kube.get("Pod", driver, m.ns)["metadata"]["labels"]["spark-app-selector"]
+
+
+def test_cluster_topic_producer_and_spark_application_start(mission: Mission, state: dict):
     m = mission
     m.create_cluster(3)
     topic = m.create_topic(m.topic, partitions=6, replicas=3,
@@ -53,23 +65,32 @@ def test_cluster_topic_producer_and_spark_job_start(mission: Mission, state: dic
     assert topic["status"]["replicas"] == 3
     m.prepare_spark()
     state["producer"] = m.start_producer()
-    state["driver"] = m.submit_spark()
+    spark_operator.apply_application(m)
+    driver, uid = spark_operator.running_driver(m, APP)
+    state.update(driver=driver, uids={uid}, app_ids=[_app_id(m, driver)])
     # The job reads: micro-batches with progress lines in the driver's log.
-    m.wait_batches(state["driver"], 3, timeout=420)
+    assert m.wait_batches(driver, 3, timeout=420) >= 3
     TIMES["up to first batches"] = round(time.monotonic() - T0)
 
 
-def test_a_killed_driver_resumes_from_its_checkpoint(mission: Mission, state: dict):
+def test_a_deleted_driver_is_brought_back_by_the_spark_operator_twice(mission: Mission,
+                                                                     state: dict):
     m = mission
-    before = m.batches(state["driver"])
-    m.kill_driver(state["driver"])
-    executors = m.kube.list("Pod", m.ns, labelSelector="spark-role=executor")
-    m.wait("the first run's executors gone", lambda: not [
-        p for p in m.kube.list("Pod", m.ns, labelSelector="spark-role=executor")
-        if p["metadata"]["name"] in {e["metadata"]["name"] for e in executors}], 180)
-    state["driver"] = m.submit_spark()
-    m.wait_batches(state["driver"], 2, timeout=420)
-    assert before >= 3
+    t0 = time.monotonic()
+    for _ in range(2):
+        m.kill_driver(state["driver"])
+        driver, uid = spark_operator.running_driver(m, APP, frozenset(state["uids"]))
+        state["driver"] = driver
+        state["uids"].add(uid)
+        state["app_ids"].append(_app_id(m, driver))
+        # The new driver reads on from the checkpoint: batches again, in its own log.
+        assert m.wait_batches(driver, 2, timeout=420) >= 2
+    assert m.submissions == 0, "the test submitted nothing itself"
+    assert len(set(state["app_ids"])) == 3, state["app_ids"]
+    status = spark_operator.application(m, APP)["status"]
+    print(f"\nSparkApplication status: {status}")
+    assert status["applicationState"]["state"] == "RUNNING", status
+    TIMES["two driver restarts"] = round(time.monotonic() - t0)
 
 
 def _driver_running(m: Mission, name: str) -> dict:
