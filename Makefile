@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 PORT   ?= 9092
 DATA   ?= ./rillet-data
 
-.PHONY: venv venv-run run test unit integration e2e bench bench-compare cluster-up cluster-down \
+.PHONY: venv venv-run run test unit integration e2e bench bench-compare \
 	clean sim chaos fuzz system-packages bench-cluster bench-compare-cluster bench-move bench-scale \
 	isr-scale demo demo-down kind-up kind-down kind-memory-load
 
@@ -65,7 +65,8 @@ unit: venv
 integration: venv system-packages
 	$(BIN)/python -m pytest -q tests/integration
 
-# End-to-end: a real Kubernetes API server (the local control plane, or $KUBECONFIG e.g. kind).
+# End-to-end: the kind cluster of e2e/kind.sh (brought up and taken down by the suite), or the
+# cluster $KUBECONFIG names.
 e2e: venv
 	$(BIN)/python -m pytest -q -ra $(PYTEST_ARGS) e2e
 
@@ -81,16 +82,9 @@ kind-memory-load: venv
 	KUBECONFIG=$$(e2e/kind.sh kubeconfig) RILLET_MEMORY_LOAD_S=$${RILLET_MEMORY_LOAD_S:-300} \
 		$(BIN)/python -m pytest -q -s -ra e2e/test_kubelet.py -k 512mi
 
-# The local cluster by hand (see e2e/README.md).
-cluster-up:
-	e2e/local-cluster up
-
-cluster-down:
-	e2e/local-cluster down
-
-# The whole mission on this machine, stage by stage (local control plane, helm install, Cluster,
-# Topic, producer, Spark on Kubernetes, scaling and a roll under load, the output table); the
-# cluster stays up afterwards. DEMO_ARGS e.g. "--events-seconds 120" or "--no-scaling".
+# The whole mission on this machine, stage by stage (kind with the chart installed, Cluster,
+# Topic, producer, the Spark operator and the job as a SparkApplication, scaling and a roll under
+# load, the output table); the cluster stays up afterwards (make demo-down). DEMO_ARGS e.g. "--events-seconds 120" or "--no-scaling".
 DEMO_ARGS ?=
 demo: venv
 	$(BIN)/python e2e/demo.py up $(DEMO_ARGS)

@@ -14,7 +14,6 @@
 #             server at the control plane's address); fixed node addresses .10-.13
 #   pods      198.19.128.0/17, a /24 per node (rillet-cni.service in each node)
 #   services  198.19.0.0/20 (DNS 198.19.0.10)
-# The range 198.18.0.0/16 is left to the older local stand-in (e2e/local-cluster).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache_root=${RILLET_CACHE:-$HOME/.cache/rillet}
@@ -42,11 +41,10 @@ say() { echo "kind.sh: $*" >&2; }
 # What `down` must leave exactly as `up` found it: links, addresses, routes, firewall, the kernel
 # settings a privileged node could reach (all of /proc/sys but counters), and podman's objects of
 # ours. Left out: links named vethN (podman makes and removes one per container, for any user of
-# podman here) and the local stand-in's bridge rillet0* and its service range's blackhole route
-# (e2e/local-cluster remakes both per run, and may run while kind is up).
+# podman here).
 machine_state() (
   set +e +o pipefail  # an empty section is fine (no ip6tables rules, say)
-  noise='^(veth[0-9]+|rillet0)|dev (veth[0-9]+|rillet0)|^blackhole 198\.19\.0\.0/16'
+  noise='^veth[0-9]+|dev veth[0-9]+'
   echo "## ip link"; ip -o link show | sed -E 's/^[0-9]+: //; s/ link\/.*//' | grep -vE "$noise" | sort
   echo "## ip addr"; ip -o addr show | awk '{print $2, $3, $4}' | grep -vE "$noise" | sort
   echo "## ip route"; ip route show table all | grep -vE "$noise" | sort
@@ -58,12 +56,12 @@ machine_state() (
   podman network ls --format '{{.Name}}' | grep rillet-kind
   podman volume ls --format '{{.Name}} {{.Labels}}' | grep rillet-kind
   echo "## sysctl"
-  sysctl -a 2>/dev/null | grep -vE '^(fs\.(dentry-state|inode-nr|inode-state|file-nr|aio-nr|quota\.)|kernel\.(random\.|ns_last_pid|pty\.nr|sched_domain)|net\.netfilter\.nf_conntrack_count|net\.(ipv4|ipv6)\.(conf|neigh)\.(veth|podman|rillet0|k8s|cni)|vm\.(stat_refresh|drop_caches))'
+  sysctl -a 2>/dev/null | grep -vE '^(fs\.(dentry-state|inode-nr|inode-state|file-nr|aio-nr|quota\.)|kernel\.(random\.|ns_last_pid|pty\.nr|sched_domain)|net\.netfilter\.nf_conntrack_count|net\.(ipv4|ipv6)\.(conf|neigh)\.(veth|podman|k8s|cni)|vm\.(stat_refresh|drop_caches))'
 )
 
 ensure_containers_conf() {
-  # podman here needs explicit default_ulimits (root lacks CAP_SYS_RESOURCE): the file the local
-  # stand-in writes (e2e/localk8s/host.py), written the same way when it is missing.
+  # podman here needs explicit default_ulimits (root lacks CAP_SYS_RESOURCE): e2e/localk8s/host.py
+  # writes it when it is missing.
   [[ -f $CONTAINERS_CONF ]] && return 0
   (cd "$(dirname "$here")" && python3 -c 'from e2e.localk8s import host; host.write_containers_conf(host.Layout.default())')
 }
@@ -112,7 +110,6 @@ ensure_network() {
     podman network create --driver bridge --subnet "$node_subnet" --gateway "$host_address" \
       --internal --disable-dns "$network" >/dev/null
     # podman 4.3 cannot name the bridge on its command line; netavark reads it from this file
-    # (the same as e2e/localk8s/cluster.py does for the stand-in's bridge)
     local conf=/etc/containers/networks/$network.json
     python3 - "$conf" "$bridge" <<'PY'
 import json, sys
@@ -159,10 +156,9 @@ nodes_ready() {
   [[ $(kubectl_ get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True) == "${#nodes[@]}" ]]
 }
 
-# The project's images (broker, operator, Spark, test images), built as `e2e/images build`
-# builds them and saved as archives (e2e/localk8s/kind_images.py: podman only holds them under a
-# private name; the stand-in's localhost/rillet/*:dev tags are left alone), then `kind load
-# image-archive`ed into every node. $state/loaded lists the archives this cluster has: an
+# The project's images (broker, operator, Spark, the Spark operator, test images), built by
+# podman and saved as archives (e2e/localk8s/kind_images.py: podman only holds them under a
+# private name), then `kind load image-archive`ed into every worker. $state/loaded lists the archives this cluster has: an
 # unchanged image is neither rebuilt nor loaded again.
 load_project_images() {
   local t0=$SECONDS tag archive built

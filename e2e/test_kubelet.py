@@ -1,10 +1,7 @@
-"""What only a real kubelet shows (kind: e2e/kind.sh): the restricted Pod Security Standard on
-the example Cluster as a user applies it, a hung broker killed by its liveness probe and back
-in every ISR, and a broker under a 512Mi memory limit through a produce+consume load with no
-OOM kill (its peak RSS reported).
-
-The local stand-in has no kubelet (no exec, no cgroup limits, probes run by the node agent):
-these tests skip there, saying so.
+"""What a real kubelet does with rillet's pods (kind: e2e/kind.sh): the restricted Pod Security
+Standard on the example Cluster as a user applies it, a hung broker killed by its liveness probe
+and back in every ISR, and a broker under a 512Mi memory limit through a produce+consume load
+with no OOM kill (its peak RSS reported).
 """
 from __future__ import annotations
 
@@ -34,14 +31,7 @@ MIB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def kubelet(k8s) -> None:
-    if k8s.local:
-        pytest.skip("the local stand-in has no kubelet (no exec, no cgroup limits, no "
-                    "container runtime to hang a process in): kind only")
-
-
-@pytest.fixture(scope="module")
-def example(k8s, kubelet, operator) -> Iterator[tuple[str, subprocess.CompletedProcess]]:  # noqa: F811
+def example(k8s, operator) -> Iterator[tuple[str, subprocess.CompletedProcess]]:  # noqa: F811
     """examples/cluster.yaml, unchanged, `kubectl apply`d into a namespace enforcing
     restricted; (namespace, what kubectl said)."""
     kube = k8s.kube
@@ -148,7 +138,7 @@ def _exec(kubeconfig: str, ns: str, pod: str, *argv: str) -> str:
     return out.stdout
 
 
-def test_broker_under_a_512mi_limit_survives_produce_and_consume_load(k8s, kubelet, operator,  # noqa: F811
+def test_broker_under_a_512mi_limit_survives_produce_and_consume_load(k8s, operator,  # noqa: F811
                                                                       record_property):
     """One broker limited to 512Mi, a producer (acks=all, idempotent) streaming for
     LOAD_SECONDS and reading everything back, and bulk 1 KiB records beside it: no OOM kill,

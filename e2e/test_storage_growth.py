@@ -1,6 +1,6 @@
 """e2e: spec.storage.size on a running Cluster, on kind's local-path storage.
 
-- The cluster's default class (kind's `standard`, the stand-in's `rillet-local`) cannot expand
+- The cluster's default class (kind's `standard`) cannot expand
   volumes (no allowVolumeExpansion): a larger
   size gets condition StorageResize with reason StorageExpansionUnsupported, a smaller one
   StorageShrinkRefused, and the claims and the StatefulSet stay as they are while the cluster
@@ -119,7 +119,7 @@ def expandable(k8s) -> Iterator[str]:
     kube = k8s.kube
     if not all(a["address"].startswith("198.19.255.") for n in kube.list("Node")
                for a in n["status"]["addresses"] if a["type"] == "InternalIP"):
-        # The stand-in's nodes are one host: both hostPath volumes would be its one /tmp.
+        # Nodes that share one host would give both hostPath volumes the same /tmp.
         pytest.skip("needs nodes with their own file systems (kind)")
     workers = sorted(n["metadata"]["name"] for n in kube.list("Node")
                      if "node-role.kubernetes.io/control-plane" not in n["metadata"]["labels"])

@@ -1,9 +1,9 @@
-"""`e2e/images build|list`: the project's images, built by podman from their own Dockerfiles.
+"""The project's images, built by podman from their own Dockerfiles (for kind: kind_images.py).
 
 The Dockerfiles stay standard (`FROM python:3.11-slim-bookworm`). Nothing is pulled here, so that
 base name is satisfied by a local image imported from a debootstrap'd Debian bookworm with
 Python 3.11 (Debian's python3 plus pip; "externally managed" marker removed and site-packages
-aliased, like the official image) plus this machine's extra CA certificates. Elsewhere (kind)
+aliased, like the official image) plus this machine's extra CA certificates. Elsewhere (Docker)
 the same Dockerfiles build on the real base image.
 
 Tags: broker_image/ -> rillet/broker:dev, operator/ -> rillet/operator:dev, spark/ ->
@@ -11,12 +11,11 @@ rillet/spark:dev (also rillet-spark:dev), spark/operator/ -> rillet/spark-operat
 rillet/spark:dev; its context is the Go-built binary's cache folder), e2e/test-images/<name>/ ->
 rillet/e2e-<name>:dev.
 
-Each image carries a label with the hash of its inputs (the Dockerfile and what its COPY/ADD
-lines name), so an unchanged image is not rebuilt.
+Each image is keyed by the hash of its inputs (the Dockerfile and what its COPY/ADD lines name),
+so an unchanged image is not rebuilt.
 """
 from __future__ import annotations
 
-import argparse
 import glob
 import hashlib
 import os
@@ -292,21 +291,6 @@ def base_id(layout: Layout) -> str:
                   check=False).stdout.strip()
 
 
-def build(layout: Layout, spec: ImageSpec, base: str) -> bool:
-    """Builds one image unless its inputs are unchanged (its hash starting from `base`, see
-    lineage_base). Returns True when it (re)built."""
-    prepare(layout, spec)
-    digest = inputs_hash(spec, base)
-    if _label(layout, spec.tag) == digest:
-        for alias in spec.aliases:
-            podman(layout, "tag", spec.tag, alias)
-        return False
-    podman_build(layout, spec, spec.tag, digest)
-    for alias in spec.aliases:
-        podman(layout, "tag", spec.tag, alias)
-    return True
-
-
 def podman_build(layout: Layout, spec: ImageSpec, tag: str, digest: str,
                  log_prefix: str = "", build_args: tuple[str, ...] = ()) -> None:
     """`podman build` of spec's Dockerfile as `tag` (labelled with its inputs' digest), with
@@ -326,44 +310,3 @@ def podman_build(layout: Layout, spec: ImageSpec, tag: str, digest: str,
         raise RuntimeError(f"podman build of {spec.tag} from {spec.dockerfile} failed; "
                            f"log {log}:\n{tail}")
     print(f"images: built {spec.tag} in {time.monotonic() - t0:.0f}s", file=sys.stderr, flush=True)
-
-
-def build_all(layout: Layout, only: str | None = None) -> dict[str, str | None]:
-    """Builds every image; returns tag -> None (ok) or the error. A failing test image raises;
-    a failing project image is reported (its e2e tests fail on their own, clearly)."""
-    host.write_containers_conf(layout)
-    ensure_base(layout)
-    results: dict[str, str | None] = {}
-    specs = discover(layout.repo)
-    base = base_id(layout)
-    for spec in specs:
-        if only and only not in spec.tag:
-            continue
-        try:
-            build(layout, spec, lineage_base(specs, spec, base))
-            results[spec.tag] = None
-        except (RuntimeError, subprocess.TimeoutExpired, subprocess.CalledProcessError) as e:
-            if spec.required:
-                raise
-            results[spec.tag] = str(e)
-            print(f"images: WARNING {e}", file=sys.stderr, flush=True)
-    state = layout.cache / "images" / "last-build.txt"
-    state.write_text("".join(f"{t}\t{'ok' if e is None else 'FAILED'}\n" for t, e in results.items()))
-    return results
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="e2e/images")
-    parser.add_argument("command", choices=["build", "list"])
-    parser.add_argument("--only", help="build only tags containing this text")
-    args = parser.parse_args(argv)
-    layout = Layout.default()
-    if args.command == "list":
-        for spec in discover(layout.repo):
-            print(f"{spec.tag}\t{spec.dockerfile.relative_to(layout.repo)}\t{inputs_hash(spec)}")
-        return 0
-    host.ensure_packages()
-    results = build_all(layout, args.only)
-    for tag, err in results.items():
-        print(f"{tag}\t{'ok' if err is None else 'FAILED'}")
-    return 1 if any(results.values()) else 0

@@ -1,10 +1,9 @@
 """`e2e/kind.sh up`'s project images: one docker-archive per image, for `kind load image-archive`.
 
-Built as `e2e/images build` builds them (podman, the same Dockerfiles, the same local base image
-and input hashes), but podman's store only ever sees a private name
-(localhost/rillet-kind-<pid>-<n>:tmp, removed again): the shared `localhost/rillet/*:dev` tags
-belong to the local stand-in, whose running pods and CI build must not see another worktree's
-image. The archive then names the image as a pod spec does (`rillet/broker:dev`, which
+Built by podman from the Dockerfiles (images.py: the local base image, input hashes), but
+podman's store only ever sees a private name (localhost/rillet-kind-<pid>-<n>:tmp, removed
+again): two checkouts building at once never see each other's image under a shared tag. The
+archive then names the image as a pod spec does (`rillet/broker:dev`, which
 containerd reads as docker.io/rillet/broker:dev), so `imagePullPolicy: IfNotPresent` finds it.
 
 Archives are cached as ~/.cache/rillet/kind/project-images/<tag>-<inputs hash>.tar: an archive

@@ -1,52 +1,18 @@
-"""Pure pieces of the local cluster harness (no cluster needed): Kubernetes' $(VAR) expansion,
-downward-API field paths, the CRI log format, the Dockerfile inputs the image cache hashes,
-probe thresholds, and the names kind's image archives carry."""
+"""Pure pieces of the e2e harness (no cluster needed): the Dockerfile inputs the image cache
+hashes, the progress and timeout of long build steps, and the names kind's image archives carry."""
 from __future__ import annotations
 
 import io
 import json
-import os
+import subprocess
 import tarfile
 from pathlib import Path
 
-from localk8s.agent import _cri_log_lines
-import subprocess
-
 import pytest
 
-from localk8s.kind_images import containerd_name, rename
 from localk8s.images import (DebootstrapProgress, ImageSpec, _build_step, _copy_sources,
                              discover, inputs_hash, lineage_base, run_reporting)
-from localk8s.probes import ProbeState
-from localk8s.security import non_root_refusal, security_args
-from localk8s.volumes import VolumeWriter, expand, field_value
-
-POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "labels": {"b": "2", "a": "1"}},
-       "spec": {"nodeName": "rillet-e2e-b"}, "status": {"podIP": "198.18.0.9", "hostIP": "198.18.0.1"}}
-
-
-def test_expand_follows_kubernetes_rules():
-    env = {"A": "x", "B": "y"}
-    assert expand("$(A)-$(B)", env) == "x-y"
-    assert expand("$(MISSING)", env) == "$(MISSING)"  # unknown references stay as written
-    assert expand("$$(A)", env) == "$(A)"  # $$ escapes
-    assert expand("no refs", env) == "no refs"
-
-
-def test_field_paths():
-    assert field_value(POD, "metadata.name") == "p"
-    assert field_value(POD, "metadata.labels['b']") == "2"
-    assert field_value(POD, "metadata.labels") == 'a="1"\nb="2"'
-    assert field_value(POD, "spec.nodeName") == "rillet-e2e-b"
-    assert field_value(POD, "status.podIP") == "198.18.0.9"
-
-
-def test_cri_log_lines_join_partial_chunks(tmp_path: Path):
-    log = tmp_path / "0.log"
-    log.write_text("2026-01-01T00:00:00Z stdout P hel\n2026-01-01T00:00:00Z stdout F lo\n"
-                   "2026-01-01T00:00:01Z stderr F world\n")
-    assert list(_cri_log_lines(log, False)) == ["hello\n", "world\n"]
-    assert list(_cri_log_lines(log, True))[1] == "2026-01-01T00:00:01Z world\n"
+from localk8s.kind_images import containerd_name, rename
 
 
 def test_image_inputs_are_the_copied_files(tmp_path: Path):
@@ -92,14 +58,6 @@ def test_the_spark_operator_image_follows_the_spark_image():
     assert op.context.name == (op.dockerfile.parent / "VERSION").read_text().strip()
 
 
-def test_probe_thresholds():
-    p = ProbeState({"periodSeconds": 1, "failureThreshold": 2, "successThreshold": 1})
-    assert p.record(False, 0.0) is None  # one failure is not yet a verdict
-    assert p.record(False, 1.0) is False
-    assert p.record(True, 2.0) is True
-    assert not p.due(2.5) and p.due(3.0)
-
-
 def test_long_steps_report_progress_and_keep_the_full_log(tmp_path: Path, capsys):
     """Builds and debootstrap show how far they are while they run; the whole output is kept."""
     script = "echo 'STEP 1/3: FROM x'; echo noise; echo 'STEP 2/3: RUN pip install y'"
@@ -123,64 +81,6 @@ def test_long_steps_report_progress_and_keep_the_full_log(tmp_path: Path, capsys
 def test_a_step_past_its_timeout_is_killed(tmp_path: Path):
     with pytest.raises(subprocess.TimeoutExpired):
         run_reporting(["sleep", "30"], tmp_path / "s.log", lambda _l: None, timeout=0.5)
-
-
-def test_kubectl_is_built_only_when_none_is_on_path(tmp_path: Path, monkeypatch):
-    """A fresh machine may have no kubectl: the harness builds one and puts it first on PATH,
-    which the tests, submit-k8s and the demo inherit; one on PATH is used as it is."""
-    from localk8s import cluster
-    built: list[str] = []
-
-    def build(layout, what="k8s"):
-        built.append(what)
-        return tmp_path / "bin"
-    monkeypatch.setattr(cluster, "build_binaries", build)
-    monkeypatch.setenv("PATH", "/usr/bin")
-    monkeypatch.setattr(cluster.shutil, "which", lambda name: None)
-    assert cluster.ensure_kubectl(None) == str(tmp_path / "bin" / "kubectl")
-    assert built == ["kubectl"]
-    assert cluster.os.environ["PATH"] == f"{tmp_path / 'bin'}:/usr/bin"
-    monkeypatch.setattr(cluster.shutil, "which", lambda name: "/opt/k/kubectl")
-    assert cluster.ensure_kubectl(None) == "/opt/k/kubectl" and built == ["kubectl"]
-
-
-def test_security_contexts_become_podman_flags_container_over_pod() -> None:
-    pod = {"runAsUser": 1000, "runAsNonRoot": True, "fsGroup": 2000}
-    container = {"runAsUser": 1001, "readOnlyRootFilesystem": True,
-                 "allowPrivilegeEscalation": False,
-                 "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}
-    assert security_args(pod, container) == [
-        "--user", "1001", "--group-add", "2000", "--read-only", "--read-only-tmpfs=false",
-        "--cap-drop", "all",
-        "--cap-add", "NET_BIND_SERVICE", "--security-opt", "no-new-privileges"]
-    assert security_args({}, {}) == []
-    assert security_args({"runAsUser": 5, "runAsGroup": 6}, {}) == ["--user", "5:6"]
-
-
-def test_fs_group_makes_a_claims_files_group_writable(tmp_path) -> None:
-    claim = tmp_path / "claim"
-    (claim / "sub").mkdir(parents=True)
-    (claim / "sub" / "f").write_text("x")
-    os.chmod(claim / "sub" / "f", 0o600)
-    pod = {"metadata": {"namespace": "ns"},
-           "spec": {"securityContext": {"fsGroup": 4321},
-                    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "c"}}]}}
-    VolumeWriter(None, pod, tmp_path / "vols", lambda ns, name: claim).prepare()
-    for p in (claim, claim / "sub", claim / "sub" / "f"):
-        assert os.stat(p).st_gid == 4321
-    assert os.stat(claim / "sub").st_mode & 0o2070 == 0o2070
-    assert os.stat(claim / "sub" / "f").st_mode & 0o777 == 0o660
-
-
-def test_run_as_non_root_is_checked_against_the_images_user_as_the_kubelet_does() -> None:
-    strict = {"runAsNonRoot": True}
-    assert non_root_refusal(strict, {}, "1001:1001") is None
-    assert "will run as root" in non_root_refusal(strict, {}, "")
-    assert "will run as root" in non_root_refusal(strict, {}, "root")
-    assert "non-numeric user (spark)" in non_root_refusal(strict, {}, "spark")
-    assert non_root_refusal(strict, {"runAsUser": 185}, "") is None
-    assert "breaks non-root" in non_root_refusal({}, {"runAsNonRoot": True, "runAsUser": 0}, "")
-    assert non_root_refusal({}, {}, "") is None
 
 
 def test_kind_archives_carry_the_names_pod_specs_use(tmp_path):
