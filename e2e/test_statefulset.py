@@ -74,11 +74,13 @@ def test_statefulset_zones_volumes_dns_scaling_and_namespace_delete(k8s, namespa
             assert answer["hostname"] == dst, answer
 
     # A client reaches them through the Service name: CoreDNS answers its ClusterIP, and
-    # kube-proxy spreads connections to it over the ready pods.
+    # kube-proxy spreads connections to it over the ready pods. kube-proxy programs a new
+    # Service's rules on its own time (until then the ClusterIP refuses): bounded retries.
     cluster_ip = kube.get("Service", "echo-client", ns)["spec"]["clusterIP"]
     retry("echo-client resolves", lambda: _resolves_to(
         kube, ns, "echo-0", "echo-client", {cluster_ip}), timeout=30)
-    answer = json.loads(pod_get(kube, ns, "echo-0", "/fetch?" + q(url="http://echo-client:8080/")))
+    answer = retry("echo-client answers on its ClusterIP", lambda: json.loads(pod_get(
+        kube, ns, "echo-0", "/fetch?" + q(url="http://echo-client:8080/"))), timeout=60)
     assert answer["hostname"] in pods
 
     # Data on the claim survives deleting the pod.
