@@ -47,4 +47,4 @@ def test_a_broker_secret_without_the_current_clients_ca_is_reissued():
     """A recreated clients CA reaches the brokers: their Secret is reissued (and the new
     fingerprint rolls them), else they would refuse every tls User's new certificate."""
     assert _reason_to_issue(_issued(NOW), CA, SANS, CS, NOW, forced=False,
-                            carries_extra=False) == "the clients CA changed"
+                            carries_extra=False) == "the trusted CAs changed"
