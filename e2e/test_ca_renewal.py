@@ -27,8 +27,9 @@ from cryptography.hazmat.primitives import serialization
 
 from localk8s.kube import Kube
 from localk8s.testing import restricted_namespace
-from test_operator import (_cr_path, _debug, delete_namespace, events, get_cr,  # noqa: F401
-                           job_result, kubectl, operator, run_job, start_job)
+from test_operator import (delete_namespace, events, get_cr, job_result,  # noqa: F401
+                           operator, run_job, start_job)
+from test_security import _apply, _wait_ready
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -39,19 +40,6 @@ CA_SECRET, PUBLISHED = f"{CLUSTER}-cluster-ca", f"{CLUSTER}-cluster-ca-cert"
 CA_MOUNT = "/etc/cluster-ca"
 RATE, STREAM_MAX_S = "30", "900"
 RESULTS: dict[str, object] = {}
-
-
-def _apply(kube: Kube, ns: str, plural: str, kind: str, name: str, spec: dict) -> None:
-    kube.request("POST", _cr_path(ns, plural), {
-        "apiVersion": "rillet.io/v1alpha1", "kind": kind,
-        "metadata": {"name": name, "namespace": ns}, "spec": spec})
-
-
-def _wait_ready(k8s, ns: str, resource: str, timeout: int = 180) -> None:
-    out = kubectl(k8s.kubeconfig, "wait", "--for=condition=Ready", resource, "-n", ns,
-                  f"--timeout={timeout}s", timeout=timeout + 30)
-    if out.returncode != 0:
-        pytest.fail(f"{resource} not Ready: {out.stderr}\n{_debug(k8s.kube, ns)}")
 
 
 @pytest.fixture(scope="module")
