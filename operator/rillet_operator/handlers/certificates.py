@@ -27,10 +27,10 @@ from typing import Any
 import kopf
 
 from .. import ca_rollover, pki
-from ..builders.cluster import CERT_ANNOTATION
-from ..cluster_status import pod_ready
 from ..builders import broker_config as bc
 from ..builders import names
+from ..builders.cluster import CERT_ANNOTATION
+from ..cluster_status import pod_ready
 from ..spec import ClusterSpec
 from .common import kube
 
