@@ -6,7 +6,7 @@ from .conditions import Outcome, Step
 from .spec import ClusterSpec
 
 
-def _pod_ready(pod: dict) -> bool:
+def pod_ready(pod: dict) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (pod.get("status") or {}).get("conditions") or ())
 
@@ -16,7 +16,7 @@ def broker_state(pod: dict | None) -> str:
         return "Missing"
     if (pod.get("metadata") or {}).get("deletionTimestamp"):
         return "Terminating"
-    if _pod_ready(pod):
+    if pod_ready(pod):
         return "Ready"
     phase = (pod.get("status") or {}).get("phase") or "Pending"
     return "Starting" if phase == "Running" else phase

@@ -100,6 +100,34 @@ def new_ca(common_name: str, now: datetime, valid_days: int) -> KeyPair:
     return KeyPair(_key_pem(key), _cert_pem(cert))
 
 
+def renew_ca(ca: KeyPair, now: datetime, valid_days: int) -> KeyPair:
+    """A new certificate for an existing CA: the same key and subject, a new validity. A leaf
+    either certificate signed verifies against the other (same issuer name, same key, same
+    key identifier), which is what lets a renewal skip the trust-only phase."""
+    key = serialization.load_pem_private_key(ca.key_pem.encode(), password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise ValueError("only an EC CA key made by the operator is renewed")
+    subject = _load(ca.cert_pem).subject
+    cert = (_builder(subject, subject, key, now, valid_days)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(_key_usage(cert_sign=True), critical=True)
+            .sign(key, hashes.SHA256()))
+    return KeyPair(ca.key_pem, _cert_pem(cert))
+
+
+def split_pems(bundle: str) -> tuple[str, ...]:
+    """The certificates of a PEM bundle (a CA Secret's ca.crt during a rollover holds the
+    old and the new CA), each as its own PEM text ending in a newline."""
+    end = "-----END CERTIFICATE-----"
+    return tuple(part.strip() + "\n" + end + "\n" for part in bundle.split(end)
+                 if "-----BEGIN CERTIFICATE-----" in part)
+
+
+def join_pems(certs: Iterable[str]) -> str:
+    """One PEM bundle, each certificate once, in the order given."""
+    return "".join(dict.fromkeys(c if c.endswith("\n") else c + "\n" for c in certs))
+
+
 def _extended_key_usage(client: bool, server: bool) -> x509.ExtendedKeyUsage:
     usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + \
              ([ExtendedKeyUsageOID.CLIENT_AUTH] if client else [])

@@ -1,8 +1,14 @@
 """A secured Cluster's certificates (pki.py does the cryptography, this the Secrets).
 
-- The cluster CA and the clients CA are created once and never overwritten: replacing a CA
-  would cut every client that trusts it, so a damaged CA Secret is an error condition.
-- The cluster CA's certificate alone is published in `<cluster>-cluster-ca-cert` for clients.
+- The cluster CA and the clients CA are created once and never overwritten by surprise: a
+  damaged CA Secret is an error condition. A generated CA is renewed (same key) `renewalDays`
+  before it expires or on `rillet.io/force-renew` on its Secret (`<cluster>-cluster-ca` or
+  `<cluster>-clients-ca`), and replaced (a new key) on `rillet.io/force-replace` on its
+  Secret, each through the trust rollover of ca_rollover.py (the new CA trusted beside the
+  old, the brokers rolled between phases). `rillet.io/renew-certificates` on the Cluster
+  reissues the leaf certificates only, under the same CAs.
+- The cluster CA's trusted certificates (one, or old and new during a rollover) are published
+  in `<cluster>-cluster-ca-cert` for clients.
 - The brokers' certificate (one for all, per-pod wildcard and bootstrap SANs) and the
   operator's are reissued when missing, unreadable, within `renewalDays` of expiry, no longer
   covering the names the brokers are dialled by, not signed by the current CA (or, the
@@ -20,9 +26,11 @@ from typing import Any
 
 import kopf
 
-from .. import pki
+from .. import ca_rollover, pki
 from ..builders import broker_config as bc
 from ..builders import names
+from ..builders.cluster import CERT_ANNOTATION
+from ..cluster_status import pod_ready
 from ..spec import ClusterSpec
 from .common import kube
 
@@ -43,7 +51,7 @@ class Issued:
     broker_fingerprint: str
     status: dict
     operator: pki.KeyPair        # the operator's certificate, for its connection
-    cluster_ca_pem: str
+    cluster_ca_pem: str          # every cluster CA certificate trusted now (a PEM bundle)
 
 
 def _labels(cs: ClusterSpec) -> dict[str, str]:
@@ -61,7 +69,8 @@ async def _get(name: str, namespace: str) -> dict | None:
 
 
 async def _ca(cs: ClusterSpec, secret_name: str, common_name: str, now: datetime.datetime,
-              owner: Any, logger: Any) -> pki.KeyPair:
+              owner: Any, logger: Any) -> ca_rollover.CaState:
+    """The CA as its Secret holds it now (created if missing), before any rollover step."""
     existing = await _get(secret_name, cs.namespace)
     if not cs.certificates.generate_ca:
         ca = _users_ca(existing, secret_name, now)
@@ -70,10 +79,10 @@ async def _ca(cs: ClusterSpec, secret_name: str, common_name: str, now: datetime
             kopf.warn(owner, reason="CertificateAuthorityExpiring",
                       message=f"Secret {secret_name}: {warning}")
             logger.warning("Secret %s: %s", secret_name, warning)
-        return ca
+        return ca_rollover.CaState(ca, (ca.cert_pem,))
     if existing is not None:
         try:
-            return pki.keypair_from_secret(existing)
+            return ca_rollover.read(existing)
         except (KeyError, ValueError) as exc:
             raise CertificateError(f"Secret {secret_name} does not hold a CA key and "
                                    f"certificate ({exc}); restore it or delete it (a new CA "
@@ -83,7 +92,54 @@ async def _ca(cs: ClusterSpec, secret_name: str, common_name: str, now: datetime
                                                   cs, owner))
     kopf.info(owner, reason="CaCreated", message=f"created CA Secret {secret_name}")
     logger.info("created CA Secret %s", secret_name)
-    return ca
+    return ca_rollover.CaState(ca, (ca.cert_pem,))
+
+
+async def _rollover_step(cs: ClusterSpec, secret_name: str, common_name: str,
+                         state: ca_rollover.CaState, rolled: bool, now: datetime.datetime,
+                         owner: Any, logger: Any) -> ca_rollover.CaState:
+    """One step of a generated CA's rollover, written to its Secret (data and phase in one
+    patch, so a restarted operator resumes from it)."""
+    if not cs.certificates.generate_ca:
+        return state
+    action = ca_rollover.next_action(state, now, cs.certificates.renewal_days, rolled)
+    if action in (ca_rollover.Action.NONE, ca_rollover.Action.WAIT_FOR_ROLL):
+        return state
+    new_ca = None
+    if action is ca_rollover.Action.START_RENEWAL:
+        new_ca = pki.renew_ca(state.signer, now, cs.certificates.ca_validity_days)
+    elif action is ca_rollover.Action.START_REPLACEMENT:
+        # Its own name, so that a peer holding both certificates tells them apart by subject.
+        new_ca = pki.new_ca(f"{common_name} v{state.generation + 1}", now,
+                            cs.certificates.ca_validity_days)
+    after = ca_rollover.advance(state, action, new_ca)
+    await asyncio.to_thread(kube().patch, "Secret", secret_name,
+                            ca_rollover.secret_patch(after), cs.namespace)
+    message = (f"{secret_name}: {action.value} (generation {after.generation}, phase "
+               f"{after.phase or 'done'}, {len(after.trusted)} trusted)")
+    kopf.info(owner, reason="CaRollover", message=message)
+    logger.info("CA rollover %s", message)
+    return after
+
+
+async def _brokers_rolled(cs: ClusterSpec, broker_secret: dict | None,
+                          cluster_ca: ca_rollover.CaState,
+                          clients_ca: ca_rollover.CaState) -> bool:
+    """Whether every broker runs what the CAs' current phase asks: their Secret holds a
+    certificate of the current signer and the current bundles, every pod carries that
+    certificate's fingerprint and is ready. Checking the Secret too keeps an operator that
+    stopped between a CA step and the broker Secret's update from taking the next step."""
+    current = _keypair(broker_secret)
+    if current is None or not pki.issued_by(current.cert_pem, cluster_ca.signer.cert_pem) or \
+            pki.secret_text_or_none(broker_secret, "ca.crt") != cluster_ca.bundle or \
+            pki.secret_text_or_none(broker_secret, bc.CLIENTS_CA_KEY) != clients_ca.bundle:
+        return False
+    pods = await asyncio.to_thread(kube().list, "Pod", cs.namespace,
+                                   names.selector_labels(cs.name))
+    want = pki.fingerprint(current.cert_pem)
+    return bool(pods) and all(
+        (p["metadata"].get("annotations") or {}).get(CERT_ANNOTATION) == want
+        and not p["metadata"].get("deletionTimestamp") and pod_ready(p) for p in pods)
 
 
 def _users_ca(secret: dict | None, secret_name: str, now: datetime.datetime) -> pki.KeyPair:
@@ -119,8 +175,9 @@ def _reason_to_issue(current: pki.KeyPair | None, ca: pki.KeyPair, dns_names: li
     if dns_names and not pki.covers(current.cert_pem, dns_names):
         return "does not cover the brokers' names"
     if not carries_extra:
-        # A recreated clients CA: the brokers must trust the new one, so they roll onto it.
-        return "the clients CA changed"
+        # A CA bundle changed (a rollover's phase, a recreated clients CA): the brokers must
+        # trust what it now holds, so they roll onto it.
+        return "the trusted CAs changed"
     return None
 
 
@@ -132,19 +189,20 @@ def _keypair(secret: dict | None) -> pki.KeyPair | None:
 
 
 async def _leaf(cs: ClusterSpec, secret_name: str, common_name: str, dns_names: list[str],
-                ca: pki.KeyPair, extra: dict[str, str], now: datetime.datetime, forced: bool,
-                owner: Any, logger: Any) -> pki.KeyPair:
-    secret = await _get(secret_name, cs.namespace)
+                ca: ca_rollover.CaState, extra: dict[str, str], now: datetime.datetime,
+                forced: bool, owner: Any, logger: Any, secret: dict | None) -> pki.KeyPair:
+    """`secret`: the leaf's Secret as it is now; its ca.crt is `ca`'s bundle."""
+    extra = {"ca.crt": ca.bundle, **extra}
     current = _keypair(secret)
-    why = _reason_to_issue(current, ca, dns_names, cs, now, forced, carries_extra=all(
+    why = _reason_to_issue(current, ca.signer, dns_names, cs, now, forced, carries_extra=all(
         pki.secret_text_or_none(secret, k) == v for k, v in extra.items()))
     if why is None:
         assert current is not None
         return current
-    issued = pki.issue_cert(ca, common_name, dns_names, now, cs.certificates.validity_days,
-                            client=True, server=bool(dns_names),
+    issued = pki.issue_cert(ca.signer, common_name, dns_names, now,
+                            cs.certificates.validity_days, client=True, server=bool(dns_names),
                             organization=names.CERT_ORGANIZATION)
-    secret = pki.tls_secret(secret_name, issued, ca.cert_pem, _labels(cs))
+    secret = pki.tls_secret(secret_name, issued, ca.bundle, _labels(cs))
     secret["data"].update({k: pki.b64(v) for k, v in extra.items()})
     if bool(dns_names):   # the broker's: its key and chain in one PEM, as ssl.keystore wants
         secret["data"][bc.KEYSTORE_KEY] = pki.b64(issued.key_pem + issued.cert_pem)
@@ -163,28 +221,44 @@ async def ensure(cs: ClusterSpec, meta: Any, status: dict, owner: Any, logger: A
     now = datetime.datetime.now(datetime.timezone.utc)
     token = (meta.get("annotations") or {}).get(RENEW_ANNOTATION)
     forced = bool(token) and token != (status.get("certificates") or {}).get("renewToken")
-    cluster_ca = await _ca(cs, names.cluster_ca(cs.name), f"{cs.name} cluster CA", now, owner,
-                           logger)
-    clients_ca = await _ca(cs, names.clients_ca(cs.name), f"{cs.name} clients CA", now, owner,
-                           logger)
+    names_ca = (names.cluster_ca(cs.name), f"{cs.name} cluster CA")
+    names_clients = (names.clients_ca(cs.name), f"{cs.name} clients CA")
+    cluster_ca = await _ca(cs, *names_ca, now, owner, logger)
+    clients_ca = await _ca(cs, *names_clients, now, owner, logger)
+    broker_secret = await _get(names.broker_certs(cs.name), cs.namespace)
+    # Observed once, before either CA steps: each takes at most one step per pass, and the
+    # next only once the brokers run the Secrets this pass writes.
+    rolled = cs.certificates.generate_ca and await _brokers_rolled(cs, broker_secret,
+                                                                   cluster_ca, clients_ca)
+    cluster_ca = await _rollover_step(cs, *names_ca, cluster_ca, rolled, now, owner, logger)
+    clients_ca = await _rollover_step(cs, *names_clients, clients_ca, rolled, now, owner,
+                                      logger)
     published = {"apiVersion": "v1", "kind": "Secret",
                  "metadata": {"name": names.cluster_ca_cert(cs.name), "labels": _labels(cs)},
-                 "data": {"ca.crt": pki.b64(cluster_ca.cert_pem)}}
+                 "data": {"ca.crt": pki.b64(cluster_ca.bundle)}}
     await asyncio.to_thread(kube().apply, _owned(published, cs, owner))
     broker = await _leaf(cs, names.broker_certs(cs.name), names.broker_common_name(cs.name),
                          pki.broker_sans(cs.name, cs.namespace, cs.replicas)
                          + list(external_names or ()), cluster_ca,
-                         {bc.CLIENTS_CA_KEY: clients_ca.cert_pem}, now, forced, owner, logger)
+                         {bc.CLIENTS_CA_KEY: clients_ca.bundle}, now, forced, owner, logger,
+                         broker_secret)
     operator = await _leaf(cs, names.operator_certs(cs.name),
                            names.operator_common_name(cs.name), [], cluster_ca, {}, now,
-                           forced, owner, logger)
+                           forced, owner, logger,
+                           await _get(names.operator_certs(cs.name), cs.namespace))
     return Issued(pki.fingerprint(broker.cert_pem), {
         "clusterCaSecret": names.cluster_ca_cert(cs.name),
-        "clusterCaNotAfter": _stamp(pki.not_after(cluster_ca.cert_pem)),
-        "clientsCaNotAfter": _stamp(pki.not_after(clients_ca.cert_pem)),
+        "clusterCaNotAfter": _stamp(pki.not_after(cluster_ca.signer.cert_pem)),
+        "clientsCaNotAfter": _stamp(pki.not_after(clients_ca.signer.cert_pem)),
+        **_rollover_status("clusterCa", cluster_ca), **_rollover_status("clientsCa", clients_ca),
         "brokerNotAfter": _stamp(pki.not_after(broker.cert_pem)),
         "brokerFingerprint": pki.fingerprint(broker.cert_pem),
-        "renewToken": token}, operator, cluster_ca.cert_pem)
+        "renewToken": token}, operator, cluster_ca.bundle)
+
+
+def _rollover_status(prefix: str, ca: ca_rollover.CaState) -> dict:
+    """Where a CA's rollover is (Idle between rollovers) and its certificate generation."""
+    return {f"{prefix}Phase": ca.phase or "Idle", f"{prefix}Generation": ca.generation}
 
 
 def _stamp(t: datetime.datetime) -> str:

@@ -22,6 +22,7 @@ from rillet.defs.dynamic_keys import DYNAMIC_KEYS
 
 from .. import roll
 from ..builders import names
+from ..cluster_status import pod_ready
 from ..conditions import Outcome
 from ..spec import ClusterSpec
 from .common import replacing
@@ -36,8 +37,7 @@ REBALANCE_OWNED = frozenset({"leader.replication.throttled.rate",
 
 def _pod_view(pod: dict) -> roll.PodView:
     meta = pod["metadata"]
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
-                for c in (pod.get("status") or {}).get("conditions") or ())
+    ready = pod_ready(pod)
     return roll.PodView(meta["name"], int(meta["name"].rsplit("-", 1)[1]),
                         (meta.get("labels") or {}).get("controller-revision-hash", ""),
                         ready, bool(meta.get("deletionTimestamp")), meta.get("uid", ""))

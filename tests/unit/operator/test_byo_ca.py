@@ -118,4 +118,4 @@ def test_the_brought_ca_is_never_replaced(monkeypatch, good):
     monkeypatch.setattr(certificates, "_get", get)
     monkeypatch.setattr(certificates, "kube", lambda: pytest.fail("no API writes"))
     got = asyncio.run(certificates._ca(cs, "c-cluster-ca", "c cluster CA", NOW, None, None))
-    assert got == good
+    assert got.signer == good and got.trusted == (good.cert_pem,)

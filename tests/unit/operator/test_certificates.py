@@ -1,10 +1,15 @@
 """When the operator reissues a secured Cluster's broker and operator certificates (the pure
-decision in handlers/certificates.py; the Secrets themselves are e2e's)."""
+decision in handlers/certificates.py), and when a CA rollover takes its next step (with the
+API calls recorded; the Secrets themselves are e2e's)."""
 from __future__ import annotations
 
+import asyncio
+import logging
 from datetime import datetime, timedelta, timezone
 
+from rillet_operator import ca_rollover as cr
 from rillet_operator import pki
+from rillet_operator.handlers import certificates
 from rillet_operator.handlers.certificates import _reason_to_issue
 from rillet_operator.spec import parse_cluster
 
@@ -47,4 +52,71 @@ def test_a_broker_secret_without_the_current_clients_ca_is_reissued():
     """A recreated clients CA reaches the brokers: their Secret is reissued (and the new
     fingerprint rolls them), else they would refuse every tls User's new certificate."""
     assert _reason_to_issue(_issued(NOW), CA, SANS, CS, NOW, forced=False,
-                            carries_extra=False) == "the clients CA changed"
+                            carries_extra=False) == "the trusted CAs changed"
+
+
+class _Kube:
+    """The API calls a rollover step makes, recorded (the Secrets themselves are e2e's)."""
+
+    def __init__(self, pods: list[dict]) -> None:
+        self.pods, self.patches = pods, []
+
+    def list(self, kind, namespace, selector):
+        return self.pods
+
+    def patch(self, kind, name, patch, namespace):
+        self.patches.append((kind, name, patch))
+
+
+def _pod(fingerprint: str, ready: bool = True) -> dict:
+    return {"metadata": {"annotations": {"rillet.io/broker-cert": fingerprint}},
+            "status": {"conditions": [{"type": "Ready", "status": str(ready)}]}}
+
+
+def _broker_secret(leaf: pki.KeyPair, cluster: cr.CaState, clients: cr.CaState) -> dict:
+    secret = pki.tls_secret("events-broker-certs", leaf, cluster.bundle)
+    secret["data"]["clients-ca.crt"] = pki.b64(clients.bundle)
+    return secret
+
+
+def test_brokers_count_as_rolled_only_when_their_secret_and_every_pod_match(monkeypatch):
+    cluster = cr.CaState(CA, (CA.cert_pem,))
+    clients = cr.CaState(pki.new_ca("clients", NOW, 3650), ())
+    clients = cr.CaState(clients.signer, (clients.signer.cert_pem,))
+    leaf = _issued(NOW)
+    secret = _broker_secret(leaf, cluster, clients)
+    fp = pki.fingerprint(leaf.cert_pem)
+
+    def rolled(pods, secret=secret, cluster=cluster):
+        monkeypatch.setattr(certificates, "kube", lambda: _Kube(pods))
+        return asyncio.run(certificates._brokers_rolled(CS, secret, cluster, clients))
+
+    assert rolled([_pod(fp)] * 3)
+    assert not rolled([_pod(fp), _pod(fp), _pod("old")])      # one still to restart
+    assert not rolled([_pod(fp), _pod(fp), _pod(fp, ready=False)])
+    assert not rolled([])
+    # A CA step written but the broker Secret not yet (an operator stopped between them):
+    # not rolled, whatever the pods say.
+    renewed = cr.advance(cluster, cr.Action.START_RENEWAL, pki.renew_ca(CA, NOW, 3650))
+    assert not rolled([_pod(fp)] * 3, cluster=renewed)
+    assert not rolled([_pod(fp)] * 3, secret=None)
+
+
+def test_a_rollover_step_patches_the_ca_secret_and_a_brought_ca_never_steps(monkeypatch):
+    fake = _Kube([])
+    monkeypatch.setattr(certificates, "kube", lambda: fake)
+    monkeypatch.setattr(certificates.kopf, "info", lambda *a, **k: None)
+    state = cr.CaState(CA, (CA.cert_pem,), replace_requested=True)
+    after = asyncio.run(certificates._rollover_step(CS, "events-cluster-ca", "events cluster CA",
+                                                    state, True, NOW, None, logging.getLogger()))
+    assert after.phase == cr.TRUST_NEW and after.pending is not None
+    assert pki.principal_of(after.pending.cert_pem) == "User:CN=events cluster CA v1"
+    [(kind, name, patch)] = fake.patches
+    assert (kind, name) == ("Secret", "events-cluster-ca") and patch == cr.secret_patch(after)
+    byo = parse_cluster("events", "prod", {"replicas": 3, "listeners": [{"name": "a",
+                                                                         "port": 9200}],
+                                           "certificates": {"generateCertificateAuthority":
+                                                            False}})
+    assert asyncio.run(certificates._rollover_step(byo, "events-cluster-ca", "x", state, True,
+                                                   NOW, None, None)) is state
+    assert len(fake.patches) == 1
