@@ -23,7 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare import create_topic, producer_perf  # noqa: E402
 from measurements import rotated  # noqa: E402
-from startup import REPO, broker_python, compile_tree, cpu_seconds, running_broker  # noqa: E402
+from startup import (add_source_options, cpu_seconds, running_broker,  # noqa: E402
+                     sources_to_run)
 
 CASES = [("1", 1), ("all", 1), ("1", 8), ("all", 8)]
 
@@ -32,23 +33,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--source", type=Path, action="append",
-                        help="a broker_image dir to run (repeatable; default: this checkout's)")
-    parser.add_argument("--rillet-env", choices=("runtime", "dev"), default="runtime")
+    add_source_options(parser)
     parser.add_argument("--step-timeout", type=float, default=600.0)
     return parser.parse_args(argv)
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    sources = [s.resolve() for s in (args.source or [REPO / "broker_image"])]
-    python = broker_python(args.rillet_env)
-    for source in sources:
-        compile_tree(source)
+    pythons = sources_to_run(args)
+    sources = list(pythons)
     # (source, case) -> [(MB/s, broker CPU us per record)]
     seen: dict[tuple[Path, tuple[str, int]], list[tuple[float, float]]] = {}
     with ExitStack() as stack:
-        brokers = {source: stack.enter_context(running_broker(python, source, [], 60.0))
+        brokers = {source: stack.enter_context(running_broker(pythons[source], source, [], 60.0))
                    for source in sources}
         for round_no in range(args.rounds):
             for acks, partitions in rotated(CASES, round_no):

@@ -34,6 +34,7 @@ from metadata_probe import wait_ready  # noqa: E402  (stdlib-only module beside 
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare import free_port, runtime_rillet  # noqa: E402
+from measurements import rotated  # noqa: E402
 
 
 def compile_tree(source: Path) -> None:
@@ -97,34 +98,45 @@ def broker_python(env: str) -> Path:
     return (runtime_rillet().parent if env == "runtime" else REPO / ".venv" / "bin") / "python"
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=10)
+def add_source_options(parser: argparse.ArgumentParser) -> None:
+    """--source, --python and --rillet-env: which broker trees run, on which interpreters."""
     parser.add_argument("--source", type=Path, action="append",
                         help="a broker_image dir to run (repeatable; default: this checkout's)")
     parser.add_argument("--python", type=Path, action="append",
                         help="the interpreter for the --source of the same position (e.g. a "
                              "venv with other dependency versions; default: --rillet-env's)")
+    parser.add_argument("--rillet-env", choices=("runtime", "dev"), default="runtime")
+
+
+def sources_to_run(args: argparse.Namespace) -> dict[Path, Path]:
+    """Each source tree (byte-compiled now, before any clock runs) with its interpreter."""
+    sources = [s.resolve() for s in (args.source or [REPO / "broker_image"])]
+    given = args.python or []
+    pythons = {}
+    for i, source in enumerate(sources):
+        compile_tree(source)
+        pythons[source] = given[i] if i < len(given) else broker_python(args.rillet_env)
+    return pythons
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=10)
+    add_source_options(parser)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="an extra broker config (repeatable)")
-    parser.add_argument("--rillet-env", choices=("runtime", "dev"), default="runtime")
     parser.add_argument("--timeout", type=float, default=60.0)
     return parser.parse_args(argv)
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    sources = [s.resolve() for s in (args.source or [REPO / "broker_image"])]
-    default = broker_python(args.rillet_env)
-    given = args.python or []
-    pythons = {source: given[i] if i < len(given) else default
-               for i, source in enumerate(sources)}
-    for source in sources:
-        compile_tree(source)
+    pythons = sources_to_run(args)
+    sources = list(pythons)
     seen: dict[Path, list[tuple[float, float]]] = {source: [] for source in sources}
     for run in range(args.runs):
-        # Alternate which source goes first, so neither always follows the other.
-        for source in sources[run % len(sources):] + sources[:run % len(sources)]:
+        # Rotate which source goes first, so none always follows another.
+        for source in rotated(sources, run):
             seen[source].append(start_once(pythons[source], source, args.set, args.timeout))
     print(f"start to first metadata, {args.runs} runs each, interleaved "
           f"({args.rillet_env} venv):")
