@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable
 
 from ..controller.isr import IsrChange
 from ..defs.broker_config import BrokerConfig
+from ..defs.topic_defs import topic_value
 from ..metadata.delta import MetadataDelta, from_empty
 from ..metadata.image import MetadataImage, PartitionInfo
 from ..metadata.view import MetadataView
@@ -34,7 +35,6 @@ from ..storage.log import AppendInfo, PartitionLog
 from ..storage.log_dir_failure import LogDirFailure, is_disk_fault
 from ..storage.manager import LogManager
 from ..tasks import cancel_and_wait
-from ..topic_config import effective
 from .alter_partition_manager import AlterPartitionManager, IsrChannel, proves_not_committed
 from .fetch_sessions import FetchSessionCache
 from .fetcher import FollowerSide, ReplicaFetcher
@@ -293,7 +293,7 @@ class ReplicaManager:
         """
         part, plog = self.leader_partition(topic, partition)
         if acks == -1:
-            self.check_min_insync(topic, partition)
+            self._require_min_insync(self.metadata.image, part, topic, partition)
         info = plog.append(data, headers, leader_epoch=part.leader_epoch)
         # The high watermark moves as the in-sync replicas fetch (at once if we are the ISR).
         self.on_leader_append((topic, partition))
@@ -307,8 +307,13 @@ class ReplicaManager:
         part = image.partition(topic, partition)
         if part is None:
             raise errors.NotLeaderOrFollower(f"{topic}-{partition} is gone")
-        min_isr = effective(self._config(), image.topic_config(topic),
-                            "min.insync.replicas")[0]
+        self._require_min_insync(image, part, topic, partition, after_append)
+
+    def _require_min_insync(self, image: MetadataImage, part: PartitionInfo, topic: str,
+                            partition: int, after_append: bool = False) -> None:
+        # On every acks=all append: the typed value alone (topic_value), not effective()'s
+        # config source too, which only DescribeConfigs asks for.
+        min_isr = topic_value(self._config(), image.topic_config(topic), "min.insync.replicas")
         if len(part.isr) < min_isr:
             cls = errors.NotEnoughReplicasAfterAppend if after_append else errors.NotEnoughReplicas
             raise cls(f"{topic}-{partition} has {len(part.isr)} in-sync replica(s), "
