@@ -2,6 +2,7 @@
 itself, at every version (legacy and flexible arrays, fields after the array, tagged fields)."""
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import uuid
 
@@ -62,9 +63,11 @@ def test_the_entity_value_of_the_spliced_field_is_ignored() -> None:
     """The entries are what goes out, whatever the entity still holds in that field."""
     topic = _topic(2, partitions=1)
     entry = encode_entity(build(entry_type(response_schema(METADATA, 12), "topics"), topic))
-    stale = SplicedBody(_response(12, [_topic(5, partitions=2)]), "topics", [entry])
-    assert encode_response(METADATA, 1, stale) == encode_response(METADATA, 1,
-                                                                   _response(12, [topic]))
+    expected = encode_response(METADATA, 1, _response(12, [topic]))
+    held = _response(12, [_topic(5, partitions=2)])
+    for entity in (held, dataclasses.replace(held, topics=None)):
+        stale = SplicedBody(entity, "topics", [entry])
+        assert encode_response(METADATA, 1, stale) == expected
 
 
 def test_only_an_array_of_entities_can_be_spliced() -> None:

@@ -82,7 +82,8 @@ def write_with_entries(buf: Any, entity: Any, field: str, entries: Sequence[byte
     are the encodings of (each of ``entry_type(type(entity), field)`` at its version); the
     value ``entity`` has in ``field`` is ignored."""
     plan = _plan(type(entity), field)
-    if getattr(entity, field):
+    value = getattr(entity, field)
+    if value is None or len(value):   # written empty, so that its place can be found
         entity = dataclasses.replace(entity, **{field: ()})
     empty = encode_entity(entity)
     head = io.BytesIO()
