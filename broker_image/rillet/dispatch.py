@@ -15,6 +15,7 @@ from .protocol.codec import (API_VERSIONS_KEY, FramingError, RequestHeader,
                              encode_response, encode_spliced_response, response_schema)
 from .protocol.errors import UnsupportedVersion
 from .protocol.file_records import SplicedFrame
+from .protocol.splice import SplicedBody
 from .quotas.busy import BusyTimer
 from .quotas.entity import REQUEST_PERCENTAGE
 from .security.session import Session
@@ -140,6 +141,8 @@ async def _run(ctx: RequestContext, spec: ApiSpec, body: Any) -> Any:
 def _with_throttle(response: Any, throttle_s: float) -> Any:
     """The response with its throttle_time raised to ``throttle_s`` (a version without the
     field is left alone: the muted connection throttles that client all the same)."""
+    if isinstance(response, SplicedBody):
+        return dataclasses.replace(response, entity=_with_throttle(response.entity, throttle_s))
     if response is None or "throttle_time" not in getattr(response, "__dataclass_fields__", ()):
         return response
     wait = datetime.timedelta(milliseconds=min(int(throttle_s * 1000), MAX_THROTTLE_MS))

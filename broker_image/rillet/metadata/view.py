@@ -1,6 +1,6 @@
-"""This node's view of the cluster metadata: the image its controller replays, and a bounded
+"""This node's view of the cluster metadata: the image its controller replays, a bounded
 wait for that image to show something ("wait until my own view has the topic the controller
-just created").
+just created"), and what requests derived from its topics (topic_memo.py).
 
 The image is owned by the controller (replaced whole on every committed step); the view
 only reads it and is woken by the controller's change listener, so a waiter costs nothing
@@ -13,6 +13,7 @@ from typing import Callable, Protocol
 
 from .delta import MetadataDelta
 from .image import MetadataImage
+from .topic_memo import TopicMemo
 
 ImagePredicate = Callable[[MetadataImage], bool]
 
@@ -29,6 +30,9 @@ class MetadataView:
         self._image = image
         # Replaced on every change: the waiters of one image all wake at the next.
         self._changed = asyncio.Event()
+        # Kept across images while a topic's object is unchanged (the Metadata API's
+        # encoded topic entries); a deleted topic's values go with its delta.
+        self.topic_memo = TopicMemo()
 
     @property
     def image(self) -> MetadataImage:
@@ -36,6 +40,7 @@ class MetadataView:
 
     def on_metadata_update(self, delta: MetadataDelta, image: MetadataImage) -> None:
         """The controller's listener: a new image was published."""
+        self.topic_memo.forget(delta.deleted_topics)
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 

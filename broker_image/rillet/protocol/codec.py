@@ -21,6 +21,7 @@ from kio.serial import entity_reader, entity_writer
 from .bounds import compiled_check
 from .file_records import SplicedBuffer, SplicedFrame
 from .layout import Malformed, layout_of
+from .splice import SplicedBody
 
 API_VERSIONS_KEY = 18
 _CORRELATION = struct.Struct(">hhi")
@@ -114,6 +115,8 @@ def decode_header_only(frame: bytes) -> RequestHeader:
 
 def _write_header(buf: Any, api_key: int, correlation_id: int, body: Any) -> None:
     """The response header: v1 for a flexible body, v0 otherwise and always for ApiVersions."""
+    if isinstance(body, SplicedBody):
+        body = body.entity
     if type(body).__flexible__ and api_key != API_VERSIONS_KEY:
         _writer(ResponseHeaderV1)(buf, ResponseHeaderV1(correlation_id=correlation_id))
     else:
@@ -121,11 +124,15 @@ def _write_header(buf: Any, api_key: int, correlation_id: int, body: Any) -> Non
 
 
 def encode_response(api_key: int, correlation_id: int, body: Any) -> bytes:
-    """Size-prefixed response frame. ApiVersions always answers with header v0."""
+    """Size-prefixed response frame. ApiVersions always answers with header v0. ``body``
+    is a response entity, or a SplicedBody (an array of it already encoded)."""
     buf = io.BytesIO()
     buf.write(b"\0\0\0\0")
     _write_header(buf, api_key, correlation_id, body)
-    _writer(type(body))(buf, body)
+    if isinstance(body, SplicedBody):
+        body.write(buf)
+    else:
+        _writer(type(body))(buf, body)
     return _framed(buf)
 
 

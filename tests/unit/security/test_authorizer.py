@@ -14,7 +14,8 @@ from rillet.apis.registry import RequestContext
 from rillet.controller.security import acl_creations, acl_deletions
 from rillet.metadata import records as mrec
 from rillet.metadata.image import MetadataImage, replay
-from rillet.protocol.codec import RequestHeader
+from rillet.metadata.view import MetadataView
+from rillet.protocol.codec import RequestHeader, decode_response, encode_response
 from rillet.defs.acl import AclBinding
 from rillet.security.acl import filter_from_wire
 from rillet.security.authorizer import Authorizer
@@ -38,6 +39,7 @@ class FakeBroker:
         self.coordinator = SimpleNamespace(list_groups=lambda states: self.groups)
         self.groups: list = []
         self.authorizer = Authorizer(self, config)
+        self.metadata = MetadataView(lambda: self.image)   # the Metadata handler's topic memo
 
     def commit(self, records) -> None:
         self.image = replay(self.image, records, self.image.offset + 1)
@@ -86,6 +88,14 @@ def _ctx(broker, api_key: int, version: int) -> RequestContext:
     return ctx
 
 
+def _metadata_topics(broker) -> list[str]:
+    """The topic names of an all-topics Metadata v12 answer, as the client reads them."""
+    ctx = RequestContext(broker, RequestHeader(3, 12, 1, "client"), "10.0.0.1:5", 1, "broker",
+                         ALICE)
+    answer = asyncio.run(metadata_api.metadata(ctx, SimpleNamespace(topics=None)))
+    return [t.name for t in decode_response(3, 12, encode_response(3, 1, answer)[4:])[1].topics]
+
+
 def _topic_records(*names: str) -> list[dict]:
     return [{"type": mrec.TOPIC, "name": n, "topic_id": str(uuid.uuid4())} for n in names]
 
@@ -96,14 +106,11 @@ def test_metadata_lists_only_the_topics_one_may_describe_without_logging_the_res
     broker.commit(acl_creations(broker.image, [acl("orders", "READ"),
                                                acl("pay", "DESCRIBE", pattern="PREFIXED")]))
     with caplog.at_level(logging.INFO, logger="rillet.authorizer"):
-        answer = asyncio.run(metadata_api.metadata(_ctx(broker, 3, 12),
-                                                   SimpleNamespace(topics=None)))
-    assert sorted(t["name"] for t in answer["topics"]) == ["orders", "payments"]
+        names = _metadata_topics(broker)
+    assert sorted(names) == ["orders", "payments"]
     assert not [r for r in caplog.records if r.name == "rillet.authorizer"]
     broker.authorizer = None                                         # no authorizer: all
-    answer = asyncio.run(metadata_api.metadata(_ctx(broker, 3, 12),
-                                               SimpleNamespace(topics=None)))
-    assert len(answer["topics"]) == 3
+    assert len(_metadata_topics(broker)) == 3
 
 
 def test_list_groups_shows_the_groups_one_may_describe_or_all_with_cluster_describe(caplog):
