@@ -31,6 +31,7 @@ nodes=("$name-control-plane=198.19.255.10" "$name-worker=198.19.255.11"
        "$name-worker2=198.19.255.12" "$name-worker3=198.19.255.13")
 workers=$name-worker,$name-worker2,$name-worker3
 api_server=https://198.19.255.10:6443
+operator_changed=
 operator_ns=rillet-system   # the chart's release, as `make demo` installs it
 release=rillet
 helm_bin=${RILLET_HELM:-$cache_root/helm/v3.19.4/bin/helm}
@@ -158,8 +159,10 @@ nodes_ready() {
 
 # The project's images (broker, operator, Spark, the Spark operator, test images), built by
 # podman and saved as archives (e2e/localk8s/kind_images.py: podman only holds them under a
-# private name), then `kind load image-archive`ed into every worker. $state/loaded lists the archives this cluster has: an
-# unchanged image is neither rebuilt nor loaded again.
+# private name), then `kind load image-archive`ed into every worker. $state/loaded lists the
+# archives this cluster has: an unchanged image is neither rebuilt nor loaded again. A new
+# operator image is noted in $operator_changed: its tag stays rillet/operator:dev, so the running
+# Deployment would keep the old one.
 load_project_images() {
   local t0=$SECONDS tag archive built
   built=$(cd "$(dirname "$here")" && PYTHONPATH=e2e python3 -m localk8s.kind_images)
@@ -170,6 +173,7 @@ load_project_images() {
     # the workers only: the control plane keeps its NoSchedule taint and never runs our pods
     kind_cmd load image-archive --name "$name" --nodes "$workers" "$archive"
     echo "$archive" >> "$state/loaded"
+    [[ $tag == rillet/operator:dev ]] && operator_changed=1
   done <<<"$built"
   say "project images ready in the nodes after $((SECONDS - t0)) s"
 }
@@ -193,6 +197,10 @@ metadata:
 YAML
   KUBECONFIG=$kubeconfig "$helm_bin" upgrade --install "$release" "$repo/helm/rillet" \
     --namespace "$operator_ns" --wait --timeout 300s >/dev/null
+  if [[ -n $operator_changed ]]; then   # the same tag, a new image: the pods must be replaced
+    kubectl_ -n "$operator_ns" rollout restart deployment -l app.kubernetes.io/instance="$release" >/dev/null
+    kubectl_ -n "$operator_ns" rollout status deployment -l app.kubernetes.io/instance="$release" --timeout=300s >/dev/null
+  fi
   say "chart $release installed in $operator_ns after $((SECONDS - t0)) s"
 }
 
