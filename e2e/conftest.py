@@ -60,8 +60,10 @@ def k8s() -> Iterator[Cluster]:
         yield Cluster(Kube.from_kubeconfig(path), path, already_up=True)
         return
     already_up = kind.running()
-    path = str(kind.up())
     try:
+        # inside the try: a cluster half made by a failed `up` is taken down too, or the next
+        # run would take it for the user's and leave it running
+        path = str(kind.up())
         yield Cluster(Kube.from_kubeconfig(path), path, already_up=already_up)
     finally:
         if not already_up:

@@ -195,9 +195,12 @@ metadata:
     pod-security.kubernetes.io/enforce: restricted
     pod-security.kubernetes.io/warn: restricted
 YAML
+  local installed=; KUBECONFIG=$kubeconfig "$helm_bin" status "$release" --namespace "$operator_ns" \
+    >/dev/null 2>&1 && installed=1
   KUBECONFIG=$kubeconfig "$helm_bin" upgrade --install "$release" "$repo/helm/rillet" \
     --namespace "$operator_ns" --wait --timeout 300s >/dev/null
-  if [[ -n $operator_changed ]]; then   # the same tag, a new image: the pods must be replaced
+  # the same tag, a new image: a running release's pods must be replaced (a new one has it)
+  if [[ -n $installed && -n $operator_changed ]]; then
     kubectl_ -n "$operator_ns" rollout restart deployment -l app.kubernetes.io/instance="$release" >/dev/null
     kubectl_ -n "$operator_ns" rollout status deployment -l app.kubernetes.io/instance="$release" --timeout=300s >/dev/null
   fi

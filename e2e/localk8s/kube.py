@@ -1,8 +1,7 @@
 """A small Kubernetes REST client on the standard library (no kubernetes/pykube dependency).
 
-Used by the node agent, the cluster harness and the e2e tests. It speaks plain JSON over HTTPS with
-a client certificate or a bearer token, which is all a kubeconfig from this harness or from kind
-needs. `Kube.from_kubeconfig` reads any kubeconfig through `kubectl config view --raw -o json`, so
+Used by the e2e tests, the mission and `make demo`. It speaks plain JSON over HTTPS with a client
+certificate or a bearer token, which is all a kubeconfig from kind needs. `Kube.from_kubeconfig` reads any kubeconfig through `kubectl config view --raw -o json`, so
 YAML kubeconfigs (kind) work without a YAML library.
 
 Thread-safety: a `Kube` holds only immutable settings; every request opens its own connection, so

@@ -317,6 +317,11 @@ def parse_certificates(raw: Mapping[str, Any] | None) -> Certificates:
     if renewal >= validity:
         raise SpecError("InvalidSpec", f"{where}.renewalDays ({renewal}) must be less than "
                                        f"validityDays ({validity})")
+    # renewalDays also decides when a CA renews: a leaf as long-lived as its CA would make a
+    # brand-new CA "due" at once, and renew it again after every rollover.
+    if validity >= Certificates.ca_validity_days:
+        raise SpecError("InvalidSpec", f"{where}.validityDays ({validity}) must be less than "
+                                       f"the CAs' validity ({Certificates.ca_validity_days} days)")
     generate = raw.get("generateCertificateAuthority", True)
     if not isinstance(generate, bool):
         raise SpecError("InvalidSpec", f"{where}.generateCertificateAuthority must be true or "

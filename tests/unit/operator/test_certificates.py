@@ -120,3 +120,17 @@ def test_a_rollover_step_patches_the_ca_secret_and_a_brought_ca_never_steps(monk
     assert asyncio.run(certificates._rollover_step(byo, "events-cluster-ca", "x", state, True,
                                                    NOW, None, None)) is state
     assert len(fake.patches) == 1
+
+
+def test_validity_and_renewal_days_that_would_renew_a_new_ca_forever_are_refused():
+    """renewalDays decides when a CA (3650 days) renews too: a leaf validity as long as the CA's
+    would make every new CA due at once, so the brokers would roll for ever."""
+    import pytest
+
+    from rillet_operator.spec import SpecError, parse_certificates
+    with pytest.raises(SpecError, match=r"validityDays \(4000\) must be less than the CAs' "
+                                        r"validity \(3650 days\)"):
+        parse_certificates({"validityDays": 4000, "renewalDays": 3700})
+    with pytest.raises(SpecError, match=r"renewalDays \(90\) must be less than validityDays"):
+        parse_certificates({"validityDays": 90, "renewalDays": 90})
+    assert parse_certificates({"validityDays": 3649, "renewalDays": 30}).validity_days == 3649
