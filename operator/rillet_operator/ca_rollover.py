@@ -16,8 +16,9 @@ signed by the new CA, the brokers roll; then the old CA leaves the bundles, the 
   accepts a restarted one's new leaf and the other way round. DropOld still rolls, so no
   broker keeps a retired certificate in its truststore.
 - For the clients CA the brokers' leaf is not signed by it: its SignNew step changes no broker
-  file, so the brokers are already "rolled" and it moves on to DropOld on the next pass; the
-  Users' certificates are re-signed (handlers/user.py) as soon as the signer changes.
+  file; the Users' certificates are re-signed (handlers/user.py) as soon as the signer changes,
+  and the caller counts the step as rolled only once every User certificate is signed by the
+  new CA (handlers/certificates.py), so DropOld never locks a User out.
 
 `rolled` is the caller's observation that every broker runs the certificate Secrets that the
 current CA state asks for (pods carry their fingerprint and are ready). The phase and the

@@ -14,6 +14,7 @@ CLUSTER_DOMAIN = "cluster.local"
 
 MANAGED_BY = "rillet-operator"
 LABEL_CLUSTER = "rillet.io/cluster"
+LABEL_USER = "rillet.io/user"   # on a User's Secret: the User's name
 LABEL_COMPONENT = "app.kubernetes.io/component"
 # The ClusterRole every broker is bound to (installed by the chart, one per release, its name
 # given to the operator in RILLET_NODE_READER_ROLE): get on nodes. This is the name the chart

@@ -142,6 +142,18 @@ async def _brokers_rolled(cs: ClusterSpec, broker_secret: dict | None,
         and not p["metadata"].get("deletionTimestamp") and pod_ready(p) for p in pods)
 
 
+def users_signed_by(secrets: list[dict], signer_pem: str) -> bool:
+    """Whether every User client certificate among `secrets` (the cluster's, labelled with
+    their User) is signed by `signer_pem`."""
+    for secret in secrets:
+        if names.LABEL_USER not in ((secret.get("metadata") or {}).get("labels") or {}):
+            continue
+        cert = pki.secret_text_or_none(secret, "user.crt")
+        if cert and not pki.issued_by(cert, signer_pem):
+            return False
+    return True
+
+
 def _users_ca(secret: dict | None, secret_name: str, now: datetime.datetime) -> pki.KeyPair:
     """The CA a user brought (generateCertificateAuthority false), or why it cannot serve."""
     where = (f"Secret {secret_name} (spec.certificates.generateCertificateAuthority is false: "
@@ -230,9 +242,15 @@ async def ensure(cs: ClusterSpec, meta: Any, status: dict, owner: Any, logger: A
     # next only once the brokers run the Secrets this pass writes.
     rolled = cs.certificates.generate_ca and await _brokers_rolled(cs, broker_secret,
                                                                    cluster_ca, clients_ca)
+    # The clients CA's SignNew changes no broker file: before its old certificate leaves the
+    # brokers' truststores, every User certificate must be signed by the new one, or an mTLS
+    # User not yet re-signed (paused, refused, its pass not yet come) would be locked out.
+    clients_rolled = rolled and (clients_ca.phase != ca_rollover.SIGN_NEW or users_signed_by(
+        await asyncio.to_thread(kube().list, "Secret", cs.namespace,
+                                {names.LABEL_CLUSTER: cs.name}), clients_ca.signer.cert_pem))
     cluster_ca = await _rollover_step(cs, *names_ca, cluster_ca, rolled, now, owner, logger)
-    clients_ca = await _rollover_step(cs, *names_clients, clients_ca, rolled, now, owner,
-                                      logger)
+    clients_ca = await _rollover_step(cs, *names_clients, clients_ca, clients_rolled, now,
+                                      owner, logger)
     published = {"apiVersion": "v1", "kind": "Secret",
                  "metadata": {"name": names.cluster_ca_cert(cs.name), "labels": _labels(cs)},
                  "data": {"ca.crt": pki.b64(cluster_ca.bundle)}}

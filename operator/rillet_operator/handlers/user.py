@@ -39,7 +39,7 @@ from .common import (kube, one_pass, paused_pass, replacing, retry_or_let_go,
 
 ADMIN_TIMEOUT_S = 10.0
 MECHANISM = "SCRAM-SHA-512"
-LABEL_USER = "rillet.io/user"
+LABEL_USER = names.LABEL_USER
 
 
 class UserRefused(Exception):

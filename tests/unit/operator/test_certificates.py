@@ -134,3 +134,26 @@ def test_validity_and_renewal_days_that_would_renew_a_new_ca_forever_are_refused
     with pytest.raises(SpecError, match=r"renewalDays \(90\) must be less than validityDays"):
         parse_certificates({"validityDays": 90, "renewalDays": 90})
     assert parse_certificates({"validityDays": 3649, "renewalDays": 30}).validity_days == 3649
+
+
+def test_the_clients_ca_drops_its_old_certificate_only_once_every_user_is_re_signed():
+    """DropOld of a clients-CA replacement waits for the Users: a User certificate still signed
+    by the old CA (its User paused, refused, or its pass not come yet) holds the rollover in
+    SignNew; Secrets that are not a User's (the brokers') are not looked at."""
+    old_ca = pki.new_ca("events clients CA", NOW, 3650)
+    new_ca = pki.new_ca("events clients CA v1", NOW, 3650)
+
+    def user_secret(name: str, ca: pki.KeyPair) -> dict:
+        cert = pki.issue_cert(ca, name, [], NOW, 30, client=True, server=False)
+        return {"metadata": {"name": name, "labels": {"rillet.io/cluster": "events",
+                                                      "rillet.io/user": name}},
+                "data": {"user.crt": pki.b64(cert.cert_pem)}}
+    broker = {"metadata": {"name": "events-broker-certs",
+                           "labels": {"rillet.io/cluster": "events"}},
+              "data": {"tls.crt": pki.b64(_issued(NOW).cert_pem)}}
+    scram_user = {"metadata": {"labels": {"rillet.io/cluster": "events",
+                                          "rillet.io/user": "s"}}, "data": {}}
+    behind = [broker, scram_user, user_secret("a", new_ca), user_secret("b", old_ca)]
+    assert not certificates.users_signed_by(behind, new_ca.cert_pem)
+    caught_up = [broker, scram_user, user_secret("a", new_ca), user_secret("b", new_ca)]
+    assert certificates.users_signed_by(caught_up, new_ca.cert_pem)
