@@ -142,6 +142,20 @@ async def _brokers_rolled(cs: ClusterSpec, broker_secret: dict | None,
         and not p["metadata"].get("deletionTimestamp") and pod_ready(p) for p in pods)
 
 
+async def _user_secrets(cs: ClusterSpec) -> list[dict]:
+    """The Secrets of the cluster's Users, found through the User resources (the operator may
+    get Secrets by name; it is not given list on them)."""
+    users = await asyncio.to_thread(kube().list, "User", cs.namespace)
+    found = []
+    for user in users:
+        if (user.get("spec") or {}).get("cluster") != cs.name:
+            continue
+        secret = await _get(user["metadata"]["name"], cs.namespace)
+        if secret is not None:
+            found.append(secret)
+    return found
+
+
 def users_signed_by(secrets: list[dict], signer_pem: str) -> bool:
     """Whether every User client certificate among `secrets` (the cluster's, labelled with
     their User) is signed by `signer_pem`."""
@@ -246,8 +260,7 @@ async def ensure(cs: ClusterSpec, meta: Any, status: dict, owner: Any, logger: A
     # brokers' truststores, every User certificate must be signed by the new one, or an mTLS
     # User not yet re-signed (paused, refused, its pass not yet come) would be locked out.
     clients_rolled = rolled and (clients_ca.phase != ca_rollover.SIGN_NEW or users_signed_by(
-        await asyncio.to_thread(kube().list, "Secret", cs.namespace,
-                                {names.LABEL_CLUSTER: cs.name}), clients_ca.signer.cert_pem))
+        await _user_secrets(cs), clients_ca.signer.cert_pem))
     cluster_ca = await _rollover_step(cs, *names_ca, cluster_ca, rolled, now, owner, logger)
     clients_ca = await _rollover_step(cs, *names_clients, clients_ca, clients_rolled, now,
                                       owner, logger)

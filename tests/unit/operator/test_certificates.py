@@ -157,3 +157,20 @@ def test_the_clients_ca_drops_its_old_certificate_only_once_every_user_is_re_sig
     assert not certificates.users_signed_by(behind, new_ca.cert_pem)
     caught_up = [broker, scram_user, user_secret("a", new_ca), user_secret("b", new_ca)]
     assert certificates.users_signed_by(caught_up, new_ca.cert_pem)
+
+
+def test_the_users_secrets_are_found_through_the_users_of_this_cluster(monkeypatch):
+    """Through the User resources and a get per Secret: the operator is not given list on
+    Secrets. Users of another Cluster, and a User whose Secret is not made yet, are left out."""
+    class Kube:
+        def list(self, kind, namespace):
+            assert (kind, namespace) == ("User", "prod")
+            return [{"metadata": {"name": n}, "spec": {"cluster": c}}
+                    for n, c in (("a", "events"), ("b", "other"), ("c", "events"))]
+
+        def get(self, kind, name, namespace):
+            assert kind == "Secret" and namespace == "prod"
+            return {"metadata": {"name": name}} if name != "c" else None
+    monkeypatch.setattr(certificates, "kube", lambda: Kube())
+    found = asyncio.run(certificates._user_secrets(CS))
+    assert [s["metadata"]["name"] for s in found] == ["a"]
