@@ -1,6 +1,7 @@
 """The whole mission on Kubernetes, one step per method: a Cluster over three zones, a Topic,
-the sample producer streaming acks=all events, the windowed-counts Spark job submitted in
-cluster mode, scaling and a rolling restart under load, and the Spark output read back.
+the sample producer streaming acks=all events, the Spark job's claim and role (the job itself is
+a SparkApplication: spark_operator.py), scaling and a rolling restart under load, and the Spark
+output read back.
 
 test_mission.py drives these steps and asserts on what they return; `make demo` (e2e/demo)
 drives the same steps and prints them. Nothing here asserts: a step waits for its condition
@@ -56,7 +57,6 @@ class Mission:
     topic: str = "events"
     report: Callable[[str], None] = print
     plan: StreamPlan = field(default_factory=StreamPlan)
-    submissions: int = 0
 
     # --- small helpers -------------------------------------------------------------------
 
@@ -243,31 +243,6 @@ class Mission:
                              capture_output=True, text=True, timeout=120)
         if out.returncode != 0:
             raise MissionError(f"kubectl apply pvc.yaml: {out.stderr}")
-
-    def submit_spark(self) -> str:
-        """spark/submit-k8s in cluster mode; the driver pod's name once it runs."""
-        self.submissions += 1
-        label = f"mission-{self.submissions}-{uuid.uuid4().hex[:4]}"
-        p = self.plan
-        out = subprocess.run(
-            [str(REPO / "spark" / "submit-k8s"), "--namespace", self.ns,
-             "--cluster", self.cluster, "--pvc", DATA_CLAIM, "--executors", "1",
-             "--driver-memory", "768m", "--executor-memory", "768m",
-             "--conf", f"spark.kubernetes.driver.label.rillet.io/run={label}",
-             "--conf", f"spark.kubernetes.executor.label.rillet.io/run={label}",
-             "--", "--topics", self.topic, "--output", "/data/out",
-             "--checkpoint", "/data/checkpoint", "--trigger-interval", "5 seconds",
-             "--window", p.window, "--watermark", p.watermark, "--shuffle-partitions", "2"],
-            env={**os.environ, "KUBECONFIG": self.kubeconfig}, capture_output=True, text=True,
-            timeout=600)
-        if out.returncode != 0:
-            raise MissionError(f"submit-k8s failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
-        driver = self.wait("the Spark driver running", lambda: next(
-            (d["metadata"]["name"] for d in self.kube.list(
-                "Pod", self.ns, labelSelector=f"rillet.io/run={label},spark-role=driver")
-             if d["status"].get("phase") == "Running"), None), 300, interval=2)
-        self.report(f"Spark driver {driver} runs (submission {self.submissions})")
-        return driver
 
     def batches(self, driver: str) -> int:
         """Micro-batches the driver logged as committed (rillet_spark.job's progress lines)."""

@@ -85,7 +85,6 @@ def test_a_deleted_driver_is_brought_back_by_the_spark_operator_twice(mission: M
         state["app_ids"].append(_app_id(m, driver))
         # The new driver reads on from the checkpoint: batches again, in its own log.
         assert m.wait_batches(driver, 2, timeout=420) >= 2
-    assert m.submissions == 0, "the test submitted nothing itself"
     assert len(set(state["app_ids"])) == 3, state["app_ids"]
     status = spark_operator.application(m, APP)["status"]
     print(f"\nSparkApplication status: {status}")
