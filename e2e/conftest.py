@@ -53,6 +53,20 @@ def pytest_collection_modifyitems(config, items) -> None:
         e2e[0].add_marker(pytest.mark.timeout(FIRST_TEST_TIMEOUT_S))
 
 
+def pytest_collection_finish(session) -> None:
+    """When the selected tests will bring kind up and other tests come first (unit and
+    integration, in `make test`), build kind and the images in the background meanwhile."""
+    items = session.items
+    e2e = [i for i in _e2e_items(items) if "k8s" in getattr(i, "fixturenames", ())]
+    if (e2e and e2e[0] is not items[0] and not os.environ.get("KUBECONFIG")
+            and not session.config.option.collectonly):
+        kind.start_prebuild()
+
+
+def pytest_unconfigure(config) -> None:
+    kind.stop_prebuild()
+
+
 @pytest.fixture(scope="session")
 def k8s() -> Iterator[Cluster]:
     path = os.environ.get("KUBECONFIG")
