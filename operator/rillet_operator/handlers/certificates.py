@@ -126,20 +126,44 @@ async def _brokers_rolled(cs: ClusterSpec, broker_secret: dict | None,
                           cluster_ca: ca_rollover.CaState,
                           clients_ca: ca_rollover.CaState) -> bool:
     """Whether every broker runs what the CAs' current phase asks: their Secret holds a
-    certificate of the current signer and the current bundles, every pod carries that
-    certificate's fingerprint and is ready. Checking the Secret too keeps an operator that
-    stopped between a CA step and the broker Secret's update from taking the next step."""
+    certificate of the current signer and the current bundles, and every broker the
+    StatefulSet runs has its pod, ready and carrying that certificate's fingerprint. Checking
+    the Secret too keeps an operator that stopped between a CA step and the broker Secret's
+    update from taking the next step."""
     current = _keypair(broker_secret)
     if current is None or not pki.issued_by(current.cert_pem, cluster_ca.signer.cert_pem) or \
-            pki.secret_text_or_none(broker_secret, "ca.crt") != cluster_ca.bundle or \
-            pki.secret_text_or_none(broker_secret, bc.CLIENTS_CA_KEY) != clients_ca.bundle:
+            not pki.same_certificates(pki.secret_text_or_none(broker_secret, "ca.crt"),
+                                      cluster_ca.bundle) or \
+            not pki.same_certificates(pki.secret_text_or_none(broker_secret,
+                                                              bc.CLIENTS_CA_KEY),
+                                      clients_ca.bundle):
+        return False
+    sts = await asyncio.to_thread(kube().get, "StatefulSet", names.statefulset(cs.name),
+                                  cs.namespace)
+    if sts is None:
         return False
     pods = await asyncio.to_thread(kube().list, "Pod", cs.namespace,
                                    names.selector_labels(cs.name))
-    want = pki.fingerprint(current.cert_pem)
-    return bool(pods) and all(
-        (p["metadata"].get("annotations") or {}).get(CERT_ANNOTATION) == want
-        and not p["metadata"].get("deletionTimestamp") and pod_ready(p) for p in pods)
+    # The StatefulSet's count, not spec.replicas: while a scale-down drains, the brokers that
+    # go still serve (and must trust what the others present); after a scale-up is applied,
+    # the new ones count before their pods exist.
+    return brokers_run(pods, [names.pod(cs.name, i)
+                              for i in range(int((sts.get("spec") or {}).get("replicas", 0)))],
+                       pki.fingerprint(current.cert_pem))
+
+
+def brokers_run(pods: list[dict], expected: list[str], fingerprint: str) -> bool:
+    """Whether each pod named in `expected` is there, ready, not terminating and from the
+    template carrying `fingerprint`, and no other broker pod (one still going after a
+    scale-down) runs anything else. A pod deleted, or not created yet, is not current: its
+    absence from the list must not count as agreement."""
+    def current(pod: dict) -> bool:
+        meta = pod.get("metadata") or {}
+        return (meta.get("annotations") or {}).get(CERT_ANNOTATION) == fingerprint and \
+            not meta.get("deletionTimestamp") and pod_ready(pod)
+    by_name = {(p.get("metadata") or {}).get("name"): p for p in pods}
+    return bool(expected) and all(n in by_name for n in expected) and \
+        all(current(p) for p in pods)
 
 
 async def _user_secrets(cs: ClusterSpec) -> list[dict]:
@@ -221,7 +245,7 @@ async def _leaf(cs: ClusterSpec, secret_name: str, common_name: str, dns_names: 
     extra = {"ca.crt": ca.bundle, **extra}
     current = _keypair(secret)
     why = _reason_to_issue(current, ca.signer, dns_names, cs, now, forced, carries_extra=all(
-        pki.secret_text_or_none(secret, k) == v for k, v in extra.items()))
+        pki.same_certificates(pki.secret_text_or_none(secret, k), v) for k, v in extra.items()))
     if why is None:
         assert current is not None
         return current

@@ -58,19 +58,30 @@ def test_a_broker_secret_without_the_current_clients_ca_is_reissued():
 class _Kube:
     """The API calls a rollover step makes, recorded (the Secrets themselves are e2e's)."""
 
-    def __init__(self, pods: list[dict]) -> None:
+    def __init__(self, pods: list[dict], statefulset_replicas: int | None = 3) -> None:
         self.pods, self.patches = pods, []
+        self.statefulset = None if statefulset_replicas is None else {
+            "spec": {"replicas": statefulset_replicas}}
 
     def list(self, kind, namespace, selector):
         return self.pods
+
+    def get(self, kind, name, namespace):
+        assert (kind, name, namespace) == ("StatefulSet", "events-broker", "prod")
+        return self.statefulset
 
     def patch(self, kind, name, patch, namespace):
         self.patches.append((kind, name, patch))
 
 
-def _pod(fingerprint: str, ready: bool = True) -> dict:
-    return {"metadata": {"annotations": {"rillet.io/broker-cert": fingerprint}},
+def _pod(fingerprint: str, ready: bool = True, ordinal: int = 0) -> dict:
+    return {"metadata": {"name": f"events-broker-{ordinal}",
+                         "annotations": {"rillet.io/broker-cert": fingerprint}},
             "status": {"conditions": [{"type": "Ready", "status": str(ready)}]}}
+
+
+def _pods(*fingerprints: str, ordinals: range | list[int] | None = None) -> list[dict]:
+    return [_pod(fp, ordinal=o) for fp, o in zip(fingerprints, ordinals or range(99))]
 
 
 def _broker_secret(leaf: pki.KeyPair, cluster: cr.CaState, clients: cr.CaState) -> dict:
@@ -87,19 +98,51 @@ def test_brokers_count_as_rolled_only_when_their_secret_and_every_pod_match(monk
     secret = _broker_secret(leaf, cluster, clients)
     fp = pki.fingerprint(leaf.cert_pem)
 
-    def rolled(pods, secret=secret, cluster=cluster):
-        monkeypatch.setattr(certificates, "kube", lambda: _Kube(pods))
+    def rolled(pods, secret=secret, cluster=cluster, replicas=3):
+        monkeypatch.setattr(certificates, "kube", lambda: _Kube(pods, replicas))
         return asyncio.run(certificates._brokers_rolled(CS, secret, cluster, clients))
 
-    assert rolled([_pod(fp)] * 3)
-    assert not rolled([_pod(fp), _pod(fp), _pod("old")])      # one still to restart
-    assert not rolled([_pod(fp), _pod(fp), _pod(fp, ready=False)])
+    assert rolled(_pods(fp, fp, fp))
+    assert not rolled(_pods(fp, fp, "old"))      # one still to restart
+    assert not rolled([_pod(fp, ordinal=0), _pod(fp, ordinal=1),
+                       _pod(fp, ready=False, ordinal=2)])
     assert not rolled([])
     # A CA step written but the broker Secret not yet (an operator stopped between them):
     # not rolled, whatever the pods say.
     renewed = cr.advance(cluster, cr.Action.START_RENEWAL, pki.renew_ca(CA, NOW, 3650))
-    assert not rolled([_pod(fp)] * 3, cluster=renewed)
-    assert not rolled([_pod(fp)] * 3, secret=None)
+    assert not rolled(_pods(fp, fp, fp), cluster=renewed)
+    assert not rolled(_pods(fp, fp, fp), secret=None)
+
+
+def test_a_missing_broker_keeps_the_brokers_from_counting_as_rolled(monkeypatch):
+    """Every broker the StatefulSet runs must be there, ready and current: one deleted, or
+    not yet created after a scale-up, would otherwise let a phase advance without it."""
+    cluster = cr.CaState(CA, (CA.cert_pem,))
+    clients = cr.CaState(pki.new_ca("clients", NOW, 3650), ())
+    clients = cr.CaState(clients.signer, (clients.signer.cert_pem,))
+    leaf = _issued(NOW)
+    secret = _broker_secret(leaf, cluster, clients)
+    fp = pki.fingerprint(leaf.cert_pem)
+
+    def rolled(pods, replicas):
+        monkeypatch.setattr(certificates, "kube", lambda: _Kube(pods, replicas))
+        return asyncio.run(certificates._brokers_rolled(CS, secret, cluster, clients))
+
+    assert not rolled(_pods(fp, fp), replicas=3)                     # broker 2 deleted
+    assert not rolled(_pods(fp, fp, ordinals=[0, 2]), replicas=3)    # broker 1 deleted
+    # A scale-up to five: the StatefulSet grew, brokers 3 and 4 are not created yet.
+    assert not rolled(_pods(fp, fp, fp), replicas=5)
+    assert rolled(_pods(fp, fp, fp, fp, fp), replicas=5)
+    # A scale-down from five still draining: the StatefulSet (not spec.replicas, 3) says
+    # which brokers run, and each of them must run the current Secrets.
+    assert not rolled(_pods(fp, fp, fp, fp), replicas=5)
+    assert not rolled(_pods(fp, fp, fp, fp, "old"), replicas=5)
+    # No StatefulSet: no brokers run anything.
+    assert not rolled(_pods(fp, fp, fp), replicas=None)
+    # A pod of a broker the StatefulSet no longer runs, still terminating after a scale-down.
+    going = _pod("old", ordinal=3)
+    going["metadata"]["deletionTimestamp"] = "2026-11-25T12:00:00Z"
+    assert not rolled(_pods(fp, fp, fp) + [going], replicas=3)
 
 
 def test_a_rollover_step_patches_the_ca_secret_and_a_brought_ca_never_steps(monkeypatch):
@@ -174,3 +217,4 @@ def test_the_users_secrets_are_found_through_the_users_of_this_cluster(monkeypat
     monkeypatch.setattr(certificates, "kube", lambda: Kube())
     found = asyncio.run(certificates._user_secrets(CS))
     assert [s["metadata"]["name"] for s in found] == ["a"]
+
