@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import kopf
@@ -31,6 +31,7 @@ from ..builders import broker_config as bc
 from ..builders import names
 from ..builders.cluster import CERT_ANNOTATION
 from ..cluster_status import pod_ready
+from ..kube import ApiError
 from ..spec import ClusterSpec
 from .common import kube
 
@@ -81,18 +82,24 @@ async def _ca(cs: ClusterSpec, secret_name: str, common_name: str, now: datetime
             logger.warning("Secret %s: %s", secret_name, warning)
         return ca_rollover.CaState(ca, (ca.cert_pem,))
     if existing is not None:
-        try:
-            return ca_rollover.read(existing)
-        except (KeyError, ValueError) as exc:
-            raise CertificateError(f"Secret {secret_name} does not hold a CA key and "
-                                   f"certificate ({exc}); restore it or delete it (a new CA "
-                                   f"means every client must trust the new one)") from None
+        return _generated_ca(existing, secret_name)
     ca = pki.new_ca(common_name, now, cs.certificates.ca_validity_days)
-    await asyncio.to_thread(kube().create, _owned(pki.ca_secret(secret_name, ca, _labels(cs)),
-                                                  cs, owner))
+    created = await asyncio.to_thread(kube().create, _owned(
+        pki.ca_secret(secret_name, ca, _labels(cs)), cs, owner))
     kopf.info(owner, reason="CaCreated", message=f"created CA Secret {secret_name}")
     logger.info("created CA Secret %s", secret_name)
-    return ca_rollover.CaState(ca, (ca.cert_pem,))
+    # Read back as created, with its resourceVersion, which a rollover step's patch names.
+    return _generated_ca(created, secret_name) if created else \
+        ca_rollover.CaState(ca, (ca.cert_pem,))
+
+
+def _generated_ca(secret: dict, secret_name: str) -> ca_rollover.CaState:
+    try:
+        return ca_rollover.read(secret)
+    except (KeyError, ValueError) as exc:
+        raise CertificateError(f"Secret {secret_name} does not hold a CA key and "
+                               f"certificate ({exc}); restore it or delete it (a new CA "
+                               f"means every client must trust the new one)") from None
 
 
 async def _rollover_step(cs: ClusterSpec, secret_name: str, common_name: str,
@@ -113,8 +120,23 @@ async def _rollover_step(cs: ClusterSpec, secret_name: str, common_name: str,
         new_ca = pki.new_ca(f"{common_name} v{state.generation + 1}", now,
                             cs.certificates.ca_validity_days)
     after = ca_rollover.advance(state, action, new_ca)
-    await asyncio.to_thread(kube().patch, "Secret", secret_name,
-                            ca_rollover.secret_patch(after), cs.namespace)
+    try:
+        written = await asyncio.to_thread(kube().patch, "Secret", secret_name,
+                                          ca_rollover.secret_patch(after), cs.namespace)
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+        # Changed since this pass read it (a user's request annotation, another writer): the
+        # step is not taken; this pass goes on with the Secret as it is now, the next one
+        # decides again from it.
+        logger.info("CA Secret %s changed since it was read (conflict on resourceVersion "
+                    "%s): %s not taken, retried on the next pass", secret_name,
+                    state.resource_version, action.value)
+        fresh = await _get(secret_name, cs.namespace)
+        return _generated_ca(fresh, secret_name) if fresh is not None else state
+    if written:
+        after = replace(after, resource_version=str(
+            (written.get("metadata") or {}).get("resourceVersion") or ""))
     message = (f"{secret_name}: {action.value} (generation {after.generation}, phase "
                f"{after.phase or 'done'}, {len(after.trusted)} trusted)")
     kopf.info(owner, reason="CaRollover", message=message)

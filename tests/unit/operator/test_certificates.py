@@ -11,6 +11,7 @@ from rillet_operator import ca_rollover as cr
 from rillet_operator import pki
 from rillet_operator.handlers import certificates
 from rillet_operator.handlers.certificates import _reason_to_issue
+from rillet_operator.kube import ApiError
 from rillet_operator.spec import parse_cluster
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=timezone.utc)
@@ -218,3 +219,83 @@ def test_the_users_secrets_are_found_through_the_users_of_this_cluster(monkeypat
     found = asyncio.run(certificates._user_secrets(CS))
     assert [s["metadata"]["name"] for s in found] == ["a"]
 
+
+def _merge(target: dict, patch: dict) -> dict:
+    """RFC 7386 merge patch, as the API server applies one."""
+    out = dict(target)
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        elif isinstance(v, dict):
+            out[k] = _merge(out.get(k) or {}, v)
+        else:
+            out[k] = v
+    return out
+
+
+class _SecretServer:
+    """One Secret behind the API server's optimistic concurrency: a patch naming a
+    resourceVersion other than the stored one is refused with 409 Conflict, as the server
+    does; every accepted write bumps it."""
+
+    def __init__(self, secret: dict) -> None:
+        self.secret = _merge(_merge({}, secret), {"metadata": {"resourceVersion": "1"}})
+        self.conflicts = 0
+
+    def get(self, kind, name, namespace):
+        assert kind == "Secret"
+        return self.secret
+
+    def patch(self, kind, name, patch, namespace):
+        want = (patch.get("metadata") or {}).get("resourceVersion")
+        have = self.secret["metadata"]["resourceVersion"]
+        if want is not None and want != have:
+            self.conflicts += 1
+            raise ApiError(409, "Operation cannot be fulfilled on secrets: the object has "
+                                "been modified; please apply your changes to the latest version")
+        self.secret = _merge(self.secret, patch)
+        self.secret["metadata"]["resourceVersion"] = str(int(have) + 1)
+        return self.secret
+
+    def annotate(self, key: str, value: str) -> None:
+        """A user's `kubectl annotate`."""
+        self.patch("Secret", "", {"metadata": {"annotations": {key: value}}}, "")
+
+
+def test_a_request_annotated_between_read_and_step_is_kept(monkeypatch, caplog):
+    """The CA Secret's patch carries the resourceVersion it was read at: a `force-renew` a
+    user adds meanwhile makes it conflict (it would otherwise remove the annotation, which the
+    step writes as consumed); the pass goes on with the Secret re-read and the next pass takes
+    the step, the request still there, then honoured once the rollover ends."""
+    new = pki.new_ca("events cluster CA v1", NOW, 3650)
+    server = _SecretServer(cr.secret_patch(cr.advance(
+        cr.CaState(CA, (CA.cert_pem,)), cr.Action.START_REPLACEMENT, new)))
+    monkeypatch.setattr(certificates, "kube", lambda: server)
+    monkeypatch.setattr(certificates.kopf, "info", lambda *a, **k: None)
+    log = logging.getLogger("test")
+
+    def step(state):
+        return asyncio.run(certificates._rollover_step(CS, "events-cluster-ca",
+                                                       "events cluster CA", state, True, NOW,
+                                                       None, log))
+
+    read = cr.read(server.secret)                 # TrustNew, read at resourceVersion 1
+    assert read.phase == cr.TRUST_NEW and read.resource_version == "1"
+    server.annotate(cr.FORCE_RENEW, "true")       # the user, before this pass's step
+    with caplog.at_level(logging.INFO, logger="test"):
+        after = step(read)
+    assert server.conflicts == 1 and "conflict" in caplog.text.lower()
+    # Nothing written; the pass goes on with the Secret as it is now.
+    assert after == cr.read(server.secret) and after.phase == cr.TRUST_NEW
+    assert after.renew_requested
+    # The next pass takes the step, and keeps the request until the rollover is over.
+    after = step(cr.read(server.secret))
+    assert after.phase == cr.SIGN_NEW and cr.FORCE_RENEW in \
+        server.secret["metadata"]["annotations"]
+    for phase in (cr.DROP_OLD, cr.IDLE, cr.SIGN_NEW):
+        after = step(cr.read(server.secret))
+        assert after.phase == phase
+    # The renewal the user asked for: started once the replacement was done, request consumed.
+    assert after.generation == 2 and cr.FORCE_RENEW not in \
+        server.secret["metadata"]["annotations"]
+    assert server.conflicts == 1
