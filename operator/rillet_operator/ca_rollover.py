@@ -8,7 +8,9 @@ signed by the new CA, the brokers roll; then the old CA leaves the bundles, the 
 - Replacement (a new key, `rillet.io/force-replace` on the CA Secret) takes all three phases:
   TrustNew -> roll -> SignNew -> roll -> DropOld -> roll -> idle. A leaf signed by the new key
   is only accepted by a peer that already trusts the new certificate, hence the first roll
-  before anything is signed with it.
+  before anything is signed with it; for the cluster CA the caller also counts TrustNew as
+  rolled only once every tls User's Secret trusts the new certificate (its ca.crt), as those
+  clients are peers of the brokers too.
 - Renewal (the same key, a new validity: `rillet.io/force-renew` on the CA Secret, or
   `renewalDays` before the CA expires) starts at SignNew, with both certificates in the bundle
   and the leaves re-signed in one roll: a leaf signed under the same key and subject verifies

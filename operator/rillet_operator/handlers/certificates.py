@@ -205,13 +205,24 @@ async def _user_secrets(cs: ClusterSpec) -> list[dict]:
 def users_signed_by(secrets: list[dict], signer_pem: str) -> bool:
     """Whether every User client certificate among `secrets` (the cluster's, labelled with
     their User) is signed by `signer_pem`."""
-    for secret in secrets:
-        if names.LABEL_USER not in ((secret.get("metadata") or {}).get("labels") or {}):
-            continue
+    for secret in _of_users(secrets):
         cert = pki.secret_text_or_none(secret, "user.crt")
         if cert and not pki.issued_by(cert, signer_pem):
             return False
     return True
+
+
+def users_trust(secrets: list[dict], cert_pem: str) -> bool:
+    """Whether every User Secret among `secrets` that carries a ca.crt (a tls User's: the
+    cluster CA certificates its client trusts the brokers by) holds `cert_pem` in it."""
+    return all(pki.bundle_holds(pki.secret_text_or_none(s, "ca.crt"), cert_pem)
+               for s in _of_users(secrets) if pki.secret_text_or_none(s, "ca.crt") is not None)
+
+
+def _of_users(secrets: list[dict]) -> list[dict]:
+    """The Secrets made for Users (labelled with their User), not the cluster's own."""
+    return [s for s in secrets
+            if names.LABEL_USER in ((s.get("metadata") or {}).get("labels") or {})]
 
 
 def _users_ca(secret: dict | None, secret_name: str, now: datetime.datetime) -> pki.KeyPair:
@@ -302,12 +313,21 @@ async def ensure(cs: ClusterSpec, meta: Any, status: dict, owner: Any, logger: A
     # next only once the brokers run the Secrets this pass writes.
     rolled = cs.certificates.generate_ca and await _brokers_rolled(cs, broker_secret,
                                                                    cluster_ca, clients_ca)
-    # The clients CA's SignNew changes no broker file: before its old certificate leaves the
-    # brokers' truststores, every User certificate must be signed by the new one, or an mTLS
-    # User not yet re-signed (paused, refused, its pass not yet come) would be locked out.
-    clients_rolled = rolled and (clients_ca.phase != ca_rollover.SIGN_NEW or users_signed_by(
-        await _user_secrets(cs), clients_ca.signer.cert_pem))
-    cluster_ca = await _rollover_step(cs, *names_ca, cluster_ca, rolled, now, owner, logger)
+    # Two steps also wait for the tls Users (their Secrets are made on the Users' own passes;
+    # one paused, refused or whose pass has not come yet would be locked out):
+    # - the cluster CA's replacement signs with its new key only once every User's ca.crt
+    #   trusts the new certificate, or those clients would refuse the brokers' new leaves;
+    # - the clients CA's SignNew changes no broker file: before its old certificate leaves
+    #   the brokers' truststores, every User certificate must be signed by the new one.
+    trusted_next = cluster_ca.pending.cert_pem if cluster_ca.pending and \
+        cluster_ca.phase == ca_rollover.TRUST_NEW else None
+    clients_waits = clients_ca.phase == ca_rollover.SIGN_NEW
+    users = await _user_secrets(cs) if rolled and (trusted_next or clients_waits) else []
+    cluster_rolled = rolled and (trusted_next is None or users_trust(users, trusted_next))
+    clients_rolled = rolled and (not clients_waits or
+                                 users_signed_by(users, clients_ca.signer.cert_pem))
+    cluster_ca = await _rollover_step(cs, *names_ca, cluster_ca, cluster_rolled, now, owner,
+                                      logger)
     clients_ca = await _rollover_step(cs, *names_clients, clients_ca, clients_rolled, now,
                                       owner, logger)
     published = {"apiVersion": "v1", "kind": "Secret",

@@ -299,3 +299,78 @@ def test_a_request_annotated_between_read_and_step_is_kept(monkeypatch, caplog):
     assert after.generation == 2 and cr.FORCE_RENEW not in \
         server.secret["metadata"]["annotations"]
     assert server.conflicts == 1
+
+
+class _Api:
+    """Objects by (kind, name) behind get, list, create, patch and apply (merge patches),
+    for a whole certificates pass."""
+
+    def __init__(self, objects: dict[tuple[str, str], dict]) -> None:
+        self.objects = {key: _merge({}, obj) for key, obj in objects.items()}
+
+    def get(self, kind, name, namespace=None):
+        return self.objects.get((kind, name))
+
+    def list(self, kind, namespace=None, selector=None):
+        return [o for (k, _), o in self.objects.items() if k == kind]
+
+    def create(self, obj):
+        self.objects[(obj["kind"], obj["metadata"]["name"])] = obj
+        return obj
+
+    def patch(self, kind, name, patch, namespace=None):
+        self.objects[(kind, name)] = _merge(self.objects[(kind, name)], patch)
+        return self.objects[(kind, name)]
+
+    def apply(self, obj):
+        key = (obj["kind"], obj["metadata"]["name"])
+        self.objects[key] = _merge(self.objects.get(key, {}), obj)
+
+
+def test_a_cluster_ca_replacement_signs_with_the_new_key_only_once_every_user_trusts_it(
+        monkeypatch):
+    """TrustNew -> SignNew of the cluster CA: after it the brokers present leaves of the new
+    key. A tls User's Secret whose ca.crt still holds only the old CA (its User paused, or its
+    pass not come yet) would refuse them, so the step waits for it, brokers rolled or not."""
+    new = pki.new_ca("events cluster CA v1", NOW, 3650)
+    trust_new = cr.advance(cr.CaState(CA, (CA.cert_pem,)), cr.Action.START_REPLACEMENT, new)
+    clients_ca = pki.new_ca("events clients CA", NOW, 3650)
+    clients = cr.CaState(clients_ca, (clients_ca.cert_pem,))
+    leaf = _issued(NOW)
+    operator = pki.issue_cert(CA, "events-operator", [], NOW, 90, client=True, server=False)
+    alice = pki.issue_cert(clients_ca, "alice", [], NOW, 90, client=True, server=False)
+
+    def user_secret(name: str, **data: str) -> dict:
+        return {"kind": "Secret", "metadata": {"name": name, "labels": {
+            "rillet.io/cluster": "events", "rillet.io/user": name}},
+            "data": {k: pki.b64(v) for k, v in data.items()}}
+    fp = pki.fingerprint(leaf.cert_pem)
+    api = _Api({
+        ("Secret", "events-cluster-ca"): cr.secret_patch(trust_new),
+        ("Secret", "events-clients-ca"): cr.secret_patch(clients),
+        ("Secret", "events-broker-certs"): _broker_secret(leaf, trust_new, clients),
+        ("Secret", "events-operator-certs"): pki.tls_secret("events-operator-certs", operator,
+                                                            trust_new.bundle),
+        ("StatefulSet", "events-broker"): {"spec": {"replicas": 3}},
+        **{("Pod", f"events-broker-{i}"): _pod(fp, ordinal=i) for i in range(3)},
+        ("User", "alice"): {"metadata": {"name": "alice"}, "spec": {"cluster": "events"}},
+        ("User", "bob"): {"metadata": {"name": "bob"}, "spec": {"cluster": "events"}},
+        # alice (tls) as her last pass left her Secret: the old CA alone; bob is SCRAM.
+        ("Secret", "alice"): user_secret("alice", **{"user.crt": alice.cert_pem,
+                                                     "ca.crt": CA.cert_pem}),
+        ("Secret", "bob"): user_secret("bob", password="p"),
+    })
+    monkeypatch.setattr(certificates, "kube", lambda: api)
+    for event in ("info", "warn"):
+        monkeypatch.setattr(certificates.kopf, event, lambda *a, **k: None)
+    owner = {"apiVersion": "rillet.io/v1alpha1", "kind": "Cluster",
+             "metadata": {"name": "events", "namespace": "prod", "uid": "u"}}
+
+    def phase() -> str:
+        issued = asyncio.run(certificates.ensure(CS, {}, {}, owner, logging.getLogger()))
+        return issued.status["clusterCaPhase"]
+
+    assert phase() == cr.TRUST_NEW and phase() == cr.TRUST_NEW
+    # alice's pass comes: her Secret trusts both (as the published cluster-ca-cert does).
+    api.objects[("Secret", "alice")]["data"]["ca.crt"] = pki.b64(trust_new.bundle)
+    assert phase() == cr.SIGN_NEW
