@@ -91,18 +91,24 @@ def _broker_secret(leaf: pki.KeyPair, cluster: cr.CaState, clients: cr.CaState) 
     return secret
 
 
-def test_brokers_count_as_rolled_only_when_their_secret_and_every_pod_match(monkeypatch):
+def _rolled_check(monkeypatch):
+    """What _brokers_rolled says of pods and a StatefulSet of `replicas` (a broker Secret
+    current for one cluster CA and one clients CA by default), the fingerprint of that
+    Secret's leaf, and the cluster CA's state."""
     cluster = cr.CaState(CA, (CA.cert_pem,))
-    clients = cr.CaState(pki.new_ca("clients", NOW, 3650), ())
-    clients = cr.CaState(clients.signer, (clients.signer.cert_pem,))
+    clients_ca = pki.new_ca("clients", NOW, 3650)
+    clients = cr.CaState(clients_ca, (clients_ca.cert_pem,))
     leaf = _issued(NOW)
-    secret = _broker_secret(leaf, cluster, clients)
-    fp = pki.fingerprint(leaf.cert_pem)
+    current = _broker_secret(leaf, cluster, clients)
 
-    def rolled(pods, secret=secret, cluster=cluster, replicas=3):
+    def rolled(pods, replicas=3, secret=current, cluster=cluster):
         monkeypatch.setattr(certificates, "kube", lambda: _Kube(pods, replicas))
         return asyncio.run(certificates._brokers_rolled(CS, secret, cluster, clients))
+    return rolled, pki.fingerprint(leaf.cert_pem), cluster
 
+
+def test_brokers_count_as_rolled_only_when_their_secret_and_every_pod_match(monkeypatch):
+    rolled, fp, cluster = _rolled_check(monkeypatch)
     assert rolled(_pods(fp, fp, fp))
     assert not rolled(_pods(fp, fp, "old"))      # one still to restart
     assert not rolled([_pod(fp, ordinal=0), _pod(fp, ordinal=1),
@@ -118,17 +124,7 @@ def test_brokers_count_as_rolled_only_when_their_secret_and_every_pod_match(monk
 def test_a_missing_broker_keeps_the_brokers_from_counting_as_rolled(monkeypatch):
     """Every broker the StatefulSet runs must be there, ready and current: one deleted, or
     not yet created after a scale-up, would otherwise let a phase advance without it."""
-    cluster = cr.CaState(CA, (CA.cert_pem,))
-    clients = cr.CaState(pki.new_ca("clients", NOW, 3650), ())
-    clients = cr.CaState(clients.signer, (clients.signer.cert_pem,))
-    leaf = _issued(NOW)
-    secret = _broker_secret(leaf, cluster, clients)
-    fp = pki.fingerprint(leaf.cert_pem)
-
-    def rolled(pods, replicas):
-        monkeypatch.setattr(certificates, "kube", lambda: _Kube(pods, replicas))
-        return asyncio.run(certificates._brokers_rolled(CS, secret, cluster, clients))
-
+    rolled, fp, _ = _rolled_check(monkeypatch)
     assert not rolled(_pods(fp, fp), replicas=3)                     # broker 2 deleted
     assert not rolled(_pods(fp, fp, ordinals=[0, 2]), replicas=3)    # broker 1 deleted
     # A scale-up to five: the StatefulSet grew, brokers 3 and 4 are not created yet.
