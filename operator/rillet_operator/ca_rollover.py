@@ -8,7 +8,9 @@ signed by the new CA, the brokers roll; then the old CA leaves the bundles, the 
 - Replacement (a new key, `rillet.io/force-replace` on the CA Secret) takes all three phases:
   TrustNew -> roll -> SignNew -> roll -> DropOld -> roll -> idle. A leaf signed by the new key
   is only accepted by a peer that already trusts the new certificate, hence the first roll
-  before anything is signed with it.
+  before anything is signed with it; for the cluster CA the caller also counts TrustNew as
+  rolled only once every tls User's Secret trusts the new certificate (its ca.crt), as those
+  clients are peers of the brokers too.
 - Renewal (the same key, a new validity: `rillet.io/force-renew` on the CA Secret, or
   `renewalDays` before the CA expires) starts at SignNew, with both certificates in the bundle
   and the leaves re-signed in one roll: a leaf signed under the same key and subject verifies
@@ -23,8 +25,12 @@ signed by the new CA, the brokers roll; then the old CA leaves the bundles, the 
 `rolled` is the caller's observation that every broker runs the certificate Secrets that the
 current CA state asks for (pods carry their fingerprint and are ready). The phase and the
 generation are annotations on the CA Secret, written together with its data, so an operator
-restarted mid-way resumes where the Secret says (as Strimzi's ca-cert-generation). Only
-CAs the operator generated roll over: a CA the user brought is theirs to replace.
+restarted mid-way resumes where the Secret says (as Strimzi's ca-cert-generation). Each
+step's patch names the resourceVersion the Secret was read at: the API server refuses it
+(409 Conflict) if anything changed the Secret since, so a request annotation added meanwhile
+is never lost by the step that clears consumed requests, and the step is taken again from
+what the Secret then holds. Only CAs the operator generated roll over: a CA the user brought
+is theirs to replace.
 """
 from __future__ import annotations
 
@@ -66,6 +72,7 @@ class CaState:
     generation: int = 0
     renew_requested: bool = False
     replace_requested: bool = False
+    resource_version: str = ""          # the Secret's, as read: the next patch's precondition
 
     @property
     def bundle(self) -> str:
@@ -134,12 +141,15 @@ def read(secret: Mapping) -> CaState:
     return CaState(signer, trusted,
                    pki.KeyPair(next_key, next_crt) if next_key and next_crt else None,
                    phase if phase in PHASES else IDLE, generation,
-                   FORCE_RENEW in annotations, FORCE_REPLACE in annotations)
+                   FORCE_RENEW in annotations, FORCE_REPLACE in annotations,
+                   str((secret.get("metadata") or {}).get("resourceVersion") or ""))
 
 
 def secret_patch(state: CaState) -> dict:
     """What the CA Secret's data and annotations become (None removes a key, as a merge
-    patch does): the request annotations go once a rollover has started for them."""
+    patch does): the request annotations go once a rollover has started for them. With the
+    resourceVersion the state was read at, the patch applies only to that version of the
+    Secret (optimistic concurrency: 409 Conflict otherwise)."""
     data = {"tls.key": pki.b64(state.signer.key_pem),
             "tls.crt": pki.b64(state.signer.cert_pem), "ca.crt": pki.b64(state.bundle),
             NEXT_KEY: pki.b64(state.pending.key_pem) if state.pending else None,
@@ -150,4 +160,7 @@ def secret_patch(state: CaState) -> dict:
         annotations[FORCE_RENEW] = None
     if not state.replace_requested:
         annotations[FORCE_REPLACE] = None
-    return {"metadata": {"annotations": annotations}, "data": data}
+    metadata: dict = {"annotations": annotations}
+    if state.resource_version:
+        metadata["resourceVersion"] = state.resource_version
+    return {"metadata": metadata, "data": data}

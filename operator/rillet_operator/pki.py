@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import ipaddress
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Mapping
@@ -126,6 +127,33 @@ def split_pems(bundle: str) -> tuple[str, ...]:
 def join_pems(certs: Iterable[str]) -> str:
     """One PEM bundle, each certificate once, in the order given."""
     return "".join(dict.fromkeys(c if c.endswith("\n") else c + "\n" for c in certs))
+
+
+_PEM_CERTIFICATE = re.compile(r"-----BEGIN CERTIFICATE-----(.*?)-----END CERTIFICATE-----",
+                              re.DOTALL)
+
+
+def _certificate_bodies(text: str) -> tuple[str, ...]:
+    """The base64 bodies of the certificates in a PEM text, in order, without whitespace."""
+    return tuple("".join(body.split()) for body in _PEM_CERTIFICATE.findall(text))
+
+
+def same_certificates(a: str | None, b: str | None) -> bool:
+    """Whether two PEM texts hold the same certificates in the same order, whatever the
+    whitespace between and around them (a CA a user brought often lacks the final newline
+    the operator's bundles end in). What a Secret holds is compared with what the operator
+    would write through this, never as text: a difference in layout alone must not reissue a
+    certificate, which rolls the brokers. None (a missing entry) equals only None."""
+    if a is None or b is None:
+        return a is b
+    bodies = _certificate_bodies(a)
+    return bodies == _certificate_bodies(b) and (bool(bodies) or a.strip() == b.strip())
+
+
+def bundle_holds(bundle: str | None, cert_pem: str) -> bool:
+    """Whether a PEM bundle (a Secret's ca.crt) holds the certificate, whatever the layout."""
+    wanted = _certificate_bodies(cert_pem)
+    return bool(bundle) and bool(wanted) and wanted[0] in _certificate_bodies(bundle or "")
 
 
 def _extended_key_usage(client: bool, server: bool) -> x509.ExtendedKeyUsage:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import kopf
@@ -31,6 +31,7 @@ from ..builders import broker_config as bc
 from ..builders import names
 from ..builders.cluster import CERT_ANNOTATION
 from ..cluster_status import pod_ready
+from ..kube import ApiError
 from ..spec import ClusterSpec
 from .common import kube
 
@@ -81,18 +82,24 @@ async def _ca(cs: ClusterSpec, secret_name: str, common_name: str, now: datetime
             logger.warning("Secret %s: %s", secret_name, warning)
         return ca_rollover.CaState(ca, (ca.cert_pem,))
     if existing is not None:
-        try:
-            return ca_rollover.read(existing)
-        except (KeyError, ValueError) as exc:
-            raise CertificateError(f"Secret {secret_name} does not hold a CA key and "
-                                   f"certificate ({exc}); restore it or delete it (a new CA "
-                                   f"means every client must trust the new one)") from None
+        return _generated_ca(existing, secret_name)
     ca = pki.new_ca(common_name, now, cs.certificates.ca_validity_days)
-    await asyncio.to_thread(kube().create, _owned(pki.ca_secret(secret_name, ca, _labels(cs)),
-                                                  cs, owner))
+    created = await asyncio.to_thread(kube().create, _owned(
+        pki.ca_secret(secret_name, ca, _labels(cs)), cs, owner))
     kopf.info(owner, reason="CaCreated", message=f"created CA Secret {secret_name}")
     logger.info("created CA Secret %s", secret_name)
-    return ca_rollover.CaState(ca, (ca.cert_pem,))
+    # Read back as created, with its resourceVersion, which a rollover step's patch names.
+    return _generated_ca(created, secret_name) if created else \
+        ca_rollover.CaState(ca, (ca.cert_pem,))
+
+
+def _generated_ca(secret: dict, secret_name: str) -> ca_rollover.CaState:
+    try:
+        return ca_rollover.read(secret)
+    except (KeyError, ValueError) as exc:
+        raise CertificateError(f"Secret {secret_name} does not hold a CA key and "
+                               f"certificate ({exc}); restore it or delete it (a new CA "
+                               f"means every client must trust the new one)") from None
 
 
 async def _rollover_step(cs: ClusterSpec, secret_name: str, common_name: str,
@@ -113,8 +120,23 @@ async def _rollover_step(cs: ClusterSpec, secret_name: str, common_name: str,
         new_ca = pki.new_ca(f"{common_name} v{state.generation + 1}", now,
                             cs.certificates.ca_validity_days)
     after = ca_rollover.advance(state, action, new_ca)
-    await asyncio.to_thread(kube().patch, "Secret", secret_name,
-                            ca_rollover.secret_patch(after), cs.namespace)
+    try:
+        written = await asyncio.to_thread(kube().patch, "Secret", secret_name,
+                                          ca_rollover.secret_patch(after), cs.namespace)
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+        # Changed since this pass read it (a user's request annotation, another writer): the
+        # step is not taken; this pass goes on with the Secret as it is now, the next one
+        # decides again from it.
+        logger.info("CA Secret %s changed since it was read (conflict on resourceVersion "
+                    "%s): %s not taken, retried on the next pass", secret_name,
+                    state.resource_version, action.value)
+        fresh = await _get(secret_name, cs.namespace)
+        return _generated_ca(fresh, secret_name) if fresh is not None else state
+    if written:
+        after = replace(after, resource_version=str(
+            (written.get("metadata") or {}).get("resourceVersion") or ""))
     message = (f"{secret_name}: {action.value} (generation {after.generation}, phase "
                f"{after.phase or 'done'}, {len(after.trusted)} trusted)")
     kopf.info(owner, reason="CaRollover", message=message)
@@ -126,20 +148,44 @@ async def _brokers_rolled(cs: ClusterSpec, broker_secret: dict | None,
                           cluster_ca: ca_rollover.CaState,
                           clients_ca: ca_rollover.CaState) -> bool:
     """Whether every broker runs what the CAs' current phase asks: their Secret holds a
-    certificate of the current signer and the current bundles, every pod carries that
-    certificate's fingerprint and is ready. Checking the Secret too keeps an operator that
-    stopped between a CA step and the broker Secret's update from taking the next step."""
+    certificate of the current signer and the current bundles, and every broker the
+    StatefulSet runs has its pod, ready and carrying that certificate's fingerprint. Checking
+    the Secret too keeps an operator that stopped between a CA step and the broker Secret's
+    update from taking the next step."""
     current = _keypair(broker_secret)
     if current is None or not pki.issued_by(current.cert_pem, cluster_ca.signer.cert_pem) or \
-            pki.secret_text_or_none(broker_secret, "ca.crt") != cluster_ca.bundle or \
-            pki.secret_text_or_none(broker_secret, bc.CLIENTS_CA_KEY) != clients_ca.bundle:
+            not pki.same_certificates(pki.secret_text_or_none(broker_secret, "ca.crt"),
+                                      cluster_ca.bundle) or \
+            not pki.same_certificates(pki.secret_text_or_none(broker_secret,
+                                                              bc.CLIENTS_CA_KEY),
+                                      clients_ca.bundle):
+        return False
+    sts = await asyncio.to_thread(kube().get, "StatefulSet", names.statefulset(cs.name),
+                                  cs.namespace)
+    if sts is None:
         return False
     pods = await asyncio.to_thread(kube().list, "Pod", cs.namespace,
                                    names.selector_labels(cs.name))
-    want = pki.fingerprint(current.cert_pem)
-    return bool(pods) and all(
-        (p["metadata"].get("annotations") or {}).get(CERT_ANNOTATION) == want
-        and not p["metadata"].get("deletionTimestamp") and pod_ready(p) for p in pods)
+    # The StatefulSet's count, not spec.replicas: while a scale-down drains, the brokers that
+    # go still serve (and must trust what the others present); after a scale-up is applied,
+    # the new ones count before their pods exist.
+    return brokers_run(pods, [names.pod(cs.name, i)
+                              for i in range(int((sts.get("spec") or {}).get("replicas", 0)))],
+                       pki.fingerprint(current.cert_pem))
+
+
+def brokers_run(pods: list[dict], expected: list[str], fingerprint: str) -> bool:
+    """Whether each pod named in `expected` is there, ready, not terminating and from the
+    template carrying `fingerprint`, and no other broker pod (one still going after a
+    scale-down) runs anything else. A pod deleted, or not created yet, is not current: its
+    absence from the list must not count as agreement."""
+    def current(pod: dict) -> bool:
+        meta = pod.get("metadata") or {}
+        return (meta.get("annotations") or {}).get(CERT_ANNOTATION) == fingerprint and \
+            not meta.get("deletionTimestamp") and pod_ready(pod)
+    by_name = {(p.get("metadata") or {}).get("name"): p for p in pods}
+    return bool(expected) and all(n in by_name for n in expected) and \
+        all(current(p) for p in pods)
 
 
 async def _user_secrets(cs: ClusterSpec) -> list[dict]:
@@ -159,13 +205,24 @@ async def _user_secrets(cs: ClusterSpec) -> list[dict]:
 def users_signed_by(secrets: list[dict], signer_pem: str) -> bool:
     """Whether every User client certificate among `secrets` (the cluster's, labelled with
     their User) is signed by `signer_pem`."""
-    for secret in secrets:
-        if names.LABEL_USER not in ((secret.get("metadata") or {}).get("labels") or {}):
-            continue
+    for secret in _of_users(secrets):
         cert = pki.secret_text_or_none(secret, "user.crt")
         if cert and not pki.issued_by(cert, signer_pem):
             return False
     return True
+
+
+def users_trust(secrets: list[dict], cert_pem: str) -> bool:
+    """Whether every User Secret among `secrets` that carries a ca.crt (a tls User's: the
+    cluster CA certificates its client trusts the brokers by) holds `cert_pem` in it."""
+    return all(pki.bundle_holds(pki.secret_text_or_none(s, "ca.crt"), cert_pem)
+               for s in _of_users(secrets) if pki.secret_text_or_none(s, "ca.crt") is not None)
+
+
+def _of_users(secrets: list[dict]) -> list[dict]:
+    """The Secrets made for Users (labelled with their User), not the cluster's own."""
+    return [s for s in secrets
+            if names.LABEL_USER in ((s.get("metadata") or {}).get("labels") or {})]
 
 
 def _users_ca(secret: dict | None, secret_name: str, now: datetime.datetime) -> pki.KeyPair:
@@ -221,7 +278,7 @@ async def _leaf(cs: ClusterSpec, secret_name: str, common_name: str, dns_names: 
     extra = {"ca.crt": ca.bundle, **extra}
     current = _keypair(secret)
     why = _reason_to_issue(current, ca.signer, dns_names, cs, now, forced, carries_extra=all(
-        pki.secret_text_or_none(secret, k) == v for k, v in extra.items()))
+        pki.same_certificates(pki.secret_text_or_none(secret, k), v) for k, v in extra.items()))
     if why is None:
         assert current is not None
         return current
@@ -256,12 +313,21 @@ async def ensure(cs: ClusterSpec, meta: Any, status: dict, owner: Any, logger: A
     # next only once the brokers run the Secrets this pass writes.
     rolled = cs.certificates.generate_ca and await _brokers_rolled(cs, broker_secret,
                                                                    cluster_ca, clients_ca)
-    # The clients CA's SignNew changes no broker file: before its old certificate leaves the
-    # brokers' truststores, every User certificate must be signed by the new one, or an mTLS
-    # User not yet re-signed (paused, refused, its pass not yet come) would be locked out.
-    clients_rolled = rolled and (clients_ca.phase != ca_rollover.SIGN_NEW or users_signed_by(
-        await _user_secrets(cs), clients_ca.signer.cert_pem))
-    cluster_ca = await _rollover_step(cs, *names_ca, cluster_ca, rolled, now, owner, logger)
+    # Two steps also wait for the tls Users (their Secrets are made on the Users' own passes;
+    # one paused, refused or whose pass has not come yet would be locked out):
+    # - the cluster CA's replacement signs with its new key only once every User's ca.crt
+    #   trusts the new certificate, or those clients would refuse the brokers' new leaves;
+    # - the clients CA's SignNew changes no broker file: before its old certificate leaves
+    #   the brokers' truststores, every User certificate must be signed by the new one.
+    trusted_next = cluster_ca.pending.cert_pem if cluster_ca.pending and \
+        cluster_ca.phase == ca_rollover.TRUST_NEW else None
+    clients_waits = clients_ca.phase == ca_rollover.SIGN_NEW
+    users = await _user_secrets(cs) if rolled and (trusted_next or clients_waits) else []
+    cluster_rolled = rolled and (trusted_next is None or users_trust(users, trusted_next))
+    clients_rolled = rolled and (not clients_waits or
+                                 users_signed_by(users, clients_ca.signer.cert_pem))
+    cluster_ca = await _rollover_step(cs, *names_ca, cluster_ca, cluster_rolled, now, owner,
+                                      logger)
     clients_ca = await _rollover_step(cs, *names_clients, clients_ca, clients_rolled, now,
                                       owner, logger)
     published = {"apiVersion": "v1", "kind": "Secret",

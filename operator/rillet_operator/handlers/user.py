@@ -95,7 +95,7 @@ async def _tls_credentials(us: UserSpec, cs: ClusterSpec, existing: dict | None,
     cert = held["user.crt"]
     now = datetime.datetime.now(datetime.timezone.utc)
     trust = pki.secret_text(cluster_ca, "ca.crt")
-    if cert and held["user.key"] and held["ca.crt"] == trust and \
+    if cert and held["user.key"] and pki.same_certificates(held["ca.crt"], trust) and \
             pki.issued_by(cert, ca.cert_pem) and \
             not pki.needs_renewal(cert, now, cs.certificates.renewal_days):
         return

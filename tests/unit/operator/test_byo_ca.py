@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -119,3 +120,78 @@ def test_the_brought_ca_is_never_replaced(monkeypatch, good):
     monkeypatch.setattr(certificates, "kube", lambda: pytest.fail("no API writes"))
     got = asyncio.run(certificates._ca(cs, "c-cluster-ca", "c cluster CA", NOW, None, None))
     assert got.signer == good and got.trusted == (good.cert_pem,)
+
+
+def test_a_brought_ca_without_a_trailing_newline_rolls_nothing_on_upgrade(monkeypatch, good):
+    """The CA PEMs a user pasted without their final newline, and the broker and operator
+    Secrets as the operator before CA rollovers wrote them (ca.crt and clients-ca.crt: the CA
+    certificate exactly as brought): a pass reissues no certificate, so the brokers' pod
+    template keeps its fingerprint and nothing rolls."""
+    cs = parse_cluster("c", "ns", {"replicas": 3,
+                                   "listeners": [{"name": "t", "port": 9094, "tls": True}],
+                                   "certificates": {"generateCertificateAuthority": False}})
+    clients = rsa_ca()
+    cluster_pem, clients_pem = good.cert_pem.rstrip("\n"), clients.cert_pem.rstrip("\n")
+    assert not cluster_pem.endswith("\n")
+    broker = pki.issue_cert(good, "c-broker", pki.broker_sans("c", "ns", 3), NOW, 365,
+                            client=True, server=True)
+    operator = pki.issue_cert(good, "c-operator", [], NOW, 365, client=True, server=False)
+    broker_secret = pki.tls_secret("c-broker-certs", broker, cluster_pem)
+    broker_secret["data"]["clients-ca.crt"] = pki.b64(clients_pem)
+    secrets = {"c-cluster-ca": _secret(**{"ca.key": good.key_pem, "ca.crt": cluster_pem}),
+               "c-clients-ca": _secret(**{"ca.key": clients.key_pem, "ca.crt": clients_pem}),
+               "c-broker-certs": broker_secret,
+               "c-operator-certs": pki.tls_secret("c-operator-certs", operator, cluster_pem)}
+    applied: list[str] = []
+
+    class Kube:
+        def get(self, kind, name, namespace):
+            return secrets.get(name)
+
+        def apply(self, obj):
+            applied.append(obj["metadata"]["name"])
+    monkeypatch.setattr(certificates, "kube", lambda: Kube())
+    for event in ("info", "warn"):
+        monkeypatch.setattr(certificates.kopf, event, lambda *a, **k: None)
+    owner = {"apiVersion": "rillet.io/v1alpha1", "kind": "Cluster",
+             "metadata": {"name": "c", "namespace": "ns", "uid": "u"}}
+    issued = asyncio.run(certificates.ensure(cs, {}, {}, owner, logging.getLogger()))
+    assert issued.broker_fingerprint == pki.fingerprint(broker.cert_pem)
+    assert issued.operator == operator
+    assert applied == ["c-cluster-ca-cert"]      # the published trust only, no certificate
+
+
+def test_a_users_certificate_is_kept_when_its_ca_crt_differs_only_in_layout(monkeypatch, good):
+    """A tls User's Secret from before CA rollovers holds the brought cluster CA without its
+    final newline, the published cluster-ca-cert now holds it with one: the same trust, so
+    the User keeps its key and certificate (a reissue would make every client reload)."""
+    from rillet_operator.handlers import user
+    from rillet_operator.spec import parse_user
+    cs = parse_cluster("c", "ns", {"replicas": 1,
+                                   "listeners": [{"name": "t", "port": 9094, "tls": True,
+                                                  "authentication": {"type": "tls"}}],
+                                   "certificates": {"generateCertificateAuthority": False}})
+    us = parse_user("alice", "ns", {"cluster": "c", "authentication": {"type": "tls"}})
+    clients = rsa_ca()
+    cert = pki.issue_cert(clients, "alice", [], NOW, 365, client=True, server=False)
+    existing = _secret(**{"user.crt": cert.cert_pem, "user.key": cert.key_pem,
+                          "ca.crt": good.cert_pem.rstrip("\n")})
+    secrets = {"c-clients-ca": _secret(**{"ca.key": clients.key_pem,
+                                          "ca.crt": clients.cert_pem.rstrip("\n")}),
+               "c-cluster-ca-cert": _secret(**{"ca.crt": pki.join_pems([good.cert_pem])})}
+
+    class Kube:
+        def get(self, kind, name, namespace):
+            return secrets[name]
+
+        def apply(self, obj):
+            pytest.fail(f"reissued {obj['metadata']['name']}")
+    monkeypatch.setattr(user, "kube", lambda: Kube())
+    owner = {"apiVersion": "rillet.io/v1alpha1", "kind": "User",
+             "metadata": {"name": "alice", "namespace": "ns", "uid": "u"}}
+    asyncio.run(user._tls_credentials(us, cs, existing, owner, logging.getLogger()))
+    # ... while a Secret trusting another CA is reissued.
+    existing = _secret(**{"user.crt": cert.cert_pem, "user.key": cert.key_pem,
+                          "ca.crt": rsa_ca().cert_pem})
+    with pytest.raises(pytest.fail.Exception, match="reissued alice"):
+        asyncio.run(user._tls_credentials(us, cs, existing, owner, logging.getLogger()))

@@ -11,6 +11,7 @@ from rillet_operator import ca_rollover as cr
 from rillet_operator import pki
 from rillet_operator.handlers import certificates
 from rillet_operator.handlers.certificates import _reason_to_issue
+from rillet_operator.kube import ApiError
 from rillet_operator.spec import parse_cluster
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=timezone.utc)
@@ -58,19 +59,30 @@ def test_a_broker_secret_without_the_current_clients_ca_is_reissued():
 class _Kube:
     """The API calls a rollover step makes, recorded (the Secrets themselves are e2e's)."""
 
-    def __init__(self, pods: list[dict]) -> None:
+    def __init__(self, pods: list[dict], statefulset_replicas: int | None = 3) -> None:
         self.pods, self.patches = pods, []
+        self.statefulset = None if statefulset_replicas is None else {
+            "spec": {"replicas": statefulset_replicas}}
 
     def list(self, kind, namespace, selector):
         return self.pods
+
+    def get(self, kind, name, namespace):
+        assert (kind, name, namespace) == ("StatefulSet", "events-broker", "prod")
+        return self.statefulset
 
     def patch(self, kind, name, patch, namespace):
         self.patches.append((kind, name, patch))
 
 
-def _pod(fingerprint: str, ready: bool = True) -> dict:
-    return {"metadata": {"annotations": {"rillet.io/broker-cert": fingerprint}},
+def _pod(fingerprint: str, ready: bool = True, ordinal: int = 0) -> dict:
+    return {"metadata": {"name": f"events-broker-{ordinal}",
+                         "annotations": {"rillet.io/broker-cert": fingerprint}},
             "status": {"conditions": [{"type": "Ready", "status": str(ready)}]}}
+
+
+def _pods(*fingerprints: str, ordinals: range | list[int] | None = None) -> list[dict]:
+    return [_pod(fp, ordinal=o) for fp, o in zip(fingerprints, ordinals or range(99))]
 
 
 def _broker_secret(leaf: pki.KeyPair, cluster: cr.CaState, clients: cr.CaState) -> dict:
@@ -79,27 +91,55 @@ def _broker_secret(leaf: pki.KeyPair, cluster: cr.CaState, clients: cr.CaState) 
     return secret
 
 
-def test_brokers_count_as_rolled_only_when_their_secret_and_every_pod_match(monkeypatch):
+def _rolled_check(monkeypatch):
+    """What _brokers_rolled says of pods and a StatefulSet of `replicas` (a broker Secret
+    current for one cluster CA and one clients CA by default), the fingerprint of that
+    Secret's leaf, and the cluster CA's state."""
     cluster = cr.CaState(CA, (CA.cert_pem,))
-    clients = cr.CaState(pki.new_ca("clients", NOW, 3650), ())
-    clients = cr.CaState(clients.signer, (clients.signer.cert_pem,))
+    clients_ca = pki.new_ca("clients", NOW, 3650)
+    clients = cr.CaState(clients_ca, (clients_ca.cert_pem,))
     leaf = _issued(NOW)
-    secret = _broker_secret(leaf, cluster, clients)
-    fp = pki.fingerprint(leaf.cert_pem)
+    current = _broker_secret(leaf, cluster, clients)
 
-    def rolled(pods, secret=secret, cluster=cluster):
-        monkeypatch.setattr(certificates, "kube", lambda: _Kube(pods))
+    def rolled(pods, replicas=3, secret=current, cluster=cluster):
+        monkeypatch.setattr(certificates, "kube", lambda: _Kube(pods, replicas))
         return asyncio.run(certificates._brokers_rolled(CS, secret, cluster, clients))
+    return rolled, pki.fingerprint(leaf.cert_pem), cluster
 
-    assert rolled([_pod(fp)] * 3)
-    assert not rolled([_pod(fp), _pod(fp), _pod("old")])      # one still to restart
-    assert not rolled([_pod(fp), _pod(fp), _pod(fp, ready=False)])
+
+def test_brokers_count_as_rolled_only_when_their_secret_and_every_pod_match(monkeypatch):
+    rolled, fp, cluster = _rolled_check(monkeypatch)
+    assert rolled(_pods(fp, fp, fp))
+    assert not rolled(_pods(fp, fp, "old"))      # one still to restart
+    assert not rolled([_pod(fp, ordinal=0), _pod(fp, ordinal=1),
+                       _pod(fp, ready=False, ordinal=2)])
     assert not rolled([])
     # A CA step written but the broker Secret not yet (an operator stopped between them):
     # not rolled, whatever the pods say.
     renewed = cr.advance(cluster, cr.Action.START_RENEWAL, pki.renew_ca(CA, NOW, 3650))
-    assert not rolled([_pod(fp)] * 3, cluster=renewed)
-    assert not rolled([_pod(fp)] * 3, secret=None)
+    assert not rolled(_pods(fp, fp, fp), cluster=renewed)
+    assert not rolled(_pods(fp, fp, fp), secret=None)
+
+
+def test_a_missing_broker_keeps_the_brokers_from_counting_as_rolled(monkeypatch):
+    """Every broker the StatefulSet runs must be there, ready and current: one deleted, or
+    not yet created after a scale-up, would otherwise let a phase advance without it."""
+    rolled, fp, _ = _rolled_check(monkeypatch)
+    assert not rolled(_pods(fp, fp), replicas=3)                     # broker 2 deleted
+    assert not rolled(_pods(fp, fp, ordinals=[0, 2]), replicas=3)    # broker 1 deleted
+    # A scale-up to five: the StatefulSet grew, brokers 3 and 4 are not created yet.
+    assert not rolled(_pods(fp, fp, fp), replicas=5)
+    assert rolled(_pods(fp, fp, fp, fp, fp), replicas=5)
+    # A scale-down from five still draining: the StatefulSet (not spec.replicas, 3) says
+    # which brokers run, and each of them must run the current Secrets.
+    assert not rolled(_pods(fp, fp, fp, fp), replicas=5)
+    assert not rolled(_pods(fp, fp, fp, fp, "old"), replicas=5)
+    # No StatefulSet: no brokers run anything.
+    assert not rolled(_pods(fp, fp, fp), replicas=None)
+    # A pod of a broker the StatefulSet no longer runs, still terminating after a scale-down.
+    going = _pod("old", ordinal=3)
+    going["metadata"]["deletionTimestamp"] = "2026-11-25T12:00:00Z"
+    assert not rolled(_pods(fp, fp, fp) + [going], replicas=3)
 
 
 def test_a_rollover_step_patches_the_ca_secret_and_a_brought_ca_never_steps(monkeypatch):
@@ -174,3 +214,159 @@ def test_the_users_secrets_are_found_through_the_users_of_this_cluster(monkeypat
     monkeypatch.setattr(certificates, "kube", lambda: Kube())
     found = asyncio.run(certificates._user_secrets(CS))
     assert [s["metadata"]["name"] for s in found] == ["a"]
+
+
+def _merge(target: dict, patch: dict) -> dict:
+    """RFC 7386 merge patch, as the API server applies one."""
+    out = dict(target)
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        elif isinstance(v, dict):
+            out[k] = _merge(out.get(k) or {}, v)
+        else:
+            out[k] = v
+    return out
+
+
+class _SecretServer:
+    """One Secret behind the API server's optimistic concurrency: a patch naming a
+    resourceVersion other than the stored one is refused with 409 Conflict, as the server
+    does; every accepted write bumps it."""
+
+    def __init__(self, secret: dict) -> None:
+        self.secret = _merge(_merge({}, secret), {"metadata": {"resourceVersion": "1"}})
+        self.conflicts = 0
+
+    def get(self, kind, name, namespace):
+        assert kind == "Secret"
+        return self.secret
+
+    def patch(self, kind, name, patch, namespace):
+        want = (patch.get("metadata") or {}).get("resourceVersion")
+        have = self.secret["metadata"]["resourceVersion"]
+        if want is not None and want != have:
+            self.conflicts += 1
+            raise ApiError(409, "Operation cannot be fulfilled on secrets: the object has "
+                                "been modified; please apply your changes to the latest version")
+        self.secret = _merge(self.secret, patch)
+        self.secret["metadata"]["resourceVersion"] = str(int(have) + 1)
+        return self.secret
+
+    def annotate(self, key: str, value: str) -> None:
+        """A user's `kubectl annotate`."""
+        self.patch("Secret", "", {"metadata": {"annotations": {key: value}}}, "")
+
+
+def test_a_request_annotated_between_read_and_step_is_kept(monkeypatch, caplog):
+    """The CA Secret's patch carries the resourceVersion it was read at: a `force-renew` a
+    user adds meanwhile makes it conflict (it would otherwise remove the annotation, which the
+    step writes as consumed); the pass goes on with the Secret re-read and the next pass takes
+    the step, the request still there, then honoured once the rollover ends."""
+    new = pki.new_ca("events cluster CA v1", NOW, 3650)
+    server = _SecretServer(cr.secret_patch(cr.advance(
+        cr.CaState(CA, (CA.cert_pem,)), cr.Action.START_REPLACEMENT, new)))
+    monkeypatch.setattr(certificates, "kube", lambda: server)
+    monkeypatch.setattr(certificates.kopf, "info", lambda *a, **k: None)
+    log = logging.getLogger("test")
+
+    def step(state):
+        return asyncio.run(certificates._rollover_step(CS, "events-cluster-ca",
+                                                       "events cluster CA", state, True, NOW,
+                                                       None, log))
+
+    read = cr.read(server.secret)                 # TrustNew, read at resourceVersion 1
+    assert read.phase == cr.TRUST_NEW and read.resource_version == "1"
+    server.annotate(cr.FORCE_RENEW, "true")       # the user, before this pass's step
+    with caplog.at_level(logging.INFO, logger="test"):
+        after = step(read)
+    assert server.conflicts == 1 and "conflict" in caplog.text.lower()
+    # Nothing written; the pass goes on with the Secret as it is now.
+    assert after == cr.read(server.secret) and after.phase == cr.TRUST_NEW
+    assert after.renew_requested
+    # The next pass takes the step, and keeps the request until the rollover is over.
+    after = step(cr.read(server.secret))
+    assert after.phase == cr.SIGN_NEW and cr.FORCE_RENEW in \
+        server.secret["metadata"]["annotations"]
+    for phase in (cr.DROP_OLD, cr.IDLE, cr.SIGN_NEW):
+        after = step(cr.read(server.secret))
+        assert after.phase == phase
+    # The renewal the user asked for: started once the replacement was done, request consumed.
+    assert after.generation == 2 and cr.FORCE_RENEW not in \
+        server.secret["metadata"]["annotations"]
+    assert server.conflicts == 1
+
+
+class _Api:
+    """Objects by (kind, name) behind get, list, create, patch and apply (merge patches),
+    for a whole certificates pass."""
+
+    def __init__(self, objects: dict[tuple[str, str], dict]) -> None:
+        self.objects = {key: _merge({}, obj) for key, obj in objects.items()}
+
+    def get(self, kind, name, namespace=None):
+        return self.objects.get((kind, name))
+
+    def list(self, kind, namespace=None, selector=None):
+        return [o for (k, _), o in self.objects.items() if k == kind]
+
+    def create(self, obj):
+        self.objects[(obj["kind"], obj["metadata"]["name"])] = obj
+        return obj
+
+    def patch(self, kind, name, patch, namespace=None):
+        self.objects[(kind, name)] = _merge(self.objects[(kind, name)], patch)
+        return self.objects[(kind, name)]
+
+    def apply(self, obj):
+        key = (obj["kind"], obj["metadata"]["name"])
+        self.objects[key] = _merge(self.objects.get(key, {}), obj)
+
+
+def test_a_cluster_ca_replacement_signs_with_the_new_key_only_once_every_user_trusts_it(
+        monkeypatch):
+    """TrustNew -> SignNew of the cluster CA: after it the brokers present leaves of the new
+    key. A tls User's Secret whose ca.crt still holds only the old CA (its User paused, or its
+    pass not come yet) would refuse them, so the step waits for it, brokers rolled or not."""
+    new = pki.new_ca("events cluster CA v1", NOW, 3650)
+    trust_new = cr.advance(cr.CaState(CA, (CA.cert_pem,)), cr.Action.START_REPLACEMENT, new)
+    clients_ca = pki.new_ca("events clients CA", NOW, 3650)
+    clients = cr.CaState(clients_ca, (clients_ca.cert_pem,))
+    leaf = _issued(NOW)
+    operator = pki.issue_cert(CA, "events-operator", [], NOW, 90, client=True, server=False)
+    alice = pki.issue_cert(clients_ca, "alice", [], NOW, 90, client=True, server=False)
+
+    def user_secret(name: str, **data: str) -> dict:
+        return {"kind": "Secret", "metadata": {"name": name, "labels": {
+            "rillet.io/cluster": "events", "rillet.io/user": name}},
+            "data": {k: pki.b64(v) for k, v in data.items()}}
+    fp = pki.fingerprint(leaf.cert_pem)
+    api = _Api({
+        ("Secret", "events-cluster-ca"): cr.secret_patch(trust_new),
+        ("Secret", "events-clients-ca"): cr.secret_patch(clients),
+        ("Secret", "events-broker-certs"): _broker_secret(leaf, trust_new, clients),
+        ("Secret", "events-operator-certs"): pki.tls_secret("events-operator-certs", operator,
+                                                            trust_new.bundle),
+        ("StatefulSet", "events-broker"): {"spec": {"replicas": 3}},
+        **{("Pod", f"events-broker-{i}"): _pod(fp, ordinal=i) for i in range(3)},
+        ("User", "alice"): {"metadata": {"name": "alice"}, "spec": {"cluster": "events"}},
+        ("User", "bob"): {"metadata": {"name": "bob"}, "spec": {"cluster": "events"}},
+        # alice (tls) as her last pass left her Secret: the old CA alone; bob is SCRAM.
+        ("Secret", "alice"): user_secret("alice", **{"user.crt": alice.cert_pem,
+                                                     "ca.crt": CA.cert_pem}),
+        ("Secret", "bob"): user_secret("bob", password="p"),
+    })
+    monkeypatch.setattr(certificates, "kube", lambda: api)
+    for event in ("info", "warn"):
+        monkeypatch.setattr(certificates.kopf, event, lambda *a, **k: None)
+    owner = {"apiVersion": "rillet.io/v1alpha1", "kind": "Cluster",
+             "metadata": {"name": "events", "namespace": "prod", "uid": "u"}}
+
+    def phase() -> str:
+        issued = asyncio.run(certificates.ensure(CS, {}, {}, owner, logging.getLogger()))
+        return issued.status["clusterCaPhase"]
+
+    assert phase() == cr.TRUST_NEW and phase() == cr.TRUST_NEW
+    # alice's pass comes: her Secret trusts both (as the published cluster-ca-cert does).
+    api.objects[("Secret", "alice")]["data"]["ca.crt"] = pki.b64(trust_new.bundle)
+    assert phase() == cr.SIGN_NEW

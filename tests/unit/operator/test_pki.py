@@ -358,3 +358,22 @@ def test_leaf_secret_carries_the_issuing_ca(cluster_ca, broker):
     assert base64.b64decode(secret["data"]["ca.crt"]).decode() == cluster_ca.cert_pem
     assert pki.keypair_from_secret(secret) == broker
     assert "labels" not in secret["metadata"]
+
+
+# --- comparing PEM texts ------------------------------------------------------------------
+
+def test_equal_certificates_compare_equal_whatever_their_layout(cluster_ca, clients_ca):
+    """A CA a user brought may lack the trailing newline, end in CRLF or blank lines: the same
+    certificates are the same trust (else a Secret is rewritten and the brokers roll)."""
+    a, b = cluster_ca.cert_pem, clients_ca.cert_pem
+    bundle = pki.join_pems((a, b))
+    assert pki.same_certificates(a.rstrip("\n"), a)
+    assert pki.same_certificates(a.replace("\n", "\r\n") + "\n\n", pki.join_pems((a,)))
+    assert pki.same_certificates(a.rstrip() + b, bundle)
+    # ... and only the same certificates, in the same order.
+    assert not pki.same_certificates(a, b)
+    assert not pki.same_certificates(a, bundle)
+    assert not pki.same_certificates(pki.join_pems((b, a)), bundle)
+    assert not pki.same_certificates(None, a) and pki.same_certificates(None, None)
+    assert pki.bundle_holds(a.rstrip() + "\r\n" + b.rstrip(), b)
+    assert not pki.bundle_holds(a, b) and not pki.bundle_holds(None, b)
