@@ -121,7 +121,8 @@ class MetricsSource(Protocol):
     controller: Controller | None        # None before the quorum starts
     replication: ReplicaManager
     logs: LogManager
-    coordinator: GroupCoordinator
+    # None until something needs groups (on_demand.py): then no group has lag to show.
+    loaded_coordinator: GroupCoordinator | None
 
     @property
     def image(self) -> MetadataImage: ...
@@ -312,7 +313,9 @@ class _ScrapeCollector(Collector):
         family = GaugeMetricFamily("rillet_group_consumer_lag", "High watermark minus the "
                                    "committed offset, for groups this broker coordinates",
                                    labels=["group", "topic", "partition"])
-        coordinator = self.broker.coordinator
+        coordinator = self.broker.loaded_coordinator
+        if coordinator is None:
+            return family
         n = coordinator.num_partitions()
         committed = {gid: {tp: o.offset for tp, o in group.offsets.items()}
                      for gid, group in coordinator.groups.items()

@@ -98,3 +98,13 @@ class JoinRequest:
     protocol_type: str
     protocols: list[tuple[str, bytes]]
     require_known_member_id: bool
+
+
+@dataclass(frozen=True)
+class CommitEntry:
+    """One partition's offset an OffsetCommit or TxnOffsetCommit asks to store."""
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str | None
