@@ -35,7 +35,7 @@ from .metadata.view import MetadataView
 from .on_demand import group_coordinator, transaction_coordinator
 from .protocol import errors
 from .security.authorizer import Authorizer
-from .security.sasl import ScramCredential
+from .security.scram_credential import ScramCredential
 from .security.tls import OutboundTls
 from .storage.cleaner import LogCleaner
 from .storage.log_config import LogConfig

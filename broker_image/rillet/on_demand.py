@@ -17,6 +17,10 @@ the node, because either would have created the internal topic. A part's start (
 the partitions it leads) runs in the background when a request built it; meanwhile the
 part answers COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR as on any leadership move.
 
+A SASL exchange is not a part but the same kind of thing: built per SaslHandshake, its
+module (security/sasl.py) loaded by the first, so a node without a SASL listener never
+imports it.
+
 The factories below hold the deferred imports (plain statements, so the layering test sees
 them: a deferred import can never hide a cycle).
 
@@ -30,15 +34,20 @@ import ssl
 from typing import TYPE_CHECKING, Callable, Generic, Protocol, TypeVar
 
 from .coordinator.host import CoordinatorHost
+from .defs.sasl import PLAIN
 from .internal_topics import OFFSETS_TOPIC, TXN_TOPIC
 from .metadata.delta import MetadataDelta
 from .metadata.image import MetadataImage
+from .security.scram_credential import ScramCredential
 from .tasks import cancel_and_wait
 from .txn_marker import TxnMarker
 
 if TYPE_CHECKING:   # types only: importing them is what this module defers
     from .coordinator.manager import GroupCoordinator
+    from .security.sasl import PlainExchange, ScramExchange
     from .txn.coordinator import TransactionCoordinator
+
+    SaslExchange = PlainExchange | ScramExchange
 
 log = logging.getLogger(__name__)
 
@@ -131,3 +140,14 @@ def transaction_coordinator(host: CoordinatorHost,
         from .txn.coordinator import TransactionCoordinator
         return TransactionCoordinator(host, on_markers_written, ssl_context)
     return OnDemand("transaction coordinator", TXN_TOPIC, build)
+
+
+def sasl_exchange(mechanism: str, plain_users: Callable[[], dict[str, str]],
+                  scram_lookup: Callable[[str, str], ScramCredential | None]) -> SaslExchange:
+    """A SaslHandshake's exchange for ``mechanism`` (PLAIN: against the listener's JAAS
+    users, else SCRAM against the image's credentials); the first loads security/sasl.py,
+    which a node without a SASL listener never needs."""
+    from .security.sasl import PlainExchange, ScramExchange
+    if mechanism == PLAIN:
+        return PlainExchange(plain_users())
+    return ScramExchange(mechanism, scram_lookup)

@@ -21,8 +21,11 @@ from .clients import create_topic
 
 GROUPS = "rillet.coordinator.manager"
 TXNS = "rillet.txn.coordinator"
+SASL = "rillet.security.sasl"
 NOT_NEEDED = ("prometheus_client", "scramp", "rillet.client.admin", "rillet.admin_http",
-              "rillet.metrics", GROUPS, TXNS)
+              "rillet.metrics", GROUPS, TXNS, SASL)
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+              'username="admin" password="admin-secret" user_admin="admin-secret";')
 
 
 def _imported(broker: BrokerProcess, since: int = 0) -> set[str]:
@@ -94,6 +97,24 @@ def test_the_admin_endpoint_brings_the_metrics_with_it(tmp_path: Path) -> None:
     imported = _imported(broker)
     assert {"prometheus_client", "rillet.metrics", "rillet.admin_http"} <= imported
     assert GROUPS not in imported   # a scrape never loads the group coordinator
+
+
+def test_a_sasl_login_loads_the_exchanges_and_plain_needs_no_scram(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "data", config={
+        "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS})
+    broker.config["listeners"] = f"SASL_PLAINTEXT://127.0.0.1:{broker.port}"
+    _serving(broker)
+    login = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+             "sasl.username": "admin", "sasl.password": "admin-secret"}
+    try:
+        _produce(broker.bootstrap, "sasl-imports", **login)   # auto-created
+    finally:
+        broker.stop()
+    imported = _imported(broker)
+    assert SASL in imported
+    assert "scramp" not in imported and GROUPS not in imported
 
 
 def test_groups_and_transactions_load_their_coordinators_on_first_use_and_at_restart(

@@ -26,7 +26,7 @@ from ..quotas.manager import ClientQuotaManager, user_of
 from ..raft.node import RaftNode
 from ..replication.manager import ReplicaManager
 from ..security.authorizer import Authorizer
-from ..security.sasl import ScramCredential
+from ..security.scram_credential import ScramCredential
 from ..security.session import Session
 from ..storage.manager import LogManager
 

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping
 
 from ..defs.acl import AclBinding
 from ..security.acl import AclIndex
-from ..security.sasl import ScramCredential
+from ..security.scram_credential import ScramCredential
 from . import records as r
 from .persistent_map import PersistentMap
 

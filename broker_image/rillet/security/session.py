@@ -18,6 +18,11 @@ API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
 
+class AuthenticationFailed(Exception):
+    """The client's credentials are wrong (raised by the session's exchange: sasl.py); the
+    message is for the log, not the client."""
+
+
 @dataclass
 class Session:
     listener_name: str = "PLAINTEXT"
