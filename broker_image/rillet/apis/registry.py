@@ -176,6 +176,7 @@ Settled = Callable[[MetadataImage, Any, Any], bool]
 
 @dataclass(frozen=True)
 class ApiSpec:
+    """One registered API: key, versions served, handler and how it is dispatched."""
     key: int
     name: str
     min_version: int

@@ -17,6 +17,7 @@ from ..security.scram_credential import MAX_ITERATIONS, MIN_ITERATIONS, scram_cr
 
 @dataclass(frozen=True)
 class ScramChange:
+    """One upsertion or deletion of an AlterUserScramCredentials request."""
     user: str
     mechanism_code: int
     # Upsertions only: what AlterUserScramCredentials carries (the client salts and hashes).

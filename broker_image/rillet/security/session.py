@@ -25,6 +25,7 @@ class AuthenticationFailed(Exception):
 
 @dataclass
 class Session:
+    """One connection's listener, principal and authentication state."""
     listener_name: str = "PLAINTEXT"
     security_protocol: str = "PLAINTEXT"
     client_host: str = ""
