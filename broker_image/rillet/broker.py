@@ -32,11 +32,10 @@ from .metadata.log import METADATA_TOPIC, MetadataLog
 from .metadata.snapshot import SnapshotStore
 from .metadata.snapshotter import Snapshotter
 from .metadata.view import MetadataView
-from .on_demand import group_coordinator, transaction_coordinator
+from .on_demand import group_coordinator, outbound_tls, transaction_coordinator
 from .protocol import errors
 from .security.authorizer import Authorizer
 from .security.scram_credential import ScramCredential
-from .security.tls import OutboundTls
 from .storage.cleaner import LogCleaner
 from .storage.log_config import LogConfig
 from .storage.log_dir_failure import halt_when_all_offline
@@ -67,7 +66,7 @@ class Broker:
         self.controller: Controller | None = None
         self.raft: RaftNode | None = None
         self.lifecycle: BrokerLifecycle | None = None
-        self.outbound_tls = OutboundTls.from_config(config)
+        self.outbound_tls = outbound_tls(config)
         self.metadata = MetadataView(lambda: self.image)
         # Reads the parts below at scrape time only, so it may come first.
         self.metrics = self._metrics(config)

@@ -48,8 +48,7 @@ async def serve(config: BrokerConfig) -> None:
     from .apis import load_all
     from .broker import Broker
     from .client.connection import set_source_host
-    from .defs.tls import TlsSettings
-    from .security.tls import ReloadingContext
+    from .on_demand import listener_tls
     from .server import KafkaServer
 
     load_all()
@@ -62,7 +61,7 @@ async def serve(config: BrokerConfig) -> None:
         settings = ListenerSettings(config, listener.name)
         if protocol in TLS_PROTOCOLS:
             try:
-                tls = ReloadingContext(TlsSettings.from_config(settings))
+                tls = listener_tls(settings)
             except (OSError, ValueError) as exc:   # ssl.SSLError is an OSError
                 raise StartupError(f"listener {listener.name}: cannot load its TLS key and "
                                    f"certificates: {exc}") from None

@@ -19,7 +19,8 @@ part answers COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR as on any leadershi
 
 A SASL exchange is not a part but the same kind of thing: built per SaslHandshake, its
 module (security/sasl.py) loaded by the first, so a node without a SASL listener never
-imports it.
+imports it; and TLS contexts (a listener's own, those this node dials other nodes with)
+load security/tls.py only for an SSL listener.
 
 The factories below hold the deferred imports (plain statements, so the layering test sees
 them: a deferred import can never hide a cycle).
@@ -34,10 +35,14 @@ import ssl
 from typing import TYPE_CHECKING, Callable, Generic, Protocol, TypeVar
 
 from .coordinator.host import CoordinatorHost
+from .defs.broker_config import BrokerConfig
+from .defs.listeners import Listener, ListenerSettings
 from .defs.sasl import PLAIN
+from .defs.tls import TlsSettings
 from .internal_topics import OFFSETS_TOPIC, TXN_TOPIC
 from .metadata.delta import MetadataDelta
 from .metadata.image import MetadataImage
+from .security.outbound import OutboundTls
 from .security.scram_credential import ScramCredential
 from .tasks import cancel_and_wait
 from .txn_marker import TxnMarker
@@ -45,6 +50,7 @@ from .txn_marker import TxnMarker
 if TYPE_CHECKING:   # types only: importing them is what this module defers
     from .coordinator.manager import GroupCoordinator
     from .security.sasl import PlainExchange, ScramExchange
+    from .security.tls import ReloadingContext
     from .txn.coordinator import TransactionCoordinator
 
     SaslExchange = PlainExchange | ScramExchange
@@ -151,3 +157,23 @@ def sasl_exchange(mechanism: str, plain_users: Callable[[], dict[str, str]],
     if mechanism == PLAIN:
         return PlainExchange(plain_users())
     return ScramExchange(mechanism, scram_lookup)
+
+
+def outbound_tls(config: BrokerConfig) -> OutboundTls:
+    """The contexts this node dials the controller and broker listeners with; security/
+    tls.py loads only when one of those listeners is SSL."""
+    def for_listener(listener: Listener | None) -> ssl.SSLContext | None:
+        if listener is None or config.security_protocol(listener) != "SSL":
+            return None
+        from .security.tls import client_context
+        return client_context(TlsSettings.from_config(ListenerSettings(config, listener.name)))
+    return OutboundTls(controller=for_listener(config.controller_listener),
+                       brokers=for_listener(config.inter_broker_listener))
+
+
+def listener_tls(settings: ListenerSettings) -> ReloadingContext:
+    """The server context of a listener whose protocol is SSL or SASL_SSL (rebuilt when its
+    files change); the first loads security/tls.py. Raises OSError or ValueError for keys
+    and certificates that do not load."""
+    from .security.tls import ReloadingContext
+    return ReloadingContext(TlsSettings.from_config(settings))

@@ -1,29 +1,32 @@
 """What a broker loads follows its config and what it is asked (issue 30): a plaintext node
 without the admin HTTP endpoint imports neither the Prometheus client (nothing could scrape
-it) nor the SCRAM library (no SASL listener), nor the admin client, nor the group or the
-transaction coordinator (rillet/on_demand.py) while no client needs them, and still serves
-produce with acks=all. The first consumer group loads the group coordinator, the first
-transactional producer the transaction coordinator, and a node restarted on data holding
-their internal topics loads them at start-up, before any request, so the groups and
-transactions it leads are served. Read from the broker's own `-X importtime` report
-(PYTHONPROFILEIMPORTTIME)."""
+it), nor the SASL exchanges or the SCRAM library (no SASL listener), nor the TLS contexts
+(no SSL listener), nor the admin client, nor the group or the transaction coordinator
+(rillet/on_demand.py) while no client needs them, and still serves produce with acks=all.
+A SASL or SSL listener loads what it needs; the first consumer group loads the group
+coordinator, the first transactional producer the transaction coordinator, and a node
+restarted on data holding their internal topics loads them at start-up, before any
+request, so the groups and transactions it leads are served. Read from the broker's own
+`-X importtime` report (PYTHONPROFILEIMPORTTIME)."""
 from __future__ import annotations
 
 import urllib.request
 import uuid
 from pathlib import Path
 
+import trustme
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.harness import BrokerProcess, free_port
+from tests.harness import BrokerProcess, free_port, listening
 
 from .clients import create_topic
 
 GROUPS = "rillet.coordinator.manager"
 TXNS = "rillet.txn.coordinator"
 SASL = "rillet.security.sasl"
+TLS = "rillet.security.tls"
 NOT_NEEDED = ("prometheus_client", "scramp", "rillet.client.admin", "rillet.admin_http",
-              "rillet.metrics", GROUPS, TXNS, SASL)
+              "rillet.metrics", GROUPS, TXNS, SASL, TLS)
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
               'username="admin" password="admin-secret" user_admin="admin-secret";')
 
@@ -115,6 +118,25 @@ def test_a_sasl_login_loads_the_exchanges_and_plain_needs_no_scram(tmp_path: Pat
     imported = _imported(broker)
     assert SASL in imported
     assert "scramp" not in imported and GROUPS not in imported
+
+
+def test_a_tls_listener_loads_the_tls_contexts(tmp_path: Path) -> None:
+    ca = trustme.CA(organization_name="rillet imports test CA")
+    ca_pem, keystore = tmp_path / "ca.pem", tmp_path / "broker.pem"
+    ca.cert_pem.write_to_path(str(ca_pem))
+    ca.issue_cert("127.0.0.1", common_name="broker") \
+        .private_key_and_cert_chain_pem.write_to_path(str(keystore))
+    broker = BrokerProcess(tmp_path / "data", ready=listening,
+                           config={"ssl.keystore.location": str(keystore)})
+    broker.config["listeners"] = f"SSL://127.0.0.1:{broker.port}"
+    _serving(broker)
+    try:
+        _produce(broker.bootstrap, "tls-imports", **{"security.protocol": "SSL",
+                                                     "ssl.ca.location": str(ca_pem)})
+    finally:
+        broker.stop()
+    imported = _imported(broker)
+    assert TLS in imported and SASL not in imported
 
 
 def test_groups_and_transactions_load_their_coordinators_on_first_use_and_at_restart(

@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .tls import ANONYMOUS
-
+# Kafka's principal of a connection nobody authenticated (PLAINTEXT, TLS without a client
+# certificate).
+ANONYMOUS = "User:ANONYMOUS"
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
