@@ -32,7 +32,8 @@ from .metadata.log import METADATA_TOPIC, MetadataLog
 from .metadata.snapshot import SnapshotStore
 from .metadata.snapshotter import Snapshotter
 from .metadata.view import MetadataView
-from .on_demand import group_coordinator, outbound_tls, transaction_coordinator
+from .on_demand import (broker_metrics, group_coordinator, outbound_tls,
+                        transaction_coordinator)
 from .protocol import errors
 from .security.authorizer import Authorizer
 from .security.scram_credential import ScramCredential
@@ -100,9 +101,7 @@ class Broker:
         that count nothing (no_metrics.py says why)."""
         if config.admin_http_address is None:
             return NoMetrics()
-        # Imported only here, so a broker without the endpoint never loads prometheus_client.
-        from .metrics import BrokerMetrics
-        return BrokerMetrics(self)
+        return broker_metrics(self)   # loads prometheus_client
 
     # -- lifecycle ---------------------------------------------------------------
 

@@ -132,8 +132,8 @@ def _admin_server(config: BrokerConfig, broker: Any) -> Any:
     address = config.admin_http_address
     if address is None:
         return None
-    from .admin_http import AdminHttpServer, BrokerEndpoints
-    return AdminHttpServer(BrokerEndpoints(broker), *address)
+    from .on_demand import admin_http_server
+    return admin_http_server(broker, *address)
 
 
 async def _stop_all(servers: list[tuple[Any, Listener]]) -> None:

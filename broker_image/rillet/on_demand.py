@@ -1,4 +1,4 @@
-"""Broker parts loaded on first use (issue 30): the one place rillet defers an import.
+"""Broker parts loaded on first use or only when configured (issue 30).
 
 A single-node PLAINTEXT broker serving produce and fetch never needs the group coordinator
 or the transaction coordinator, and importing them (with the modules only they use) is
@@ -17,13 +17,15 @@ the node, because either would have created the internal topic. A part's start (
 the partitions it leads) runs in the background when a request built it; meanwhile the
 part answers COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR as on any leadership move.
 
-A SASL exchange is not a part but the same kind of thing: built per SaslHandshake, its
-module (security/sasl.py) loaded by the first, so a node without a SASL listener never
-imports it; and TLS contexts (a listener's own, those this node dials other nodes with)
-load security/tls.py only for an SSL listener.
+What follows the config is loaded the same way, by the factories at the end: a SASL
+exchange (security/sasl.py) by the first SaslHandshake, so a node without a SASL listener
+never imports it; TLS contexts (a listener's own, those this node dials other nodes with,
+security/tls.py) only for an SSL listener; the metrics (prometheus_client) and the admin
+HTTP endpoint only with admin.http.listener.
 
-The factories below hold the deferred imports (plain statements, so the layering test sees
-them: a deferred import can never hide a cycle).
+The broker's deferred imports live here (scramp aside, loaded by the first SCRAM login in
+security/sasl.py), as plain statements: the layering test sees them, so a deferred import
+can never hide a cycle.
 
 Thread safety: event loop only.
 """
@@ -48,7 +50,9 @@ from .tasks import cancel_and_wait
 from .txn_marker import TxnMarker
 
 if TYPE_CHECKING:   # types only: importing them is what this module defers
+    from .admin_http import AdminHttpServer, EndpointSource
     from .coordinator.manager import GroupCoordinator
+    from .metrics import BrokerMetrics, MetricsSource
     from .security.sasl import PlainExchange, ScramExchange
     from .security.tls import ReloadingContext
     from .txn.coordinator import TransactionCoordinator
@@ -177,3 +181,16 @@ def listener_tls(settings: ListenerSettings) -> ReloadingContext:
     and certificates that do not load."""
     from .security.tls import ReloadingContext
     return ReloadingContext(TlsSettings.from_config(settings))
+
+
+def broker_metrics(source: MetricsSource) -> BrokerMetrics:
+    """The Prometheus metrics, for a node with the admin HTTP endpoint (the only reader):
+    loads prometheus_client."""
+    from .metrics import BrokerMetrics
+    return BrokerMetrics(source)
+
+
+def admin_http_server(source: EndpointSource, host: str, port: int) -> AdminHttpServer:
+    """The admin HTTP endpoint (admin.http.listener: /healthz, /readyz, /metrics)."""
+    from .admin_http import AdminHttpServer, BrokerEndpoints
+    return AdminHttpServer(BrokerEndpoints(source), host, port)
