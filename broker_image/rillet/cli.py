@@ -203,7 +203,17 @@ def main(argv: list[str] | None = None) -> int:
         p_serve.error(f"unrecognized arguments: {' '.join(rest)}")
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _refuse_test_tooling()
     return _serve_command(args)
+
+
+def _refuse_test_tooling() -> None:
+    """Keep Hypothesis out of a broker process. kio registers a Hypothesis strategy for each
+    of its types at import whenever hypothesis is importable (the dev venv the integration
+    tests start brokers from has it, the broker image does not): about half the CPU of such
+    a broker's start (issue 30, bench/startup.py --rillet-env dev). A broker never generates
+    test data; None in sys.modules makes the import fail as if it were not installed."""
+    sys.modules.setdefault("hypothesis", None)   # type: ignore[arg-type]
 
 
 if __name__ == "__main__":
