@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from .defs.broker_config import BrokerConfig, Voter
 from .forwarding import ControllerForwarder
@@ -26,25 +26,28 @@ from .controller.auto_balance import run_leader_rebalance
 from .controller.channel import ControllerChannel
 from .controller.controller import Controller
 from .dynamic_config import dynamic_layers, effective_config
-from .coordinator.manager import GroupCoordinator
 from .metadata.delta import LocalChanges, MetadataDelta, from_empty
 from .metadata.image import TOPIC_RESOURCE, MetadataImage
 from .metadata.log import METADATA_TOPIC, MetadataLog
 from .metadata.snapshot import SnapshotStore
 from .metadata.snapshotter import Snapshotter
 from .metadata.view import MetadataView
+from .on_demand import (broker_metrics, group_coordinator, outbound_tls,
+                        transaction_coordinator)
 from .protocol import errors
 from .security.authorizer import Authorizer
-from .security.sasl import ScramCredential
-from .security.tls import OutboundTls
+from .security.scram_credential import ScramCredential
 from .storage.cleaner import LogCleaner
 from .storage.log_config import LogConfig
 from .storage.log_dir_failure import halt_when_all_offline
 from .storage.manager import LogManager
 from .storage_format import DirLocks, ensure_formatted
 from .topic_config import log_config
-from .txn.coordinator import TransactionCoordinator
 from .txn_marker import TxnMarker
+
+if TYPE_CHECKING:   # types only: on_demand.py imports them when first used
+    from .coordinator.manager import GroupCoordinator
+    from .txn.coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +67,7 @@ class Broker:
         self.controller: Controller | None = None
         self.raft: RaftNode | None = None
         self.lifecycle: BrokerLifecycle | None = None
-        self.outbound_tls = OutboundTls.from_config(config)
+        self.outbound_tls = outbound_tls(config)
         self.metadata = MetadataView(lambda: self.image)
         # Reads the parts below at scrape time only, so it may come first.
         self.metrics = self._metrics(config)
@@ -83,10 +86,11 @@ class Broker:
         self.snapshotter: Snapshotter | None = None
         self.snapshots: SnapshotStore | None = None
         self._dir_locks: DirLocks | None = None
-        self.coordinator = GroupCoordinator(self)
+        # Built on first use or once their internal topic exists (on_demand.py says why).
+        self._groups = group_coordinator(self)
         self.quotas = ClientQuotaManager(lambda: self.config)
-        self.txn_coordinator = TransactionCoordinator(self, self._txn_markers_written,
-                                                      self.outbound_tls.brokers)
+        self._txns = transaction_coordinator(self, self._txn_markers_written,
+                                             self.outbound_tls.brokers)
         self.cleaner = LogCleaner(self.logs, config,
                                   lambda name: dict(self.image.topic_config(name)))
         self._stop = asyncio.Event()
@@ -97,9 +101,7 @@ class Broker:
         that count nothing (no_metrics.py says why)."""
         if config.admin_http_address is None:
             return NoMetrics()
-        # Imported only here, so a broker without the endpoint never loads prometheus_client.
-        from .metrics import BrokerMetrics
-        return BrokerMetrics(self)
+        return broker_metrics(self)   # loads prometheus_client
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -171,8 +173,8 @@ class Broker:
         # leave this broker out.
         await self.raft.wait_for(lambda: self.node_id in self.image.live_broker_ids,
                                  float("inf"))
-        await self.coordinator.start()
-        await self.txn_coordinator.start()
+        for part in (self._groups, self._txns):
+            await part.open(self.image)
         if self.config["log.cleaner.enable"]:
             self._tasks.append(asyncio.create_task(self.cleaner.run(self._stop)))
         self._tasks.append(asyncio.create_task(self.logs.run(
@@ -230,8 +232,8 @@ class Broker:
         self._stop.set()
         if self.lifecycle is not None:
             await self.lifecycle.stop()
-        await self.coordinator.stop()
-        await self.txn_coordinator.stop()
+        await self._groups.stop()
+        await self._txns.stop()
         await self.replication.stop()
         await self.log_creator.stop()
         for task in self._tasks:
@@ -267,6 +269,19 @@ class Broker:
         return self.node_id
 
     @property
+    def coordinator(self) -> GroupCoordinator:
+        return self._groups.get()
+
+    @property
+    def txn_coordinator(self) -> TransactionCoordinator:
+        return self._txns.get()
+
+    @property
+    def loaded_coordinator(self) -> GroupCoordinator | None:
+        """The group coordinator if something needed it already (the metrics' view)."""
+        return self._groups.built
+
+    @property
     def image(self) -> MetadataImage:
         assert self.controller is not None
         return self.controller.image
@@ -300,8 +315,8 @@ class Broker:
                 self.replication.wake((name, p))
         self.log_creator.create([*delta.local.leaders, *delta.local.followers])
         self._delete_moved_away(delta.local)
-        self.coordinator.on_metadata_update(delta, new)
-        self.txn_coordinator.on_metadata_update(delta, new)
+        self._groups.on_metadata_update(delta, new)
+        self._txns.on_metadata_update(delta, new)
         for rtype, name in delta.configs:
             topic = new.topics.get(name) if rtype == TOPIC_RESOURCE else None
             if topic is None:
@@ -314,8 +329,10 @@ class Broker:
 
     def _txn_markers_written(self, marker: TxnMarker, partitions: list[TopicPartition]) -> None:
         """Markers this node's transaction coordinator wrote here, as leader: the group
-        coordinator settles transactional offset commits with them."""
-        self.coordinator.on_txn_markers(marker, partitions)
+        coordinator settles transactional offset commits with them (none pending while it
+        is not loaded: they live in __consumer_offsets, whose existence loads it)."""
+        if (groups := self._groups.built) is not None:
+            groups.on_txn_markers(marker, partitions)
 
     def _delete_stray_logs(self, image: MetadataImage) -> None:
         """Logs of topics deleted while this node was down (Kafka's stray logs)."""

@@ -48,8 +48,7 @@ async def serve(config: BrokerConfig) -> None:
     from .apis import load_all
     from .broker import Broker
     from .client.connection import set_source_host
-    from .defs.tls import TlsSettings
-    from .security.tls import ReloadingContext
+    from .on_demand import listener_tls
     from .server import KafkaServer
 
     load_all()
@@ -62,7 +61,7 @@ async def serve(config: BrokerConfig) -> None:
         settings = ListenerSettings(config, listener.name)
         if protocol in TLS_PROTOCOLS:
             try:
-                tls = ReloadingContext(TlsSettings.from_config(settings))
+                tls = listener_tls(settings)
             except (OSError, ValueError) as exc:   # ssl.SSLError is an OSError
                 raise StartupError(f"listener {listener.name}: cannot load its TLS key and "
                                    f"certificates: {exc}") from None
@@ -133,8 +132,8 @@ def _admin_server(config: BrokerConfig, broker: Any) -> Any:
     address = config.admin_http_address
     if address is None:
         return None
-    from .admin_http import AdminHttpServer, BrokerEndpoints
-    return AdminHttpServer(BrokerEndpoints(broker), *address)
+    from .on_demand import admin_http_server
+    return admin_http_server(broker, *address)
 
 
 async def _stop_all(servers: list[tuple[Any, Listener]]) -> None:
@@ -204,7 +203,17 @@ def main(argv: list[str] | None = None) -> int:
         p_serve.error(f"unrecognized arguments: {' '.join(rest)}")
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _refuse_test_tooling()
     return _serve_command(args)
+
+
+def _refuse_test_tooling() -> None:
+    """Keep Hypothesis out of a broker process. kio registers a Hypothesis strategy for each
+    of its types at import whenever hypothesis is importable (the dev venv the integration
+    tests start brokers from has it, the broker image does not): about half the CPU of such
+    a broker's start (issue 30, bench/startup.py --rillet-env dev). A broker never generates
+    test data; None in sys.modules makes the import fail as if it were not installed."""
+    sys.modules.setdefault("hypothesis", None)   # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

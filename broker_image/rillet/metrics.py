@@ -41,7 +41,7 @@ event-loop state, so it must not run in another thread).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Protocol
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -50,7 +50,6 @@ from prometheus_client.registry import Collector
 
 from .apis.registry import ApiSpec
 from .controller.controller import Controller
-from .coordinator.manager import GroupCoordinator
 from .coordinator.records import group_partition
 from .lifecycle import BrokerLifecycle
 from .metadata.delta import MetadataDelta
@@ -58,6 +57,9 @@ from .metadata.image import MetadataImage
 from .readiness import BROKER_STATES, NOT_STARTED, broker_state
 from .replication.manager import ReplicaManager
 from .storage.manager import LogManager
+
+if TYPE_CHECKING:   # a type only: the Broker loads it on first use (on_demand.py)
+    from .coordinator.manager import GroupCoordinator
 
 # Seconds; from sub-millisecond produce to Fetch long polls (fetch.max.wait.ms 500) and
 # slow acks=all waits.
@@ -121,7 +123,8 @@ class MetricsSource(Protocol):
     controller: Controller | None        # None before the quorum starts
     replication: ReplicaManager
     logs: LogManager
-    coordinator: GroupCoordinator
+    # None until something needs groups (on_demand.py): then no group has lag to show.
+    loaded_coordinator: GroupCoordinator | None
 
     @property
     def image(self) -> MetadataImage: ...
@@ -312,7 +315,9 @@ class _ScrapeCollector(Collector):
         family = GaugeMetricFamily("rillet_group_consumer_lag", "High watermark minus the "
                                    "committed offset, for groups this broker coordinates",
                                    labels=["group", "topic", "partition"])
-        coordinator = self.broker.coordinator
+        coordinator = self.broker.loaded_coordinator
+        if coordinator is None:
+            return family
         n = coordinator.num_partitions()
         committed = {gid: {tp: o.offset for tp, o in group.offsets.items()}
                      for gid, group in coordinator.groups.items()

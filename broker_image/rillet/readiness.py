@@ -38,6 +38,7 @@ NOT_STARTED = LifecycleView(started=False, registered=False, fenced=True, caught
 
 @dataclass(frozen=True)
 class Readiness:
+    """What /readyz answers: ready, or the reason it is not."""
     ready: bool
     reason: str = ""
 

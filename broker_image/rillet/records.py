@@ -220,6 +220,7 @@ def set_delete_horizon(batch: bytes | memoryview, horizon_ms: int) -> bytes:
 
 @dataclass
 class Record:
+    """One record of a batch, decoded (the rare paths the module doc lists, never produce)."""
     offset: int
     timestamp: int
     key: bytes | None

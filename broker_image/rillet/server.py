@@ -16,15 +16,17 @@ import logging
 import ssl
 import struct
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .dispatch import dispatch_frame
 from .frame_writer import write_frame
 from .protocol.codec import FramingError, peek_key_version
 from .protocol.file_records import ShortFile
 from .security import handshake_alert
-from .security.session import Session
-from .security.tls import ANONYMOUS, RELOAD_CHECK_S, ReloadingContext, peer_principal
+from .security.session import ANONYMOUS, Session
+
+if TYPE_CHECKING:   # a type only: the CLI loads security/tls.py for a TLS listener only
+    from .security.tls import ReloadingContext
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
@@ -74,7 +76,7 @@ class KafkaServer:
         if self.tls is not None:
             # Renewed files are picked up (or a broken one reported) without waiting for a
             # connection to ask.
-            self._tls_watch = asyncio.ensure_future(self._watch_tls(self.tls))
+            self._tls_watch = asyncio.ensure_future(self.tls.watch())
         log.info("listening on %s:%d (%s listener %s, %s)", self.host, self.port,
                  self.listener, self.listener_name, self.security_protocol)
 
@@ -166,12 +168,6 @@ class KafkaServer:
             except (Exception, asyncio.CancelledError):
                 pass
 
-    @staticmethod
-    async def _watch_tls(tls: ReloadingContext) -> None:
-        while True:
-            await asyncio.sleep(RELOAD_CHECK_S)
-            tls.current()
-
     async def _handshake(self, writer: asyncio.StreamWriter, conn_id: int,
                          peer: str) -> str | None:
         """TLS on the accepted socket: the client's principal, or None (logged) when it does
@@ -190,7 +186,7 @@ class KafkaServer:
                 log.debug("connection %d from %s closed during the TLS handshake (%s)",
                           conn_id, peer, type(exc).__name__)
             return None
-        principal = peer_principal(writer.get_extra_info("ssl_object"))
+        principal = self.tls.peer_principal(writer.get_extra_info("ssl_object"))
         if principal != ANONYMOUS:
             log.debug("connection %d from %s authenticated as %s", conn_id, peer, principal)
         return principal

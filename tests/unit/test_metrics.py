@@ -135,7 +135,8 @@ def test_exposition_walks_partitions_logs_and_groups():
                                            ("t", 1): PartitionFetch(0)}, [])
     assert opened is not None
     sessions.resolve(2, opened.id, 1, {("t", 1): PartitionFetch(4)}, [])
-    broker = _broker(controller=controller, image=image, logs=logs, coordinator=coordinator,
+    broker = _broker(controller=controller, image=image, logs=logs,
+                     loaded_coordinator=coordinator,
                      lifecycle=None, replication=SimpleNamespace(
                          consumer_fetches=served, fetch_sessions=sessions,
                          alter_partitions=SimpleNamespace(requests_sent=2, changes_sent=300)))
@@ -157,3 +158,9 @@ def test_exposition_walks_partitions_logs_and_groups():
     lag = {k[1]: v for k, v in s.items() if k[0] == "rillet_group_consumer_lag"}
     assert lag == {(("group", "g"), ("partition", "0"), ("topic", "t")): 5,
                    (("group", "g"), ("partition", "1"), ("topic", "t")): 0}
+    # A node whose group coordinator nothing needed yet (on_demand.py) has no lag to show,
+    # and a scrape does not load it.
+    broker.loaded_coordinator = None
+    s = _samples(BrokerMetrics(broker))
+    assert not any(k[0] == "rillet_group_consumer_lag" for k in s)
+    assert s[("rillet_log_end_offset", (("partition", "1"), ("topic", "t")))] == 3

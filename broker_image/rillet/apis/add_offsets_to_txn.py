@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..coordinator.group_metadata import OFFSETS_TOPIC
+from ..internal_topics import OFFSETS_TOPIC
 from .registry import RequestContext, api
 from .txn_answers import txn_error_code
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..coordinator.manager import CommitEntry
+from ..coordinator.group_types import CommitEntry
 from ..protocol import errors
 from .registry import RequestContext, api
 

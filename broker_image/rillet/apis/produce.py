@@ -25,12 +25,12 @@ import asyncio
 import struct
 from typing import Any
 
-from ..coordinator.group_metadata import OFFSETS_TOPIC
+from ..internal_topics import OFFSETS_TOPIC
 from ..protocol import errors
 from ..protocol.codec import FramingError
 from ..quotas.entity import PRODUCER_BYTE_RATE
 from ..records import BatchHeader, parse_batches
-from ..txn.verification import check_still_verified, verification_error
+from ..txn.verdicts import check_still_verified, verification_error
 from .registry import RequestContext, api
 
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Protocol
 
 from ..controller.channel import ControllerChannel
 from ..controller.controller import Controller
-from ..coordinator.manager import GroupCoordinator
 from ..defs.acl import CODES
 from ..defs.broker_config import BrokerConfig
 from ..forwarding import ControllerForwarder
@@ -27,10 +26,13 @@ from ..quotas.manager import ClientQuotaManager, user_of
 from ..raft.node import RaftNode
 from ..replication.manager import ReplicaManager
 from ..security.authorizer import Authorizer
-from ..security.sasl import ScramCredential
+from ..security.scram_credential import ScramCredential
 from ..security.session import Session
 from ..storage.manager import LogManager
-from ..txn.coordinator import TransactionCoordinator
+
+if TYPE_CHECKING:   # types only: the Broker loads them on first use (on_demand.py)
+    from ..coordinator.manager import GroupCoordinator
+    from ..txn.coordinator import TransactionCoordinator
 
 
 # The operations Kafka lists in a resource's authorized operations.
@@ -174,6 +176,7 @@ Settled = Callable[[MetadataImage, Any, Any], bool]
 
 @dataclass(frozen=True)
 class ApiSpec:
+    """One registered API: key, versions served, handler and how it is dispatched."""
     key: int
     name: str
     min_version: int

@@ -19,7 +19,7 @@ import struct
 from typing import Any
 
 from ..protocol import errors
-from ..security.sasl import AuthenticationFailed
+from ..security.session import AuthenticationFailed
 from ..security.session import Session
 from .registry import BrokerServices, RequestContext, api
 

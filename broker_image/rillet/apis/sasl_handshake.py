@@ -17,17 +17,16 @@ from typing import Any
 
 from ..protocol import errors
 from ..defs.sasl import PLAIN, enabled_mechanisms, parse_jaas_users
-from ..security.sasl import PlainExchange, ScramExchange
+from ..on_demand import sasl_exchange
 from .registry import RequestContext, api
 
 log = logging.getLogger(__name__)
 
 
 def _exchange(ctx: RequestContext, mechanism: str) -> Any:
-    session = ctx.session
-    if mechanism == PLAIN:
-        return PlainExchange(parse_jaas_users(session.settings.jaas(PLAIN) or ""))
-    return ScramExchange(mechanism, ctx.broker.scram_credential)
+    settings = ctx.session.settings
+    return sasl_exchange(mechanism, lambda: parse_jaas_users(settings.jaas(PLAIN) or ""),
+                         ctx.broker.scram_credential)
 
 
 def _refuse(ctx: RequestContext, mechanism: str, error: type[errors.KafkaError], reason: str,

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..coordinator.group_metadata import OFFSETS_TOPIC
+from ..internal_topics import OFFSETS_TOPIC
 from ..protocol import errors
-from ..txn.verification import check_still_verified, verification_error
+from ..txn.verdicts import check_still_verified, verification_error
 from .offset_commit import commit_answer, commit_entries, unreadable
 from .registry import RequestContext, api
 from .txn_answers import txn_error_code

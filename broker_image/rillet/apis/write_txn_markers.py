@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from ..internal_topics import OFFSETS_TOPIC
 from ..protocol import errors
 from ..replication.txn_markers import write_markers
 from ..txn_marker import TxnMarker
@@ -37,9 +38,11 @@ async def _write(ctx: RequestContext, marker: Any) -> dict[str, Any]:
     txn_marker = TxnMarker(marker.producer_id, marker.producer_epoch,
                            bool(marker.transaction_result), marker.coordinator_epoch)
     codes = await write_markers(ctx.broker.replication, txn_marker, partitions)
-    # Transactional offset commits on __consumer_offsets partitions are settled by it.
-    ctx.broker.coordinator.on_txn_markers(txn_marker, [tp for tp in partitions
-                                                       if codes.get(tp) == 0])
+    # Transactional offset commits on __consumer_offsets partitions are settled by it (only
+    # those: markers on other topics need no group coordinator loaded, on_demand.py).
+    offsets = [tp for tp in partitions if tp[0] == OFFSETS_TOPIC and codes.get(tp) == 0]
+    if offsets:
+        ctx.broker.coordinator.on_txn_markers(txn_marker, offsets)
     return _answer(marker, codes)
 
 

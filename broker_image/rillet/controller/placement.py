@@ -19,6 +19,7 @@ class PlacementError(ValueError):
 
 @dataclass(frozen=True)
 class BrokerSlot:
+    """A live broker replicas may be placed on, with its rack."""
     node_id: int
     rack: str | None
 

@@ -12,11 +12,12 @@ from ..protocol import errors
 from ..defs.acl import AclBinding
 from ..defs.sasl import SCRAM_MECHANISMS
 from ..security.acl import AclFilter
-from ..security.sasl import MAX_ITERATIONS, MIN_ITERATIONS, scram_credential
+from ..security.scram_credential import MAX_ITERATIONS, MIN_ITERATIONS, scram_credential
 
 
 @dataclass(frozen=True)
 class ScramChange:
+    """One upsertion or deletion of an AlterUserScramCredentials request."""
     user: str
     mechanism_code: int
     # Upsertions only: what AlterUserScramCredentials carries (the client salts and hashes).

@@ -25,6 +25,7 @@ _LEGAL_TOPIC_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01
 
 @dataclass
 class TopicSpec:
+    """A topic to create: its size, or explicit assignments, and configs."""
     name: str
     num_partitions: int = -1
     replication_factor: int = -1
@@ -34,6 +35,7 @@ class TopicSpec:
 
 @dataclass
 class TopicResult:
+    """What creating one topic gave: its id and size, or the error."""
     name: str
     topic_id: uuid.UUID | None = None
     error: errors.KafkaError | None = None

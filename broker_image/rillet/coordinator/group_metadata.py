@@ -26,6 +26,7 @@ import struct
 import time
 from typing import Any, Callable, Iterable
 
+from ..internal_topics import OFFSETS_TOPIC
 from ..metadata.delta import MetadataDelta
 from ..metadata.image import MetadataImage
 from ..protocol import errors
@@ -42,8 +43,6 @@ from .records import (GroupKey, OffsetKey, decode_group_value, decode_key,
                       offset_key)
 
 log = logging.getLogger(__name__)
-
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 # (offset, key, value, its batch's header, the marker a control batch carries)

@@ -23,6 +23,7 @@ class GroupState(str, Enum):
 
 @dataclass(frozen=True)
 class GroupConfig:
+    """The group.* broker configs the coordinator applies to every group."""
     initial_rebalance_delay_ms: int = 3000
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1800000
@@ -31,6 +32,8 @@ class GroupConfig:
 
 @dataclass(frozen=True)
 class JoinResult:
+    """What a JoinGroup answers: the generation, its protocol, its leader (and to the leader,
+    the members)."""
     error: int
     member_id: str
     generation_id: int = -1
@@ -43,6 +46,7 @@ class JoinResult:
 
 @dataclass(frozen=True)
 class SyncResult:
+    """What a SyncGroup answers: the member's assignment."""
     error: int
     protocol_type: str | None = None
     protocol_name: str | None = None
@@ -55,6 +59,7 @@ SyncCallback = Callable[[SyncResult], None]
 
 @dataclass(frozen=True)
 class OffsetAndMetadata:
+    """One committed offset as __consumer_offsets stores it."""
     offset: int
     leader_epoch: int
     metadata: str
@@ -64,6 +69,7 @@ class OffsetAndMetadata:
 
 @dataclass
 class Member:
+    """One member of a classic group and its pending JoinGroup or SyncGroup."""
     member_id: str
     group_instance_id: str | None
     client_id: str
@@ -89,6 +95,7 @@ class Member:
 
 @dataclass
 class JoinRequest:
+    """One JoinGroup, as the handler hands it to the coordinator."""
     member_id: str
     group_instance_id: str | None
     client_id: str
@@ -98,3 +105,13 @@ class JoinRequest:
     protocol_type: str
     protocols: list[tuple[str, bytes]]
     require_known_member_id: bool
+
+
+@dataclass(frozen=True)
+class CommitEntry:
+    """One partition's offset an OffsetCommit or TxnOffsetCommit asks to store."""
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str | None

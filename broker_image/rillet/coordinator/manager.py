@@ -21,6 +21,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from ..internal_topics import OFFSETS_TOPIC
 from ..metadata.delta import MetadataDelta
 from ..metadata.image import MetadataImage
 from ..protocol import errors
@@ -30,9 +31,9 @@ from ..txn_marker import TxnMarker
 from .group import Group
 from .host import CoordinatorHost
 from .internal_topic import InternalTopic, coordinator_address
-from .group_metadata import OFFSETS_TOPIC, GroupMetadataManager
-from .group_types import (GroupConfig, GroupState, JoinRequest, JoinResult, OffsetAndMetadata,
-                          SyncResult)
+from .group_metadata import GroupMetadataManager
+from .group_types import (CommitEntry, GroupConfig, GroupState, JoinRequest, JoinResult,
+                          OffsetAndMetadata, SyncResult)
 from .records import group_key, group_partition, offset_key, offset_value
 
 log = logging.getLogger(__name__)
@@ -40,15 +41,6 @@ log = logging.getLogger(__name__)
 TICK_INTERVAL_S = 0.1
 
 TopicPartition = tuple[str, int]
-
-
-@dataclass(frozen=True)
-class CommitEntry:
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int
-    metadata: str | None
 
 
 @dataclass(frozen=True)

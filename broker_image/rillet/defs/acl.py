@@ -27,6 +27,7 @@ WILDCARD = "*"
 
 @dataclass(frozen=True)
 class AclBinding:
+    """One ACL: who may (or may not) do what on which resources, from which host."""
     resource_type: str
     resource_name: str
     pattern_type: str

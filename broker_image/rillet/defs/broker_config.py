@@ -48,6 +48,7 @@ def parse_overrides(items: list[str]) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Voter:
+    """One controller.quorum.voters entry: id@host:port."""
     node_id: int
     host: str
     port: int

@@ -18,6 +18,7 @@ LONG_MAX = 2**63 - 1
 
 @dataclass(frozen=True)
 class ConfigDef:
+    """One broker config: its name, type, Kafka default, check and documentation."""
     name: str
     kind: str            # int, long, bool, string, list, double
     default: Any

@@ -48,6 +48,7 @@ def kafka_version(v: str) -> bool:
 
 @dataclass(frozen=True)
 class NoEffect:
+    """A config rillet accepts but does not act on, and why."""
     definition: ConfigDef
     why: str
 

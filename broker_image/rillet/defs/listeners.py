@@ -41,6 +41,7 @@ _PREFIXABLE = re.compile(r"(ssl\.|sasl\.)[a-z.]+|(plain|scram-sha-256|scram-sha-
 
 @dataclass(frozen=True)
 class Listener:
+    """One entry of listeners (or advertised.listeners): name://host:port."""
     name: str
     host: str
     port: int

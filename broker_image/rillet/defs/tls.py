@@ -18,6 +18,7 @@ class TlsConfigError(ValueError):
 
 @dataclass(frozen=True)
 class TlsSettings:
+    """A listener's or client's ssl.* configs: where its key, chain and trusted CAs come from."""
     keystore_location: str | None = None
     keystore_key: str | None = None           # inline PEM private key
     keystore_chain: str | None = None         # inline PEM certificate chain

@@ -19,6 +19,7 @@ from .deprecated_configs import TOPIC_NO_EFFECT, check_no_effect
 
 @dataclass(frozen=True)
 class TopicConfigDef:
+    """One topic config and the broker config its default comes from."""
     definition: ConfigDef
     synonym: str | None                       # broker config key (None: no synonym)
     broker_value: Callable[[BrokerConfig], Any]

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping
 
 from ..defs.acl import AclBinding
 from ..security.acl import AclIndex
-from ..security.sasl import ScramCredential
+from ..security.scram_credential import ScramCredential
 from . import records as r
 from .persistent_map import PersistentMap
 
@@ -25,6 +25,7 @@ BROKER_RESOURCE = 4
 
 @dataclass(frozen=True)
 class BrokerInfo:
+    """One registered broker as the image knows it: address, rack, epoch, fencing."""
     node_id: int
     host: str
     port: int
@@ -50,6 +51,7 @@ class BrokerInfo:
 
 @dataclass(frozen=True)
 class PartitionInfo:
+    """One partition: its replicas, ISR, leader and epochs, and a reassignment under way."""
     topic_id: uuid.UUID
     partition: int
     replicas: tuple[int, ...]
@@ -63,6 +65,7 @@ class PartitionInfo:
 
 @dataclass(frozen=True)
 class TopicInfo:
+    """One topic: its name, id and partitions."""
     name: str
     topic_id: uuid.UUID
     partitions: Mapping[int, PartitionInfo]
@@ -77,6 +80,7 @@ _EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
 @dataclass(frozen=True)
 class MetadataImage:
+    """The committed cluster metadata at `offset`, replaced whole on every step (never edited)."""
     cluster_id: str
     offset: int = -1
     brokers: Mapping[int, BrokerInfo] = field(default_factory=lambda: _EMPTY)

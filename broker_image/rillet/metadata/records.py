@@ -42,7 +42,7 @@ ACL_FIELDS = ("resource_type", "resource_name", "pattern_type", "principal", "ho
 
 
 def scram_record(user: str, mechanism: str, cred: Any) -> dict[str, Any]:
-    """The record of one SCRAM credential (a security.sasl.ScramCredential)."""
+    """The record of one SCRAM credential (a security.scram_credential.ScramCredential)."""
     return {"type": SCRAM_CREDENTIAL, "user": user, "mechanism": mechanism,
             "salt": b64encode(cred.salt).decode(), "stored_key": b64encode(cred.stored_key)
             .decode(), "server_key": b64encode(cred.server_key).decode(),

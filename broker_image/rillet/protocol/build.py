@@ -23,6 +23,7 @@ _NONE = type(None)
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _FieldPlan:
+    """How one field of an entity is filled from a plain value (built once per entity type)."""
     name: str
     convert: Any  # callable(value) -> value
     has_default: bool

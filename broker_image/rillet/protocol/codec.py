@@ -34,6 +34,7 @@ class FramingError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class RequestHeader:
+    """The request header fields every handler may read."""
     api_key: int
     api_version: int
     correlation_id: int

@@ -108,6 +108,7 @@ def _read_count(buf: Any, pos: int, end: int, compact: bool, min_size: int,
 
 @dataclass(frozen=True, slots=True)
 class Fixed:
+    """A field of a fixed number of bytes."""
     size: int
 
     @property
@@ -144,6 +145,7 @@ class Sized:
 
 @dataclass(frozen=True, slots=True)
 class PrimitiveArray:
+    """An array of fixed-size or size-prefixed primitives."""
     compact: bool
     item: Fixed | Sized
     nullable: bool
@@ -164,6 +166,7 @@ class PrimitiveArray:
 
 @dataclass(frozen=True, slots=True)
 class Struct:
+    """A nested entity, possibly nullable (KIP-893)."""
     layout: Layout
     nullable: bool  # KIP-893: an int8 marker, -1 for null, precedes a nullable struct
 
@@ -194,6 +197,7 @@ class Struct:
 
 @dataclass(frozen=True, slots=True)
 class StructArray:
+    """An array of nested entities."""
     layout: Layout
     compact: bool
     nullable: bool

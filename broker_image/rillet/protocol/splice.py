@@ -36,6 +36,8 @@ def encode_entity(entity: Any) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class _Plan:
+    """How a response is written up to its spliced array: the fields before it, the array's
+    prefix writer."""
     head: tuple[tuple[str, _Writer], ...]   # the fields before the array, in wire order
     array: _Writer                          # the array field's own writer (its prefix)
     entry_type: type

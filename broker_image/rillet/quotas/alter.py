@@ -18,6 +18,7 @@ from .entity import Entity, validate_entity, validate_value
 
 @dataclass(frozen=True)
 class QuotaOp:
+    """Set (or remove) one quota key of an entity."""
     key: str
     value: float
     remove: bool = False
@@ -25,6 +26,7 @@ class QuotaOp:
 
 @dataclass(frozen=True)
 class QuotaEntry:
+    """One entity of an AlterClientQuotas request and its operations."""
     components: tuple[tuple[str, str | None], ...]   # as the request lists them
     ops: tuple[QuotaOp, ...]
 

@@ -87,6 +87,7 @@ def precedence(user: str, client_id: str) -> tuple[Entity, ...]:
 
 @dataclass(frozen=True)
 class QuotaMatch:
+    """The quota that holds a client: its bound, the entity it is set on, the sharing group."""
     bound: float
     entity: Entity
     tags: tuple[str, str]   # (user, client id) of the group sharing the quota
@@ -112,6 +113,7 @@ MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
 
 @dataclass(frozen=True)
 class FilterComponent:
+    """One component of a DescribeClientQuotas filter: an entity type and how to match it."""
     entity_type: str
     match_type: int
     match: str | None = None

@@ -25,6 +25,7 @@ UNLIMITED = LONG_MAX
 
 @dataclass
 class _Sample:
+    """One window of a rate: when it started and what it counted."""
     start: float
     value: float = 0.0
 

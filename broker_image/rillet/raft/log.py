@@ -64,6 +64,7 @@ class ReplicatedLog(RaftLog, Protocol):
 
 @dataclass(frozen=True)
 class Entry:
+    """One entry of the simulator's in-memory log: its epoch and what it carries."""
     epoch: int
     payload: Any
 

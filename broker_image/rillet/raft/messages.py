@@ -23,6 +23,7 @@ INCONSISTENT_VOTER_SET = 68
 
 @dataclass(frozen=True)
 class VoteRequest:
+    """A candidate asks for a vote in `epoch` (Kafka's Vote)."""
     epoch: int
     candidate_id: int
     last_epoch: int
@@ -31,6 +32,7 @@ class VoteRequest:
 
 @dataclass(frozen=True)
 class VoteResponse:
+    """A voter's answer to a VoteRequest."""
     epoch: int
     granted: bool
     leader_id: int | None
@@ -39,12 +41,14 @@ class VoteResponse:
 
 @dataclass(frozen=True)
 class BeginQuorumEpochRequest:
+    """A new leader tells the voters it leads `epoch` (BeginQuorumEpoch)."""
     epoch: int
     leader_id: int
 
 
 @dataclass(frozen=True)
 class BeginQuorumEpochResponse:
+    """A voter's answer to a BeginQuorumEpochRequest."""
     epoch: int
     leader_id: int | None
     error: int = NONE
@@ -52,6 +56,7 @@ class BeginQuorumEpochResponse:
 
 @dataclass(frozen=True)
 class EndQuorumEpochRequest:
+    """A leader gives up `epoch`, naming who should follow it (EndQuorumEpoch)."""
     epoch: int
     leader_id: int
     preferred_successors: tuple[int, ...] = ()
@@ -59,6 +64,7 @@ class EndQuorumEpochRequest:
 
 @dataclass(frozen=True)
 class EndQuorumEpochResponse:
+    """A voter's answer to an EndQuorumEpochRequest."""
     epoch: int
     leader_id: int | None
     error: int = NONE
@@ -66,6 +72,7 @@ class EndQuorumEpochResponse:
 
 @dataclass(frozen=True)
 class FetchRequest:
+    """A follower reads the metadata log from `fetch_offset` (Fetch on __cluster_metadata-0)."""
     epoch: int
     replica_id: int
     fetch_offset: int
@@ -74,6 +81,7 @@ class FetchRequest:
 
 @dataclass(frozen=True)
 class FetchResponse:
+    """The leader's answer to a FetchRequest: records, or where to truncate or which snapshot to load."""
     epoch: int
     leader_id: int | None
     fetch_offset: int  # the offset this answers, so a stale answer is recognised
@@ -106,6 +114,7 @@ class QuorumStateData:
 
 @dataclass(frozen=True)
 class Persist:
+    """Write `state` to the quorum-state file (fsynced) before any later effect runs."""
     state: QuorumStateData
 
 
@@ -123,6 +132,7 @@ class Flush:
 
 @dataclass(frozen=True)
 class Flushed:
+    """The log is durable up to `end_offset` (the shell's answer to Flush)."""
     end_offset: int
 
 
@@ -148,6 +158,7 @@ class LoadSnapshot:
 
 @dataclass(frozen=True)
 class SnapshotLoaded:
+    """The shell installed the snapshot ending at `end_offset` of `epoch`."""
     end_offset: int
     epoch: int
 

@@ -64,6 +64,7 @@ class VoterAddress(Protocol):
 
 @dataclass
 class _Proposal:
+    """An append waiting to be committed: the future resolved with its offset."""
     last_offset: int
     epoch: int
     done: asyncio.Future[int]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 @dataclass
 class _Told:
+    """The last answer one replica got: its epoch and high watermark, for which fetch offset, when."""
     epoch: int
     high_watermark: int
     fetch_offset: int

@@ -17,6 +17,7 @@ class NotLeader(Exception):
 
 @dataclass(frozen=True)
 class RaftTiming:
+    """The quorum's timeouts (controller.quorum.*.ms) and the most one fetch reads."""
     election_timeout_ms: int = 1000
     fetch_timeout_ms: int = 2000
     request_timeout_ms: int = 2000
@@ -25,6 +26,7 @@ class RaftTiming:
 
 @dataclass
 class ReplicaProgress:
+    """What the leader knows of one follower or observer: how far its log matches, when it last fetched."""
     end_offset: int = -1          # flushed and known to match the leader's log
     last_fetch_ms: int = -1
     begin_sent_ms: int | None = None   # last BeginQuorumEpoch, until it fetches
@@ -33,6 +35,7 @@ class ReplicaProgress:
 
 @dataclass
 class LeaderState:
+    """The leader's role state for its epoch: every replica's progress."""
     epoch_start_offset: int
     started_ms: int
     progress: dict[int, ReplicaProgress] = field(default_factory=dict)
@@ -42,12 +45,14 @@ class LeaderState:
 
 @dataclass
 class CandidateState:
+    """A candidate's role state: the votes granted so far and when to start another election."""
     granted: set[int]
     election_deadline_ms: int
 
 
 @dataclass
 class FollowerState:
+    """A follower's role state: its leader, when it must hear from it, the fetch under way."""
     leader_id: int | None          # None: an observer still looking for the leader
     fetch_deadline_ms: int         # no answer from the leader until then: elect
     fetch_sent_ms: int | None = None
@@ -58,6 +63,7 @@ class FollowerState:
 
 @dataclass
 class UnattachedState:
+    """A voter that knows no leader and is not a candidate: when it starts an election."""
     election_deadline_ms: int
 
 

@@ -6,21 +6,21 @@ and proof checks are its job) against credentials kept in the metadata log: only
 iteration count, StoredKey and ServerKey are stored, never a password. An unknown user
 goes through the same exchange against a random credential, so a client cannot tell a
 wrong user from a wrong password.
+
+Loaded by the first SaslHandshake (on_demand.py): a node without a SASL listener never
+imports it. What the metadata image keeps of a SCRAM user is scram_credential.py's.
 """
 from __future__ import annotations
 
 import hashlib
 import hmac
 import os
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Callable
 
-from ..defs.sasl import PLAIN, SCRAM_SHA_256, SCRAM_SHA_512
-
-_HASHES = {SCRAM_SHA_256: hashlib.sha256, SCRAM_SHA_512: hashlib.sha512}
-MIN_ITERATIONS = 4096     # Kafka's bounds for SCRAM credentials
-MAX_ITERATIONS = 16384
+from ..defs.sasl import PLAIN
+from .scram_credential import HASHES, MIN_ITERATIONS, ScramCredential
+from .session import AuthenticationFailed
 
 
 def _scramp() -> ModuleType:
@@ -29,30 +29,6 @@ def _scramp() -> ModuleType:
     see a SCRAM login."""
     import scramp
     return scramp
-
-
-class AuthenticationFailed(Exception):
-    """The client's credentials are wrong; the message is for the log, not the client."""
-
-
-@dataclass(frozen=True)
-class ScramCredential:
-    salt: bytes
-    stored_key: bytes
-    server_key: bytes
-    iterations: int
-
-
-def scram_credential(mechanism: str, salted_password: bytes, salt: bytes,
-                     iterations: int) -> ScramCredential:
-    """What the server keeps of a SaltedPassword (as AlterUserScramCredentials sends it):
-    StoredKey = H(HMAC(SaltedPassword, "Client Key")), ServerKey = HMAC(SaltedPassword,
-    "Server Key") (RFC 5802, section 3)."""
-    digest = _HASHES[mechanism]
-    client_key = hmac.new(salted_password, b"Client Key", digest).digest()
-    return ScramCredential(salt, digest(client_key).digest(),
-                           hmac.new(salted_password, b"Server Key", digest).digest(),
-                           iterations)
 
 
 class PlainExchange:
@@ -101,7 +77,7 @@ class ScramExchange:
         cred = self._lookup(user, self.mechanism)
         self._known = cred is not None
         if cred is None:
-            digest_size = _HASHES[self.mechanism]().digest_size
+            digest_size = HASHES[self.mechanism]().digest_size
             cred = ScramCredential(os.urandom(16), os.urandom(digest_size),
                                    os.urandom(digest_size), MIN_ITERATIONS)
         return cred.salt, cred.stored_key, cred.server_key, cred.iterations

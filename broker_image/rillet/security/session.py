@@ -12,14 +12,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .tls import ANONYMOUS
-
+# Kafka's principal of a connection nobody authenticated (PLAINTEXT, TLS without a client
+# certificate).
+ANONYMOUS = "User:ANONYMOUS"
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
 
+class AuthenticationFailed(Exception):
+    """The client's credentials are wrong (raised by the session's exchange: sasl.py); the
+    message is for the log, not the client."""
+
+
 @dataclass
 class Session:
+    """One connection's listener, principal and authentication state."""
     listener_name: str = "PLAINTEXT"
     security_protocol: str = "PLAINTEXT"
     client_host: str = ""

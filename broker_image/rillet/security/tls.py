@@ -13,23 +13,22 @@ replacement is logged and ignored until it is fixed, keeping the last good conte
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import ssl
 import tempfile
 import time
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
-from ..defs.listeners import ListenerSettings
 from ..defs.tls import TlsConfigError, TlsSettings, principal_from_subject
+from .session import ANONYMOUS
 
 log = logging.getLogger(__name__)
 
 RELOAD_CHECK_S = 5.0
 CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,
                "required": ssl.CERT_REQUIRED}
-ANONYMOUS = "User:ANONYMOUS"
 
 
 def _load_keystore(ctx: ssl.SSLContext, s: TlsSettings) -> None:
@@ -107,6 +106,19 @@ class ReloadingContext:
                 stamp.append((f, None))
         return tuple(stamp)
 
+    async def watch(self) -> None:
+        """Check the files every RELOAD_CHECK_S even while no connection comes (until
+        cancelled), so a renewal is logged when it lands."""
+        while True:
+            await asyncio.sleep(RELOAD_CHECK_S)
+            self.current()
+
+    @staticmethod
+    def peer_principal(ssl_object: ssl.SSLObject | None) -> str:
+        """The principal of a client that completed a handshake with this context (the
+        server reaches TLS only through the context its listener was given)."""
+        return peer_principal(ssl_object)
+
     def current(self) -> ssl.SSLContext:
         now = self._clock()
         if now >= self._next_check:
@@ -138,23 +150,3 @@ def peer_principal(ssl_object: ssl.SSLObject | None) -> str:
     cert = ssl_object.getpeercert() if ssl_object is not None else None
     subject = (cert or {}).get("subject")
     return principal_from_subject(subject) if subject else ANONYMOUS
-
-
-@dataclass(frozen=True)
-class OutboundTls:
-    """The contexts this node dials other nodes with: the controller listener's (Raft, broker
-    registration and heartbeats, forwarded admin requests) and the broker listener's
-    (replication). None where that listener is PLAINTEXT."""
-
-    controller: ssl.SSLContext | None
-    brokers: ssl.SSLContext | None
-
-    @classmethod
-    def from_config(cls, config: Any) -> "OutboundTls":
-        def for_listener(listener: Any) -> ssl.SSLContext | None:
-            if listener is None or config.security_protocol(listener) != "SSL":
-                return None
-            return client_context(TlsSettings.from_config(
-                ListenerSettings(config, listener.name)))
-        return cls(controller=for_listener(config.controller_listener),
-                   brokers=for_listener(config.inter_broker_listener))

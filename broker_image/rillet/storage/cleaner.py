@@ -87,6 +87,7 @@ class SegmentFile:
 
 @dataclass(frozen=True)
 class CleaningConfig:
+    """The topic configs one compaction pass follows."""
     delete_retention_ms: int
     min_compaction_lag_ms: int
     min_cleanable_ratio: float
@@ -97,6 +98,7 @@ class CleaningConfig:
 
 @dataclass
 class CleanedSegment:
+    """One segment a pass wrote, to be swapped in for its sources."""
     base_offset: int
     source_size: int
     log_path: Path
@@ -107,6 +109,7 @@ class CleanedSegment:
 
 @dataclass
 class CleanResult:
+    """What one pass over a log did: segments written, records kept, when to come back."""
     segments: list[CleanedSegment] = field(default_factory=list)
     end_offset: int = 0          # next offset after the last cleanable segment
     records_before: int = 0
@@ -318,6 +321,7 @@ def _fsync_dir(directory: Path) -> None:
 
 @dataclass
 class _LogState:
+    """What the cleaner remembers of one log between passes."""
     cleaned_upto: int = 0                # closed segments below this were cleaned
     tombstone_due_ms: int | None = None  # a kept tombstone may expire at this time
 

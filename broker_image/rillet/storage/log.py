@@ -52,6 +52,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class AppendInfo:
+    """Where an append went: its offsets, the log start, whether it was a duplicate."""
     base_offset: int
     last_offset: int
     log_append_time: int

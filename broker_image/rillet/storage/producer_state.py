@@ -60,6 +60,7 @@ SNAPSHOT_SUFFIX = ".snapshot"
 
 @dataclass(slots=True)
 class BatchMetadata:
+    """One of the last batches of a producer: its sequence and offset range."""
     first_seq: int
     last_seq: int
     first_offset: int
@@ -78,6 +79,7 @@ class CompletedTxn:
 
 @dataclass(slots=True)
 class ProducerEntry:
+    """What a partition keeps of one producer: epoch, last batches, open transaction."""
     producer_id: int
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))

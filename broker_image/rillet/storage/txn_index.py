@@ -34,6 +34,7 @@ VERSION = 0
 
 @dataclass(frozen=True, slots=True)
 class AbortedTxn:
+    """One aborted transaction of a segment's transaction index (Kafka's .txnindex entry)."""
     producer_id: int
     first_offset: int
     last_offset: int          # the ABORT marker's offset

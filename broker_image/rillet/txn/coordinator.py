@@ -28,6 +28,7 @@ from ..client.connection import KafkaClientError
 from ..coordinator.host import CoordinatorHost
 from ..defs.broker_config import BrokerConfig
 from ..coordinator.internal_topic import InternalTopic, coordinator_address
+from ..internal_topics import TXN_TOPIC
 from ..metadata.delta import MetadataDelta
 from ..metadata.image import MetadataImage
 from ..protocol import errors
@@ -37,7 +38,7 @@ from . import metadata as txn
 from .links import BrokerLinks
 from .markers import MarkerWriter, TopicPartition
 from .metadata import NO_PRODUCER_ID, TxnMetadata, TxnState
-from .state_manager import TXN_TOPIC, Coordinated, TransactionStateManager
+from .state_manager import Coordinated, TransactionStateManager
 from .verification import PartitionVerifier
 
 log = logging.getLogger(__name__)

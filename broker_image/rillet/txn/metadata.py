@@ -57,6 +57,7 @@ STATE_BY_NAME = {s.kafka_name: s for s in TxnState}
 
 @dataclass(frozen=True)
 class TxnMetadata:
+    """One transactional id's state as __transaction_state stores it."""
     transactional_id: str
     producer_id: int
     producer_epoch: int

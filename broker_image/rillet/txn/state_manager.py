@@ -26,6 +26,7 @@ from typing import Callable, Iterable
 from ..coordinator.host import CoordinatorHost
 from ..coordinator.internal_topic import led_partition, partition_count, partition_of
 from ..coordinator.records import group_partition
+from ..internal_topics import TXN_TOPIC
 from ..metadata.delta import MetadataDelta
 from ..metadata.image import MetadataImage
 from ..protocol import errors
@@ -35,7 +36,6 @@ from .records import decode_txn_key, decode_txn_value, txn_key, txn_value
 
 log = logging.getLogger(__name__)
 
-TXN_TOPIC = "__transaction_state"
 # How long a state record may take to reach the in-sync replicas (Kafka's
 # transaction.state.log request timeout is the request timeout).
 WRITE_TIMEOUT_S = 30.0

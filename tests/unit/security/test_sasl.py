@@ -8,8 +8,9 @@ import hmac
 import pytest
 
 from rillet.defs.sasl import parse_jaas_users
-from rillet.security.sasl import (AuthenticationFailed, PlainExchange, ScramExchange,
-                                  scram_credential)
+from rillet.security.sasl import PlainExchange, ScramExchange
+from rillet.security.scram_credential import scram_credential
+from rillet.security.session import AuthenticationFailed
 
 # RFC 7677, section 3: SCRAM-SHA-256 for user "user", password "pencil".
 SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")

@@ -9,7 +9,7 @@ import pytest
 from rillet.protocol import errors
 from rillet.records import Record, encode_batch, parse_batches
 from rillet.storage.producer_state import ProducerStateManager
-from rillet.txn.verification import check_still_verified, verification_error
+from rillet.txn.verdicts import check_still_verified, verification_error
 from rillet.txn_marker import TxnMarker, encode_marker
 
 
