@@ -29,10 +29,9 @@ from ..metadata.delta import MetadataDelta, from_empty
 from ..metadata.image import MetadataImage, PartitionInfo
 from ..metadata.view import MetadataView
 from ..protocol import errors
-from ..pacing import Pacer
 from ..records import BatchHeader
 from ..storage.log import AppendInfo, PartitionLog
-from ..storage.log_dir_failure import LogDirFailure, is_disk_fault
+from ..storage.log_dir_failure import LogDirFailure
 from ..storage.manager import LogManager
 from ..tasks import cancel_and_wait
 from .alter_partition_manager import AlterPartitionManager, IsrChannel, proves_not_committed
@@ -371,23 +370,6 @@ class ReplicaManager:
             await asyncio.sleep(interval)
             for tp, state in list(self.leaders.items()):
                 self._maybe_alter_isr(tp, state)
-            await self._checkpoint_high_watermarks()
-
-    async def _checkpoint_high_watermarks(self) -> None:
-        """Kafka's replication-offset-checkpoint: a restarted replica starts at most here.
-
-        One small file per partition whose high watermark moved: under a producer to a few
-        thousand partitions that is seconds of writes, so it yields between slices."""
-        pacer = Pacer(rest=1.0)
-        for tp, plog in self.logs.logs().items():
-            await pacer.pace()
-            try:
-                plog.checkpoint_high_watermark()
-            except OSError as exc:
-                log.warning("%s-%d: cannot checkpoint the high watermark: %s", tp[0], tp[1],
-                            exc)
-                if is_disk_fault(exc):   # not when only descriptors ran out
-                    self.logs.fail_dir(plog.directory.parent, exc)
 
     def _maybe_alter_isr(self, tp: TopicPartition, state: PartitionLeaderState) -> None:
         plog = self.logs.get(*tp)
