@@ -20,7 +20,7 @@ import asyncio
 import logging
 import ssl
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Hashable, Iterable
 
 from ..controller.isr import IsrChange
 from ..defs.broker_config import BrokerConfig
@@ -40,6 +40,7 @@ from .fetcher import FollowerSide, ReplicaFetcher
 from .leader import PartitionLeaderState
 from .purgatory import AcksWaiters, FetchWaiters
 from .read_replica import ConsumerFetchCounters
+from .session_news import SessionNews
 from .throttle import ReplicationThrottles
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,9 @@ class ReplicaManager:
         self._isr_task: asyncio.Task[None] | None = None
         self.consumer_fetches = ConsumerFetchCounters()   # what consumers were served here
         self.fetch_sessions = FetchSessionCache()   # followers' sessions with this leader
+        self.session_news = SessionNews(self.fetch_sessions, logs, self.leaders,
+                                        self.on_follower_fetch, self._fetches.wake, now_ms)
+        logs.on_moved(self._log_moved)
         self._follower_side = FollowerSide(node_id, config, logs, self.throttles.follower,
                                            self.wake, broker_tls)
         self._started = False
@@ -174,8 +178,13 @@ class ReplicaManager:
             # leader of up to 50 __consumer_offsets partitions at once.
             log.info("leader of %s", leadership_summary(led))
 
+    def _log_moved(self, tp: TopicPartition) -> None:
+        """The log of `tp` moved (end, high watermark or log start)."""
+        self.session_news.moved(tp)
+
     def _apply(self, tp: TopicPartition, part: PartitionInfo, image: MetadataImage) -> bool:
         """Take up this broker's role for `tp`; True when it became the leader just now."""
+        self.session_news.moved(tp)   # before the leader state changes (session_news.py)
         if self.logs.offline_dir_of(*tp) is not None:
             return False   # its log dir failed: no role until a restart on a repaired disk
         if part.leader == self.node_id:
@@ -229,6 +238,7 @@ class ReplicaManager:
         produces waiting on them get KAFKA_STORAGE_ERROR (the controller moves the
         leaderships, lifecycle.py tells it)."""
         for tp in failure.partitions:
+            self.session_news.moved(tp)
             self._stop_following(tp)
             if self.leaders.pop(tp, None) is not None:
                 self._acks.fail(tp, errors.KafkaStorageError(
@@ -239,6 +249,7 @@ class ReplicaManager:
         self._drop(tp)
 
     def _drop(self, tp: TopicPartition) -> None:
+        self.session_news.moved(tp)
         self._stop_following(tp)
         if self.leaders.pop(tp, None) is not None:
             self._acks.fail(tp, errors.NotLeaderOrFollower(f"{tp[0]}-{tp[1]} moved"))
@@ -357,8 +368,9 @@ class ReplicaManager:
         """New data or a new high watermark on `tp`: wake the fetches waiting on it."""
         self._fetches.wake(tp)
 
-    async def wait_for_append(self, tps: Iterable[TopicPartition], timeout: float) -> None:
-        """Return when any of `tps` gets new data, or after `timeout` seconds."""
+    async def wait_for_append(self, tps: Iterable[Hashable], timeout: float) -> None:
+        """Return when any of `tps` gets new data, or after `timeout` seconds (a fetch
+        session as one of them: when it has news, session_news.py)."""
         await self._fetches.wait(tps, timeout)
 
     # -- ISR changes -------------------------------------------------------------------------
@@ -369,6 +381,7 @@ class ReplicaManager:
         while True:
             await asyncio.sleep(interval)
             for tp, state in list(self.leaders.items()):
+                self.session_news.settle(tp)
                 self._maybe_alter_isr(tp, state)
 
     def _maybe_alter_isr(self, tp: TopicPartition, state: PartitionLeaderState) -> None:
