@@ -179,8 +179,12 @@ class ReplicaManager:
             log.info("leader of %s", leadership_summary(led))
 
     def _log_moved(self, tp: TopicPartition) -> None:
-        """The log of `tp` moved (end, high watermark or log start)."""
+        """The log of `tp` moved (end, high watermark or log start): news for the fetch
+        sessions holding it as leader, a new fetch position as follower."""
         self.session_news.moved(tp)
+        source = self._following.get(tp)
+        if source is not None and source in self.fetchers:
+            self.fetchers[source].moved(tp)
 
     def _apply(self, tp: TopicPartition, part: PartitionInfo, image: MetadataImage) -> bool:
         """Take up this broker's role for `tp`; True when it became the leader just now."""
