@@ -87,6 +87,8 @@ class FetchSession:
                 self.partitions[tp] = CachedPartition(fetch)
             else:
                 cached.fetch = fetch
+            # Named: looked at by this fetch, and quiet again only once its answer says so.
+            self.news[tp] = None
 
     def mark(self, tp: TopicPartition) -> bool:
         """`tp` moved: it may have news. True when it had none (it was quiet until now)."""

@@ -161,3 +161,20 @@ def test_the_cache_knows_which_sessions_hold_a_partition(tmp_path: Path) -> None
     assert list(leader.cache.holding(A)) == []
     assert list(leader.cache.holding(B)) == [second]
     leader.close()
+
+
+def test_a_named_partition_is_not_settled_before_its_answer(tmp_path: Path) -> None:
+    """Named at a new position, a partition counts as fetched by the fetch's own read, not
+    by an implied fetch from its new position with our log end of a previous look."""
+    leader = Leader(tmp_path)
+    leader.now = 2000.0
+    assert leader.incremental({A: _at(3)}) == {}
+    assert A in leader.session.news
+    progress = leader.leaders[A].followers[FOLLOWER]
+    before = (progress.last_caught_up_ms, progress.last_fetch_ms)
+    leader.news.settle(A)
+    assert (progress.last_caught_up_ms, progress.last_fetch_ms) == before
+    leader.news.answered(leader.session, A, 3, 0)   # nothing more for it: quiet again
+    leader.news.settle(A)
+    assert (progress.last_caught_up_ms, progress.last_fetch_ms) == (2000.0, 2000.0)
+    leader.close()
