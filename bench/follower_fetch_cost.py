@@ -6,8 +6,11 @@ written to (the rest idle).
                                                   [--window 20] [--timeout 900]
 
 For each partition count N: a fresh local 3-node cluster (no link proxies), one topic of N
-partitions, RF=3, created and waited for until every ISR is full; then two windows of
---window seconds each:
+partitions, RF=3, created and waited for until every ISR is full (Metadata), every node's
+log dirs hold the N partition directories (the logs of a large create are made in the
+background for a while after Metadata lists the partitions) and the nodes' CPU has settled
+(two 5-second samples within 25 % of each other);
+then two windows of --window seconds each:
 
 - idle: nothing is written, the followers' fetches are all that runs;
 - news: a producer (acks=1, confluent-kafka, in this process) writes --rate records a second
@@ -76,6 +79,10 @@ def full_isrs(bootstrap: str, partitions: int) -> bool:
             and all(len(p.isrs) == 3 for p in topic.partitions.values()))
 
 
+def logs_made(log_dirs: list[Path]) -> int:
+    return sum(1 for d in log_dirs for child in d.glob(f"{TOPIC}-*") if child.is_dir())
+
+
 def until(predicate: Any, timeout: float, what: str) -> float:
     start = time.monotonic()
     while not predicate():
@@ -131,8 +138,10 @@ def measure(root: Path, partitions: int, args: argparse.Namespace) -> dict[str, 
             f.result()
         created = until(lambda: full_isrs(cluster.bootstrap, partitions), args.timeout,
                         "created, every ISR full")
-        time.sleep(args.window / 4)   # the creation's after-work (logs, checkpoints) done
+        until(lambda: all(logs_made(cluster.log_dirs(n)) >= partitions
+                          for n in cluster.node_ids), args.timeout, "every log made")
         window = Window({n: cluster.node(n).proc.pid for n in cluster.node_ids}, admins)
+        settled = settle(window, args.timeout)
         idle = window.measure(args.window)
         stop = threading.Event()
         writer = threading.Thread(target=write_steadily, daemon=True,
@@ -142,7 +151,20 @@ def measure(root: Path, partitions: int, args: argparse.Namespace) -> dict[str, 
         news = window.measure(args.window)
         stop.set()
         writer.join(60)
-        return {"partitions": partitions, "create_s": created, "idle": idle, "news": news}
+        return {"partitions": partitions, "create_s": created, "settle_s": settled,
+                "idle": idle, "news": news}
+
+
+def settle(window: Window, timeout: float) -> float:
+    """Seconds until two 5-second samples of the nodes' CPU agree within 25 %."""
+    start = time.monotonic()
+    previous = window.measure(5)["cpu_s_per_s"]
+    while time.monotonic() - start < timeout:
+        now = window.measure(5)["cpu_s_per_s"]
+        if abs(now - previous) <= 0.25 * max(previous, 0.02):
+            break
+        previous = now
+    return time.monotonic() - start
 
 
 def render(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
@@ -168,8 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     for n in (int(x) for x in args.partitions.split(",")):
         with tempfile.TemporaryDirectory(prefix="fetchcost-") as root:
             results.append(measure(Path(root), n, args))
-            print(f"{n} partitions: created and in sync in {results[-1]['create_s']:.0f} s",
-                  flush=True)
+            print(f"{n} partitions: created and in sync in {results[-1]['create_s']:.0f} s, "
+                  f"CPU settled after {results[-1]['settle_s']:.0f} s more", flush=True)
     print(render(results, args))
     return 0
 
