@@ -47,6 +47,7 @@ from confluent_kafka.admin import NewTopic  # noqa: E402
 
 from tests.cluster import LocalCluster  # noqa: E402
 from tests.harness import free_port  # noqa: E402
+from tests.polling import wait_until  # noqa: E402
 
 TOPIC = "fetchcost"
 FETCHES = "rillet_replica_fetch_requests_total"
@@ -84,11 +85,9 @@ def logs_made(log_dirs: list[Path]) -> int:
 
 
 def until(predicate: Any, timeout: float, what: str) -> float:
+    """Seconds until `predicate` holds (AssertionError after `timeout`)."""
     start = time.monotonic()
-    while not predicate():
-        if time.monotonic() - start > timeout:
-            raise TimeoutError(f"{what}: not within {timeout:.0f}s")
-        time.sleep(POLL_S)
+    wait_until(predicate, timeout, what, interval=POLL_S)
     return time.monotonic() - start
 
 
