@@ -8,6 +8,11 @@ produce requests until the high watermark passes them, fetches until new data ar
 follower it hands the partition to the fetcher of its leader (one ReplicaFetcher per source
 broker).
 
+Every move of a hosted log (its end, high watermark or log start: the LogManager passes
+the log's own notification on) reaches the followers' fetch sessions of a led partition
+(session_news.py) and the fetcher of a followed one, so neither side of a follower fetch
+walks every partition to find what moved.
+
 ISR changes go to the controller through the AlterPartitionManager (many partitions per
 AlterPartition request); they take effect when committed to the metadata log and replayed
 here, like every other metadata change.
