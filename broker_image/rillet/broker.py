@@ -179,7 +179,9 @@ class Broker:
             self._tasks.append(asyncio.create_task(self.cleaner.run(self._stop)))
         self._tasks.append(asyncio.create_task(self.logs.run(
             self._stop,
-            retention_check_interval_ms=self.config["log.retention.check.interval.ms"])))
+            retention_check_interval_ms=self.config["log.retention.check.interval.ms"],
+            hw_checkpoint_interval_ms=self.config[
+                "replica.high.watermark.checkpoint.interval.ms"])))
         self._tasks.append(asyncio.create_task(self._fence_loop()))
         if self.config["auto.leader.rebalance.enable"]:
             self._tasks.append(asyncio.create_task(run_leader_rebalance(

@@ -11,7 +11,8 @@ response), which clients handle by sending full fetch requests; followers' are s
 (KIP-227, replication/fetch_sessions.py): after a full fetch opening the session a
 follower names only the partitions whose position changed, and is answered only the
 partitions with something new, so an idle round does not walk thousands of partitions
-through the codec twice.
+through the codec twice; which unnamed ones have something new is kept as they move
+(replication/session_news.py), so such a fetch does not look at the others either.
 On the controller listener, a Fetch of __cluster_metadata-0 is a follower of
 the metadata quorum pulling the Raft log (see apis/quorum_rpc.py).
 A Fetch with a replica id is a follower of a partition replicating it (see
@@ -38,7 +39,7 @@ from __future__ import annotations
 
 import errno
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Hashable
 
 from ..metadata.log import METADATA_TOPIC
 from ..protocol import errors
@@ -48,7 +49,7 @@ from ..records import parse_batches
 from ..raft import rpc
 from ..raft.divergence import BelowStart, divergence
 from ..replication import read_replica
-from ..replication.fetch_sessions import FetchSession, PartitionFetch, needs_answer
+from ..replication.fetch_sessions import PartitionFetch
 from ..storage.segment import scan_batches
 from . import quorum_rpc
 from .registry import CLUSTER, RequestContext, api
@@ -204,28 +205,6 @@ def _partition_fetch(p: Any) -> PartitionFetch:
                           getattr(p, "log_start_offset", -1), p.partition_max_bytes)
 
 
-def _unnamed_with_news(ctx: RequestContext, session: FetchSession, replica_id: int,
-                       named: dict[TopicPartition, PartitionFetch]
-                       ) -> dict[TopicPartition, PartitionFetch]:
-    """The session's partitions an incremental fetch did not name that must be answered:
-    news for the follower, or an error (no longer led here). The follower is still where
-    it said last time: that counts as a fetch from there (its ISR lag, Kafka's rule)."""
-    replication = ctx.broker.replication
-    out = {}
-    for tp, cached in session.partitions.items():
-        if tp in named:
-            continue
-        plog = replication.logs.get(*tp)
-        if plog is None or tp not in replication.leaders:
-            out[tp] = cached.fetch
-            continue
-        replication.on_follower_fetch(tp, replica_id, cached.fetch.fetch_offset)
-        if needs_answer(cached, plog.log_end_offset, plog.high_watermark,
-                        plog.log_start_offset):
-            out[tp] = cached.fetch
-    return out
-
-
 def _read_for_follower_all(ctx: RequestContext, wanted: dict[TopicPartition, PartitionFetch],
                            replica_id: int, budget: int
                            ) -> tuple[list[dict[str, Any]], int, bool]:
@@ -267,11 +246,12 @@ def _read_all(ctx: RequestContext, req: Any, denied: set[str], budget: int
     return topics, total, errored
 
 
-async def _long_poll(ctx: RequestContext, req: Any, tps: list[TopicPartition],
+async def _long_poll(ctx: RequestContext, req: Any, tps: list[Hashable],
                      read: Callable[[], tuple[list[dict[str, Any]], int, bool]]
                      ) -> tuple[list[dict[str, Any]], int]:
     """(topics, record bytes) of `read` once it has min_bytes, an error the fetcher must
-    hear now, or max_wait passed; woken by appends and high watermarks on `tps`."""
+    hear now, or max_wait passed; woken by appends and high watermarks on `tps` (or news
+    of a fetch session among them)."""
     deadline = time.monotonic() + req.max_wait.total_seconds()
     while True:
         topics, total, errored = read()
@@ -300,18 +280,24 @@ async def _follower_fetch(ctx: RequestContext, req: Any) -> Any:
         return ctx.response({"throttle_time": 0, "error_code": exc.code, "session_id": 0,
                              "responses": []})
 
+    news = ctx.broker.replication.session_news
+
     def read() -> tuple[list[dict[str, Any]], int, bool]:
-        wanted = named if full or session is None else \
-            {**named, **_unnamed_with_news(ctx, session, req.replica_id, named)}
+        wanted = named
+        if session is not None and full:
+            news.opened(session)
+        elif session is not None:
+            wanted = {**named, **news.unnamed(session, named)}
         return _read_for_follower_all(ctx, wanted, req.replica_id, req.max_bytes)
 
+    # A session's fetch waits on the session: woken by news of any of its partitions.
     topics, total = await _long_poll(
-        ctx, req, list(session.partitions if session is not None else named), read)
+        ctx, req, [session] if session is not None else list(named), read)
     if session is not None:
         for topic in topics:
             for entry in topic["partitions"]:
-                session.answered((topic["topic"], entry["partition_index"]),
-                                 entry["high_watermark"], entry["log_start_offset"])
+                news.answered(session, (topic["topic"], entry["partition_index"]),
+                              entry["high_watermark"], entry["log_start_offset"])
     ctx.broker.metrics.fetch_sent(total, follower=True)
     ctx.spliced = True   # from here the response owns the files (file_records.py)
     return ctx.response({"throttle_time": 0, "error_code": 0,

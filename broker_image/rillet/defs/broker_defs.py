@@ -228,6 +228,8 @@ _BROKER_DEFS = [
     ConfigDef("replica.fetch.max.bytes", "int", 1048576, "", _positive, "> 0"),
     ConfigDef("replica.fetch.wait.max.ms", "int", 500, "", _nonneg, ">= 0"),
     ConfigDef("replica.fetch.min.bytes", "int", 1, "", _positive, "> 0"),
+    ConfigDef("replica.high.watermark.checkpoint.interval.ms", "long", 5000, "", _positive,
+              "> 0"),
     # Replication throttles (KIP-73): bytes/s for the replicas topics name in
     # leader/follower.replication.throttled.replicas; dynamic (see dynamic_keys.py).
     ConfigDef("leader.replication.throttled.rate", "long", LONG_MAX,

@@ -9,10 +9,15 @@ FETCH_SESSION_ID_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH answer starts over with
 fetch (closing the old session, if the leader still knows it). A leader that declines
 sessions (answers id 0) gets full fetches every time.
 
+The fetcher says which partitions changed since its last build (`changed`), so building an
+incremental fetch compares only those with what the leader holds, not every partition;
+without it (`None`) every one is compared.
+
 Owned by one ReplicaFetcher; pure logic.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..protocol import errors
@@ -29,7 +34,6 @@ class SessionRequest:
     epoch: int
     partitions: dict[TopicPartition, PartitionFetch]   # to send
     forgotten: tuple[TopicPartition, ...]
-    wanted: dict[TopicPartition, PartitionFetch]       # the session after it
 
     @property
     def full(self) -> bool:
@@ -41,15 +45,26 @@ class FetchSessionHandler:
         self.session_id = NO_SESSION
         self.epoch = INITIAL_EPOCH   # of the next fetch; INITIAL_EPOCH: a full one
         self._sent: dict[TopicPartition, PartitionFetch] = {}   # what the leader holds
+        # Changed since the leader last took in a fetch of this session: compared again
+        # until one is answered (a fetch refused as a whole is sent again).
+        self._pending: set[TopicPartition] = set()
 
-    def build(self, wanted: dict[TopicPartition, PartitionFetch]) -> SessionRequest:
-        """The next Fetch for `wanted`, every partition the fetcher wants this round."""
+    def build(self, wanted: Mapping[TopicPartition, PartitionFetch],
+              changed: Iterable[TopicPartition] | None = None) -> SessionRequest:
+        """The next Fetch for `wanted`, every partition the fetcher wants this round;
+        `changed`: the partitions whose entry in `wanted` may differ from the last build's
+        (None: any may)."""
         if self.epoch == INITIAL_EPOCH:
-            return SessionRequest(self.session_id, INITIAL_EPOCH, dict(wanted), (),
-                                  dict(wanted))
-        changed = {tp: f for tp, f in wanted.items() if self._sent.get(tp) != f}
-        forgotten = tuple(tp for tp in self._sent if tp not in wanted)
-        return SessionRequest(self.session_id, self.epoch, changed, forgotten, dict(wanted))
+            return SessionRequest(self.session_id, INITIAL_EPOCH, dict(wanted), ())
+        if changed is None:
+            candidates: Iterable[TopicPartition] = {*wanted, *self._sent}
+        else:
+            self._pending.update(changed)
+            candidates = self._pending
+        partitions = {tp: f for tp in candidates
+                      if (f := wanted.get(tp)) is not None and self._sent.get(tp) != f}
+        forgotten = tuple(tp for tp in candidates if tp not in wanted and tp in self._sent)
+        return SessionRequest(self.session_id, self.epoch, partitions, forgotten)
 
     def handle_response(self, sent: SessionRequest, error_code: int, session_id: int) -> bool:
         """Take in the answer to `sent`; False when it was refused as a whole (a session
@@ -65,7 +80,13 @@ class FetchSessionHandler:
             return True
         self.session_id = session_id
         self.epoch = next_epoch(sent.epoch)
-        self._sent = sent.wanted
+        if sent.full:
+            self._sent = dict(sent.partitions)
+        else:
+            self._sent.update(sent.partitions)
+            for tp in sent.forgotten:
+                self._sent.pop(tp, None)
+        self._pending.clear()
         return True
 
     def reset(self, close: bool = True) -> None:
@@ -75,3 +96,4 @@ class FetchSessionHandler:
             self.session_id = NO_SESSION
         self.epoch = INITIAL_EPOCH
         self._sent = {}
+        self._pending.clear()

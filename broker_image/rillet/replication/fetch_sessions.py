@@ -14,6 +14,11 @@ fetch is refused with INVALID_FETCH_SESSION_EPOCH; an unknown id (evicted, anoth
 replica's, a restarted leader) gets FETCH_SESSION_ID_NOT_FOUND. Either way the follower
 opens a new session with a full fetch (replication/fetch_session_handler.py).
 
+An incremental fetch costs what it names and what changed, not the session's size: each
+session keeps the partitions that may have news for it (`news`, an ordered set), marked when
+a partition's log or role moves (replication/session_news.py) and cleared once answered with
+nothing more to tell; the cache knows which sessions hold each partition.
+
 Only follower fetches get sessions: consumers are still answered session id 0 (declined),
 which every client handles with full fetches. At most MAX_SESSIONS are kept, the least
 recently used evicted first (Kafka's max.incremental.fetch.session.cache.slots default).
@@ -57,25 +62,51 @@ class CachedPartition:
     fetch: PartitionFetch
     high_watermark: int | None = None    # last answered; None: never answered
     log_start_offset: int | None = None
+    leader_end: int | None = None   # our log end when last looked at; None: not yet
 
 
-@dataclass
+@dataclass(eq=False)   # compared and hashed by identity: it is also a wake-up key
 class FetchSession:
     id: int
     replica_id: int
     epoch: int   # the one its next fetch must carry
     partitions: dict[TopicPartition, CachedPartition] = field(default_factory=dict)
+    # The partitions that may have something to answer, oldest first (values unused): every
+    # other one had nothing new when last looked at, at `looked_ms`, and has not moved since.
+    news: dict[TopicPartition, None] = field(default_factory=dict)
+    looked_ms: float = 0.0   # when a fetch of this session last looked at its partitions
 
     def update(self, requested: dict[TopicPartition, PartitionFetch],
                forgotten: Iterable[TopicPartition]) -> None:
         for tp in forgotten:
             self.partitions.pop(tp, None)
+            self.news.pop(tp, None)
         for tp, fetch in requested.items():
             cached = self.partitions.get(tp)
             if cached is None:
                 self.partitions[tp] = CachedPartition(fetch)
             else:
                 cached.fetch = fetch
+            # Named: looked at by this fetch, and quiet again only once its answer says so.
+            self.news[tp] = None
+
+    def mark(self, tp: TopicPartition) -> bool:
+        """`tp` moved: it may have news. True when it had none (it was quiet until now)."""
+        if tp in self.news or tp not in self.partitions:
+            return False
+        self.news[tp] = None
+        return True
+
+    def looked_at(self, tp: TopicPartition, has_news: bool, leader_end: int | None) -> None:
+        """What a fetch found of `tp` (our log end then): news to answer (again), or none."""
+        cached = self.partitions.get(tp)
+        if cached is None:
+            return
+        cached.leader_end = leader_end
+        if has_news:
+            self.news[tp] = None
+        else:
+            self.news.pop(tp, None)
 
     def answered(self, tp: TopicPartition, high_watermark: int, log_start_offset: int) -> None:
         """Record what the response says of `tp`, so an unchanged partition is left out."""
@@ -99,6 +130,7 @@ class FetchSessionCache:
         self._max = max_sessions
         self._new_id = new_id
         self._sessions: OrderedDict[int, FetchSession] = OrderedDict()   # LRU first
+        self._holders: dict[TopicPartition, dict[int, FetchSession]] = {}   # by session id
         # Follower fetches resolved, the partitions they named, the sessions opened
         # (metrics.py): how much each fetch carries, which sessions exist to shrink.
         self.requests = 0
@@ -107,6 +139,11 @@ class FetchSessionCache:
 
     def __len__(self) -> int:
         return len(self._sessions)
+
+    def holding(self, tp: TopicPartition) -> Iterable[FetchSession]:
+        """The sessions that hold `tp` (one per follower fetching it through a session)."""
+        holders = self._holders.get(tp)
+        return () if holders is None else holders.values()
 
     def resolve(self, replica_id: int, session_id: int, epoch: int,
                 requested: dict[TopicPartition, PartitionFetch],
@@ -117,7 +154,7 @@ class FetchSessionCache:
         self.requests += 1
         self.partitions_named += len(requested)
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
-            self._sessions.pop(session_id, None)
+            self._close(session_id)
             if epoch == FINAL_EPOCH:
                 return None, True
             return self._open(replica_id, requested), True
@@ -128,10 +165,33 @@ class FetchSessionCache:
         if epoch != session.epoch:
             raise errors.InvalidFetchSessionEpoch(
                 f"fetch session {session_id}: epoch {epoch}, expected {session.epoch}")
+        forgotten = list(forgotten)
+        for tp in forgotten:
+            holders = self._holders.get(tp)
+            if holders is not None:
+                holders.pop(session.id, None)
+                if not holders:
+                    del self._holders[tp]
         session.update(requested, forgotten)
+        self._hold(session, requested)
         session.epoch = next_epoch(epoch)
         self._sessions.move_to_end(session_id)
         return session, False
+
+    def _hold(self, session: FetchSession, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            self._holders.setdefault(tp, {})[session.id] = session
+
+    def _close(self, session_id: int) -> None:
+        session = self._sessions.pop(session_id, None)
+        if session is None:
+            return
+        for tp in session.partitions:
+            holders = self._holders.get(tp)
+            if holders is not None:
+                holders.pop(session_id, None)
+                if not holders:
+                    del self._holders[tp]
 
     def _open(self, replica_id: int, requested: dict[TopicPartition, PartitionFetch]
               ) -> FetchSession:
@@ -143,11 +203,12 @@ class FetchSessionCache:
         # with id 0 and its old session, holding every partition it followed, is dropped
         # now rather than when the cache is full.
         for stale in [i for i, s in self._sessions.items() if s.replica_id == replica_id]:
-            del self._sessions[stale]
+            self._close(stale)
         while len(self._sessions) >= self._max:
-            self._sessions.popitem(last=False)
+            self._close(next(iter(self._sessions)))
         session = FetchSession(session_id, replica_id, next_epoch(INITIAL_EPOCH))
         self.opened += 1
         session.update(requested, ())
         self._sessions[session_id] = session
+        self._hold(session, requested)
         return session

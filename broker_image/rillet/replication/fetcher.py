@@ -11,7 +11,11 @@ round while this broker's follower replication quota is exceeded
 (replication/throttle.py), so it never holds back the others. Fetches go through a fetch
 session (KIP-227, replication/fetch_session_handler.py): after the first, full, one a Fetch
 names only the partitions whose position changed, and the leader answers only those with
-something new, so an idle round costs nothing per partition on the wire.
+something new, so an idle round costs nothing per partition on the wire. Nor on this side:
+each partition's fetch position is kept, and read again from its log only when the log
+moved (told by the ReplicaManager, from the log's own notification) or the partition was
+added, so a round costs what changed, not every partition followed; only while this
+broker's follower throttle has a rate is every partition checked each round.
 
 Owned by the ReplicaManager; event loop only.
 """
@@ -21,7 +25,7 @@ import asyncio
 import logging
 import ssl
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ..client.connection import BrokerConnection, KafkaClientError
 from ..defs.broker_config import BrokerConfig
@@ -57,6 +61,10 @@ class ReplicaFetcher:
         self.source_id = source_id
         self.address = (host, port)
         self.partitions: dict[TopicPartition, int] = {}   # tp -> leader epoch
+        self._fetches: dict[TopicPartition, PartitionFetch] = {}   # what each one asks now
+        self._stale: set[TopicPartition] = set()   # to read again from its log next round
+        self._max_bytes: int | None = None   # replica.fetch.max.bytes in self._fetches
+        self._compare_all = False   # the last round held some back: compare every one
         self._caught_up: set[TopicPartition] = set()   # reached the leader's HW last time
         # tp -> the leader's high watermark in its last answer (DescribeLogDirs' lag)
         self.leader_high_watermarks: dict[TopicPartition, int] = {}
@@ -75,12 +83,19 @@ class ReplicaFetcher:
 
     def add(self, tp: TopicPartition, leader_epoch: int) -> None:
         self.partitions[tp] = leader_epoch
+        self._stale.add(tp)
         self._changed.set()
 
     def remove(self, tp: TopicPartition) -> None:
         self.partitions.pop(tp, None)
+        self._stale.add(tp)   # forgotten next round
         self._caught_up.discard(tp)
         self.leader_high_watermarks.pop(tp, None)
+
+    def moved(self, tp: TopicPartition) -> None:
+        """The log of `tp` moved (end, log start, epoch): its fetch position is read again."""
+        if tp in self.partitions:
+            self._stale.add(tp)
 
     def set_address(self, host: str, port: int) -> None:
         if (host, port) != self.address:
@@ -120,27 +135,44 @@ class ReplicaFetcher:
                 log.exception("fetch from broker %d failed", self.source_id)
                 await asyncio.sleep(BACKOFF_S)
 
-    def _wanted(self, epochs: dict[TopicPartition, int]) -> dict[TopicPartition, PartitionFetch]:
-        """What this round asks of each partition not held back by the throttle."""
+    def _refresh(self) -> set[TopicPartition]:
+        """Read the fetch position of every stale partition from its log; those read."""
         max_bytes = self.side.config()["replica.fetch.max.bytes"]
-        throttle = self.side.throttle
-        wanted = {}
-        for tp, epoch in epochs.items():
-            plog = self.side.logs.get(*tp)
-            if plog is None or throttle.holds_back(tp, tp in self._caught_up):
+        if max_bytes != self._max_bytes:   # a dynamic config changed it: every one
+            self._max_bytes = max_bytes
+            self._stale.update(self.partitions)
+        stale, self._stale = self._stale, set()
+        for tp in stale:
+            epoch = self.partitions.get(tp)
+            plog = None if epoch is None else self.side.logs.get(*tp)
+            if plog is None:
+                self._fetches.pop(tp, None)
                 continue
-            wanted[tp] = PartitionFetch(plog.log_end_offset, epoch, plog.latest_epoch,
-                                        plog.log_start_offset, max_bytes)
-        return wanted
+            self._fetches[tp] = PartitionFetch(plog.log_end_offset, epoch, plog.latest_epoch,
+                                               plog.log_start_offset, max_bytes)
+        return stale
+
+    def _wanted(self) -> tuple[Mapping[TopicPartition, PartitionFetch],
+                               set[TopicPartition] | None]:
+        """What this round asks of each partition not held back by the throttle, and which
+        of those may differ from the last round (None: any may)."""
+        changed = self._refresh()
+        throttle = self.side.throttle
+        if throttle.quota.unlimited and not self._compare_all:
+            return self._fetches, changed
+        # The held-back ones leave the session and come back: compare every partition,
+        # this round and the one after the throttle is lifted.
+        self._compare_all = not throttle.quota.unlimited
+        return {tp: f for tp, f in self._fetches.items()
+                if not throttle.holds_back(tp, tp in self._caught_up)}, None
 
     async def _round(self) -> None:
         config = self.side.config()
-        epochs = dict(self.partitions)
-        wanted = self._wanted(epochs)
+        wanted, changed = self._wanted()
         if not wanted:
             await asyncio.sleep(BACKOFF_S)
             return
-        sent = self._session.build(wanted)
+        sent = self._session.build(wanted, changed)
         response = await self._connection().request(FETCH, FETCH_VERSION, {
             "replica_id": self.side.node_id, "max_wait": config["replica.fetch.wait.max.ms"],
             "min_bytes": config["replica.fetch.min.bytes"],
@@ -158,7 +190,8 @@ class ReplicaFetcher:
         for topic in response.responses:
             for part in topic.partitions:
                 tp = (topic.topic, part.partition_index)
-                if tp not in self.partitions or self.partitions[tp] != epochs.get(tp):
+                asked = self._fetches.get(tp)
+                if asked is None or self.partitions.get(tp) != asked.current_leader_epoch:
                     continue   # reassigned while the fetch was out
                 backoff |= not await self._apply(tp, part)
         if backoff:

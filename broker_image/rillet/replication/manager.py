@@ -8,6 +8,11 @@ produce requests until the high watermark passes them, fetches until new data ar
 follower it hands the partition to the fetcher of its leader (one ReplicaFetcher per source
 broker).
 
+Every move of a hosted log (its end, high watermark or log start: the LogManager passes
+the log's own notification on) reaches the followers' fetch sessions of a led partition
+(session_news.py) and the fetcher of a followed one, so neither side of a follower fetch
+walks every partition to find what moved.
+
 ISR changes go to the controller through the AlterPartitionManager (many partitions per
 AlterPartition request); they take effect when committed to the metadata log and replayed
 here, like every other metadata change.
@@ -20,7 +25,7 @@ import asyncio
 import logging
 import ssl
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Hashable, Iterable
 
 from ..controller.isr import IsrChange
 from ..defs.broker_config import BrokerConfig
@@ -29,10 +34,9 @@ from ..metadata.delta import MetadataDelta, from_empty
 from ..metadata.image import MetadataImage, PartitionInfo
 from ..metadata.view import MetadataView
 from ..protocol import errors
-from ..pacing import Pacer
 from ..records import BatchHeader
 from ..storage.log import AppendInfo, PartitionLog
-from ..storage.log_dir_failure import LogDirFailure, is_disk_fault
+from ..storage.log_dir_failure import LogDirFailure
 from ..storage.manager import LogManager
 from ..tasks import cancel_and_wait
 from .alter_partition_manager import AlterPartitionManager, IsrChannel, proves_not_committed
@@ -41,6 +45,7 @@ from .fetcher import FollowerSide, ReplicaFetcher
 from .leader import PartitionLeaderState
 from .purgatory import AcksWaiters, FetchWaiters
 from .read_replica import ConsumerFetchCounters
+from .session_news import SessionNews
 from .throttle import ReplicationThrottles
 
 log = logging.getLogger(__name__)
@@ -102,6 +107,9 @@ class ReplicaManager:
         self._isr_task: asyncio.Task[None] | None = None
         self.consumer_fetches = ConsumerFetchCounters()   # what consumers were served here
         self.fetch_sessions = FetchSessionCache()   # followers' sessions with this leader
+        self.session_news = SessionNews(self.fetch_sessions, logs, self.leaders,
+                                        self.on_follower_fetch, self._fetches.wake, now_ms)
+        logs.on_moved(self._log_moved)
         self._follower_side = FollowerSide(node_id, config, logs, self.throttles.follower,
                                            self.wake, broker_tls)
         self._started = False
@@ -175,8 +183,17 @@ class ReplicaManager:
             # leader of up to 50 __consumer_offsets partitions at once.
             log.info("leader of %s", leadership_summary(led))
 
+    def _log_moved(self, tp: TopicPartition) -> None:
+        """The log of `tp` moved (end, high watermark or log start): news for the fetch
+        sessions holding it as leader, a new fetch position as follower."""
+        self.session_news.moved(tp)
+        source = self._following.get(tp)
+        if source is not None and source in self.fetchers:
+            self.fetchers[source].moved(tp)
+
     def _apply(self, tp: TopicPartition, part: PartitionInfo, image: MetadataImage) -> bool:
         """Take up this broker's role for `tp`; True when it became the leader just now."""
+        self.session_news.moved(tp)   # before the leader state changes (session_news.py)
         if self.logs.offline_dir_of(*tp) is not None:
             return False   # its log dir failed: no role until a restart on a repaired disk
         if part.leader == self.node_id:
@@ -230,6 +247,7 @@ class ReplicaManager:
         produces waiting on them get KAFKA_STORAGE_ERROR (the controller moves the
         leaderships, lifecycle.py tells it)."""
         for tp in failure.partitions:
+            self.session_news.moved(tp)
             self._stop_following(tp)
             if self.leaders.pop(tp, None) is not None:
                 self._acks.fail(tp, errors.KafkaStorageError(
@@ -240,6 +258,7 @@ class ReplicaManager:
         self._drop(tp)
 
     def _drop(self, tp: TopicPartition) -> None:
+        self.session_news.moved(tp)
         self._stop_following(tp)
         if self.leaders.pop(tp, None) is not None:
             self._acks.fail(tp, errors.NotLeaderOrFollower(f"{tp[0]}-{tp[1]} moved"))
@@ -358,8 +377,9 @@ class ReplicaManager:
         """New data or a new high watermark on `tp`: wake the fetches waiting on it."""
         self._fetches.wake(tp)
 
-    async def wait_for_append(self, tps: Iterable[TopicPartition], timeout: float) -> None:
-        """Return when any of `tps` gets new data, or after `timeout` seconds."""
+    async def wait_for_append(self, tps: Iterable[Hashable], timeout: float) -> None:
+        """Return when any of `tps` gets new data, or after `timeout` seconds (a fetch
+        session as one of them: when it has news, session_news.py)."""
         await self._fetches.wait(tps, timeout)
 
     # -- ISR changes -------------------------------------------------------------------------
@@ -370,24 +390,8 @@ class ReplicaManager:
         while True:
             await asyncio.sleep(interval)
             for tp, state in list(self.leaders.items()):
+                self.session_news.settle(tp)
                 self._maybe_alter_isr(tp, state)
-            await self._checkpoint_high_watermarks()
-
-    async def _checkpoint_high_watermarks(self) -> None:
-        """Kafka's replication-offset-checkpoint: a restarted replica starts at most here.
-
-        One small file per partition whose high watermark moved: under a producer to a few
-        thousand partitions that is seconds of writes, so it yields between slices."""
-        pacer = Pacer(rest=1.0)
-        for tp, plog in self.logs.logs().items():
-            await pacer.pace()
-            try:
-                plog.checkpoint_high_watermark()
-            except OSError as exc:
-                log.warning("%s-%d: cannot checkpoint the high watermark: %s", tp[0], tp[1],
-                            exc)
-                if is_disk_fault(exc):   # not when only descriptors ran out
-                    self.logs.fail_dir(plog.directory.parent, exc)
 
     def _maybe_alter_isr(self, tp: TopicPartition, state: PartitionLeaderState) -> None:
         plog = self.logs.get(*tp)

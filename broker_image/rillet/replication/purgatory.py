@@ -9,7 +9,7 @@ purgatories): futures woken by what they wait for, never polled.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 
 from ..protocol import errors
@@ -58,16 +58,18 @@ class AcksWaiters:
 
 
 class FetchWaiters:
-    def __init__(self) -> None:
-        self._waiters: dict[TopicPartition, list[asyncio.Future[None]]] = {}
+    """Keyed by partition, or by whatever else wakes a fetch (a follower's fetch session)."""
 
-    def wake(self, tp: TopicPartition) -> None:
+    def __init__(self) -> None:
+        self._waiters: dict[Hashable, list[asyncio.Future[None]]] = {}
+
+    def wake(self, tp: Hashable) -> None:
         """New data or a new high watermark on `tp`: wake the fetches waiting on it."""
         for fut in self._waiters.pop(tp, ()):
             if not fut.done():
                 fut.set_result(None)
 
-    async def wait(self, tps: Iterable[TopicPartition], timeout: float) -> None:
+    async def wait(self, tps: Iterable[Hashable], timeout: float) -> None:
         """Return when any of `tps` gets new data, or after `timeout` seconds."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         keys = list(tps)

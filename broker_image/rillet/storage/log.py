@@ -50,6 +50,10 @@ from rillet.storage.txn_index import AbortedTxn
 log = logging.getLogger(__name__)
 
 
+def _nobody() -> None:
+    pass
+
+
 @dataclass(frozen=True)
 class AppendInfo:
     """Where an append went: its offsets, the log start, whether it was a duplicate."""
@@ -80,6 +84,11 @@ class PartitionLog:
         self.log_start_offset = log_start_offset
         self._high_watermark = high_watermark
         self._checkpointed_high_watermark = checkpointed_high_watermark
+        # Called after every move of the log end, the high watermark or the log start, by
+        # whatever made it (LogManager sets it): the one notification the leader's fetch
+        # sessions, the follower's fetch positions and the HW checkpoints rely on, so none
+        # of them walks every partition to find what moved.
+        self.on_moved: Callable[[], None] = _nobody
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *,
@@ -94,15 +103,17 @@ class PartitionLog:
         return cls(directory, config, local, producer_state, epochs, loaded.log_start_offset,
                    loaded.high_watermark, loaded.checkpointed_high_watermark)
 
-    def checkpoint_high_watermark(self) -> None:
-        """Record the high watermark (if it moved), so a restart never starts above it.
+    def checkpoint_high_watermark(self) -> bool:
+        """Record the high watermark (if it moved), so a restart never starts above it;
+        True when the file was written.
 
         Not fsynced: after a power loss an older, lower value is safe."""
         if self.local.closed or self._checkpointed_high_watermark == self._high_watermark:
-            return
+            return False
         write_offset_file(self.directory, HIGH_WATERMARK_NAME, self._high_watermark,
                           sync=False)
         self._checkpointed_high_watermark = self._high_watermark
+        return True
 
     def _rebuild_producer_state(self) -> None:
         rebuild_producer_state(self.producer_state, self.local.segments, self.log_start_offset)
@@ -119,7 +130,10 @@ class PartitionLog:
 
     @high_watermark.setter
     def high_watermark(self, value: int) -> None:
-        self._high_watermark = min(max(value, self.log_start_offset), self.log_end_offset)
+        value = min(max(value, self.log_start_offset), self.log_end_offset)
+        if value != self._high_watermark:
+            self._high_watermark = value
+            self.on_moved()
 
     @property
     def last_stable_offset(self) -> int:
@@ -200,6 +214,7 @@ class PartitionLog:
         first = plan[0][1]
         self.epochs.assign(leader_epoch, first)
         self._snapshot_if_rolled()
+        self.on_moved()
         return AppendInfo(first, offset - 1, now_ms if log_append_time else -1, self.log_start_offset)
 
     def append_replicated(self, data: bytearray | bytes, headers: list[BatchHeader]) -> AppendInfo:
@@ -235,6 +250,7 @@ class PartitionLog:
                 index_aborts(self.producer_state, [ended], self.local.segment_holding)
             self.epochs.assign(header.partition_leader_epoch, header.base_offset)
         self._snapshot_if_rolled()
+        self.on_moved()
         return AppendInfo(headers[0].base_offset, headers[-1].last_offset, -1, self.log_start_offset)
 
     def _check_sizes(self, headers: list[BatchHeader]) -> None:
@@ -359,6 +375,7 @@ class PartitionLog:
         self.producer_state.truncate_to(leo)
         self._rebuild_producer_state()
         self._high_watermark = min(self._high_watermark, leo)
+        self.on_moved()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop the whole log and continue at ``offset`` (a follower far behind the leader's start)."""
@@ -368,6 +385,7 @@ class PartitionLog:
         self.producer_state.clear()
         self._high_watermark = offset
         self.local.restart_at(offset)
+        self.on_moved()
 
     def _truncate_fully(self, start: int) -> None:
         self.local.truncate_fully(start)
@@ -413,6 +431,7 @@ class PartitionLog:
         self.epochs.truncate_from_start(self.log_start_offset)
         self.producer_state.remove_before(self.log_start_offset)
         write_offset_file(self.directory, LOG_START_NAME, self.log_start_offset, sync=True)
+        self.on_moved()
         return True
 
     def delete_segments_before(self, offset: int) -> int:
@@ -433,6 +452,7 @@ class PartitionLog:
         self.producer_state.remove_before(self.log_start_offset)
         log.info("%s: retention deleted %d segment(s), log start offset now %d",
                  self.directory.name, count, self.log_start_offset)
+        self.on_moved()
         return count
 
     # ------------------------------------------------------------ lifecycle

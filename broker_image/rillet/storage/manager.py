@@ -13,8 +13,17 @@ LogDirFailureChannel): its logs leave this manager at once (their partitions are
 failing call has unwound, and the failure channel tells its subscribers. Other dirs go on.
 A dir that cannot be read at start-up is offline from the start.
 
+Every move of a log's end, high watermark or log start reaches this manager (the log's
+``on_moved``): it keeps the partitions whose high watermark may differ from their checkpoint
+and passes the move on to its listeners (the replica manager). ``run`` writes the
+``high-watermark`` files of those partitions only, every
+``replica.high.watermark.checkpoint.interval.ms`` as Kafka does (not on every change, and
+never by walking every log); closing a log writes its own, so a clean stop leaves every one
+current, and after a kill -9 a restart starts at most that interval behind (a lower high
+watermark is safe: it only ever rises again from the leader).
+
 Not thread-safe: owned by the broker and used only from the event loop thread.
-``run`` is the one background task that applies retention and flush.ms.
+``run`` is the one background task that applies retention, flush.ms and the HW checkpoints.
 """
 from __future__ import annotations
 
@@ -26,6 +35,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from rillet.pacing import Pacer
 from rillet.protocol.errors import KafkaStorageError
 from rillet.storage.log import PartitionLog
 from rillet.storage.log_config import LogConfig
@@ -35,6 +45,8 @@ log = logging.getLogger(__name__)
 
 METADATA_LOG_DIR = "__cluster_metadata-0"
 DELETE_SUFFIX = "-delete"
+HW_CHECKPOINT_INTERVAL_MS = 5000   # Kafka's replica.high.watermark.checkpoint.interval.ms
+TopicPartition = tuple[str, int]
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
@@ -60,6 +72,8 @@ class LogManager:
         self._deletions: set[asyncio.Task[None]] = set()
         self.failures = LogDirFailureChannel()
         self._offline: dict[tuple[str, int], Path] = {}  # partition -> its offline log dir
+        self._hw_unsaved: set[TopicPartition] = set()    # moved since their HW checkpoint
+        self._moved_listeners: list[Callable[[TopicPartition], None]] = []
 
     # ------------------------------------------------------------ loading, lookup
 
@@ -100,8 +114,18 @@ class LogManager:
     def _register(self, log_dir: Path, tp: tuple[str, int], plog: PartitionLog) -> PartitionLog:
         """`plog` (counted in `log_dir` already) is served from here on."""
         plog.local.on_io_error = lambda exc: self.fail_dir(log_dir, exc)
+        plog.on_moved = lambda: self._moved(tp)
         self._logs[tp] = plog
         return plog
+
+    def on_moved(self, listener: Callable[[TopicPartition], None]) -> None:
+        """Call `listener(tp)` after every move of a log's end, high watermark or log start."""
+        self._moved_listeners.append(listener)
+
+    def _moved(self, tp: TopicPartition) -> None:
+        self._hw_unsaved.add(tp)
+        for listener in self._moved_listeners:
+            listener(tp)
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
@@ -233,10 +257,14 @@ class LogManager:
     # ------------------------------------------------------------ background work
 
     async def run(self, stop: asyncio.Event, *, retention_check_interval_ms: int = 300000,
-                  flush_check_interval_ms: int = 1000) -> None:
-        """Apply retention every retention_check_interval_ms and flush.ms every tick, until ``stop``."""
-        tick = max(0.01, min(flush_check_interval_ms, retention_check_interval_ms) / 1000)
+                  flush_check_interval_ms: int = 1000,
+                  hw_checkpoint_interval_ms: int = HW_CHECKPOINT_INTERVAL_MS) -> None:
+        """Apply retention every retention_check_interval_ms, flush.ms every tick and write
+        the HW checkpoints every hw_checkpoint_interval_ms, until ``stop``."""
+        tick = max(0.01, min(flush_check_interval_ms, retention_check_interval_ms,
+                             hw_checkpoint_interval_ms) / 1000)
         next_retention = self._now_ms() + retention_check_interval_ms
+        next_checkpoint = self._now_ms() + hw_checkpoint_interval_ms
         while not stop.is_set():
             try:
                 await asyncio.wait_for(stop.wait(), timeout=tick)
@@ -249,6 +277,33 @@ class LogManager:
             if now >= next_retention:
                 self.apply_retention(now)
                 next_retention = now + retention_check_interval_ms
+            if now >= next_checkpoint:
+                await self.checkpoint_high_watermarks()
+                next_checkpoint = self._now_ms() + hw_checkpoint_interval_ms
+
+    async def checkpoint_high_watermarks(self) -> int:
+        """Write the high-watermark file of every log whose high watermark moved since its
+        last one (Kafka's replication-offset-checkpoint); how many were written.
+
+        Only the partitions that moved are visited. Under a producer to a few thousand
+        partitions that is still thousands of small files, so it yields between slices."""
+        due, self._hw_unsaved = self._hw_unsaved, set()
+        pacer = Pacer(rest=1.0)
+        written = 0
+        for tp in due:
+            await pacer.pace()
+            plog = self._logs.get(tp)
+            if plog is None:
+                continue   # deleted, or its dir went offline, meanwhile
+            try:
+                written += plog.checkpoint_high_watermark()
+            except OSError as exc:
+                log.warning("%s-%d: cannot checkpoint the high watermark: %s", *tp, exc)
+                if is_disk_fault(exc):   # not when only descriptors ran out
+                    self.fail_dir(plog.directory.parent, exc)
+                else:
+                    self._hw_unsaved.add(tp)   # again next time
+        return written
 
     def apply_retention(self, now_ms: int | None = None) -> int:
         """One retention pass over every log (also rolls idle segments past segment.ms)."""

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from rillet.records import parse_batches
 from rillet.storage.log_config import LogConfig
 from rillet.storage.manager import LogManager, parse_partition_dir
 
@@ -205,3 +206,81 @@ def test_the_broker_halts_once_every_log_dir_failed(
     assert halts == [True]
     assert f"Shutdown broker because all log dirs in {dirs[0]},{dirs[1]} have failed" \
         in caplog.text
+
+
+def _hw_file(plog: object) -> str | None:
+    path = plog.directory / "high-watermark"   # type: ignore[attr-defined]
+    return path.read_text().strip() if path.exists() else None
+
+
+def test_every_move_of_a_log_reaches_the_listeners_once(tmp_path: Path) -> None:
+    """Log end, high watermark, log start: each move is told, a non-move is not."""
+    manager = LogManager([tmp_path])
+    manager.load_logs(lambda t, p: LogConfig())
+    heard: list[tuple[str, int]] = []
+    manager.on_moved(heard.append)
+    plog = manager.create("t", 0, LogConfig())
+    other = manager.create("t", 1, LogConfig())
+    data = bytearray(make_batch(4))
+    plog.append(data, parse_batches(data), leader_epoch=0)
+    assert heard == [("t", 0)]
+    plog.high_watermark = 2
+    plog.high_watermark = 2   # unchanged: no news
+    assert heard == [("t", 0)] * 2
+    plog.advance_log_start(1)
+    plog.truncate_to(3)
+    plog.truncate_to(9)       # past the end: nothing moves
+    assert heard == [("t", 0)] * 4
+    append(other, make_batch(1))
+    assert heard[4:] == [("t", 1), ("t", 1)]   # the append, then its high watermark
+    asyncio.run(manager.close())
+
+
+def test_hw_checkpoints_write_only_the_logs_that_moved(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        manager = LogManager([tmp_path])
+        manager.load_logs(lambda t, p: LogConfig())
+        logs = [manager.create("t", p, LogConfig()) for p in range(3)]
+        for plog in logs:
+            append(plog, make_batch(2))
+        assert await manager.checkpoint_high_watermarks() == 3
+        assert [_hw_file(p) for p in logs] == ["2", "2", "2"]
+        assert await manager.checkpoint_high_watermarks() == 0   # nothing moved since
+        append(logs[1], make_batch(3))
+        data = bytearray(make_batch(1))
+        logs[2].append(data, parse_batches(data), leader_epoch=0)   # log end only, HW stays
+        assert await manager.checkpoint_high_watermarks() == 1
+        assert [_hw_file(p) for p in logs] == ["2", "5", "2"]
+        await manager.close()
+        # A clean stop writes every one that was still behind.
+        assert [_hw_file(p) for p in logs] == ["2", "5", "2"]
+
+    asyncio.run(scenario())
+
+
+def test_run_writes_hw_checkpoints_at_their_interval(tmp_path: Path) -> None:
+    clock = FakeClock()
+
+    async def scenario() -> None:
+        manager = LogManager([tmp_path], clock=clock)
+        manager.load_logs(lambda t, p: LogConfig())
+        plog = manager.create("t", 0, LogConfig())
+        append(plog, make_batch(2))
+        stop = asyncio.Event()
+        runner = asyncio.create_task(manager.run(stop, hw_checkpoint_interval_ms=5000,
+                                                 flush_check_interval_ms=10))
+        for _ in range(20):   # 4.9 s of the clock in small steps: not due yet
+            clock.advance_ms(245)
+            await asyncio.sleep(0.01)
+        assert _hw_file(plog) is None
+        for _ in range(500):
+            clock.advance_ms(100)
+            await asyncio.sleep(0.01)
+            if _hw_file(plog) is not None:
+                break
+        assert _hw_file(plog) == "2"
+        stop.set()
+        await asyncio.wait_for(runner, 5)
+        await manager.close()
+
+    asyncio.run(scenario())
