@@ -12,16 +12,20 @@ source opens consumers on both), they are all the job needs:
 
 The password never reaches Spark: `sasl.jaas.config` is a reference that Kafka's own
 DirectoryConfigProvider resolves inside each consumer from the mounted file, so it appears in
-no Spark option, plan, event log or command line.
+no Spark option, plan, event log or command line. The sample producer (librdkafka, which has
+no config provider) reads the same files itself: `librdkafka_options`.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 JAAS_FILE = "sasl.jaas.config"
+PASSWORD_FILE = "password"
 KEYSTORE_FILE = "user.pem"
+CERT_FILE, KEY_FILE = "user.crt", "user.key"
 USER_CA_FILE = "ca.crt"
 _PROVIDER = "org.apache.kafka.common.config.provider.DirectoryConfigProvider"
 
@@ -63,7 +67,52 @@ def kafka_options(sec: ClientSecurity) -> dict[str, str]:
             "ssl.keystore.location": str(user_dir / KEYSTORE_FILE),
             **_truststore(ca_file),
         }
-    raise SecurityConfigError(
+    raise _not_a_user_secret(user_dir)
+
+
+def librdkafka_options(sec: ClientSecurity) -> dict[str, str]:
+    """The same mounted Secret for a librdkafka client (the sample producer, confluent-kafka).
+
+    librdkafka has no config provider, so the SCRAM password is read from the mounted file here
+    and only ever held in the client's memory; the user name comes from the Secret's
+    sasl.jaas.config, which the operator writes as `username="..." password="..."`."""
+    if sec.user_dir is None:
+        if sec.ca_file is None:
+            return {}
+        return {"security.protocol": "SSL", **_ca_location(sec.ca_file)}
+    user_dir = sec.user_dir
+    ca_file = sec.ca_file or _default_ca(user_dir)
+    if (user_dir / JAAS_FILE).is_file():
+        return {"security.protocol": "SASL_SSL", "sasl.mechanisms": SCRAM_MECHANISM,
+                "sasl.username": _jaas_username(user_dir / JAAS_FILE),
+                "sasl.password": _read_secret_file(user_dir / PASSWORD_FILE),
+                **_ca_location(ca_file)}
+    if (user_dir / KEYSTORE_FILE).is_file():
+        return {"security.protocol": "SSL",
+                "ssl.certificate.location": str(user_dir / CERT_FILE),
+                "ssl.key.location": str(user_dir / KEY_FILE), **_ca_location(ca_file)}
+    raise _not_a_user_secret(user_dir)
+
+
+def _jaas_username(path: Path) -> str:
+    found = re.search(r'username="([^"]+)"', path.read_text())
+    if not found:
+        raise SecurityConfigError(f"{path} names no username=\"...\"")
+    return found.group(1)
+
+
+def _read_secret_file(path: Path) -> str:
+    if not path.is_file():
+        raise SecurityConfigError(f"{path} is missing from the mounted User Secret")
+    return path.read_text().strip()
+
+
+def _ca_location(ca_file: Path | None) -> dict[str, str]:
+    return {"ssl.ca.location": _truststore(ca_file)["ssl.truststore.location"]}
+
+
+def _not_a_user_secret(user_dir: Path) -> SecurityConfigError:
+    return SecurityConfigError(
         f"{user_dir} holds neither {JAAS_FILE} (a scram-sha-512 User's Secret) nor "
         f"{KEYSTORE_FILE} (a tls User's Secret): mount the Secret the operator made for the User")
 
