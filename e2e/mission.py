@@ -212,6 +212,18 @@ class Mission:
         self.report(f"producer Job {name} streams {p.rate:g} events/s into {self.topic}")
         return name
 
+    def sent(self, job: str) -> int:
+        """Events the producer Job reported sent so far (its progress line every 10 s)."""
+        pods = self.kube.list("Pod", self.ns, labelSelector=f"job-name={job}")
+        if not pods:
+            return 0
+        try:
+            log = self.kube.logs(pods[0]["metadata"]["name"], self.ns, "producer")
+        except ApiError:
+            return 0   # not started yet
+        lines = [l for l in log.splitlines() if l.startswith("progress: ")]
+        return int(lines[-1].split()[1]) if lines else 0
+
     def stop_producer(self, job: str) -> dict:
         self.create_topic(f"{self.topic}-stop", partitions=1, replicas=1)
         return self.job_result(job, "producer", timeout=420)

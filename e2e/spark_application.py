@@ -67,14 +67,16 @@ def listener_bootstrap(cluster_status: Mapping, authentication: str) -> str:
 
 
 def streaming(app: dict, *, namespace: str, bootstrap: str, topic: str, window: str,
-              watermark: str, max_offsets_per_trigger: int) -> dict:
+              watermark: str, max_offsets_per_trigger: int | None = None) -> dict:
     """`app` (restartPolicy Always: the Spark operator keeps it running) on this Cluster and
-    topic; a batch reads at most max_offsets_per_trigger records."""
+    topic; a batch reads at most max_offsets_per_trigger records (None: the manifest's cap)."""
     app = copy.deepcopy(app)
     app["metadata"]["namespace"] = namespace
-    app["spec"]["arguments"] = with_arguments(app["spec"]["arguments"], {
-        "--bootstrap-servers": bootstrap, "--topics": topic, "--window": window,
-        "--watermark": watermark, "--max-offsets-per-trigger": str(max_offsets_per_trigger)})
+    values = {"--bootstrap-servers": bootstrap, "--topics": topic, "--window": window,
+              "--watermark": watermark}
+    if max_offsets_per_trigger is not None:
+        values["--max-offsets-per-trigger"] = str(max_offsets_per_trigger)
+    app["spec"]["arguments"] = with_arguments(app["spec"]["arguments"], values)
     return app
 
 

@@ -84,10 +84,11 @@ def submit(m: Mission, app: dict) -> dict:
     return created
 
 
-def apply_application(m: Mission, max_offsets_per_trigger: int) -> dict:
+def apply_application(m: Mission, max_offsets_per_trigger: int | None = None) -> dict:
     """spark/k8s/sparkapplication.yaml for the mission's Cluster, topic and plan, created for
     the Spark operator to submit and restart; returns it as created. A batch reads at most
-    max_offsets_per_trigger records, so a backlog takes several batches (the lag shows)."""
+    max_offsets_per_trigger records (default: the manifest's), so a small cap spreads a
+    backlog over several batches (the lag shows)."""
     return submit(m, streaming(base(), namespace=m.ns, bootstrap=m.bootstrap(), topic=m.topic,
                                window=m.plan.window, watermark=m.plan.watermark,
                                max_offsets_per_trigger=max_offsets_per_trigger))

@@ -26,9 +26,10 @@ from test_operator import delete_namespace, operator  # noqa: F401 (fixture)
 pytestmark = pytest.mark.timeout(1800)
 
 APP = spark_operator.APP
-# Records per micro-batch: below what arrives while the job starts (the producer's 20/s for the
-# half minute or more a submission takes), well above the 100 a 5 s batch sees in steady state.
-MAX_OFFSETS = 200
+# Records per micro-batch: three times the 100 a 5 s batch sees in steady state (the job keeps
+# up), below what is waiting when it starts: the application is submitted once the producer
+# sent MAX_OFFSETS, and the events of the half minute or more its submission takes come on top.
+MAX_OFFSETS = 300
 TIMES: dict[str, float] = {}
 T0 = time.monotonic()
 
@@ -85,6 +86,8 @@ def test_cluster_topic_producer_and_spark_application_start(mission: Mission, st
     assert topic["status"]["replicas"] == 3
     m.prepare_spark()
     state["producer"] = m.start_producer()
+    m.wait(f"the producer {MAX_OFFSETS} events ahead",
+           lambda: m.sent(state["producer"]) >= MAX_OFFSETS, 180, 2)
     spark_operator.apply_application(m, MAX_OFFSETS)
     driver, uid = spark_operator.running_driver(m, APP)
     state.update(driver=driver, uids={uid}, app_ids=[_app_id(m, driver)])

@@ -128,6 +128,9 @@ def test_the_mission_application_keeps_restarting_and_caps_its_batches():
     assert args[args.index("--max-offsets-per-trigger") + 1] == "200"
     assert args[args.index("--metrics-port") + 1] == "9090"
     assert {"name": "metrics", "containerPort": 9090, "protocol": "TCP"} in spec["driver"]["ports"]
+    default = streaming(base(), namespace="ns", bootstrap="b:9092", topic="events",
+                        window="10 seconds", watermark="5 minutes")["spec"]["arguments"]
+    assert default[default.index("--max-offsets-per-trigger") + 1] == "10000"   # the manifest's
 
 
 def test_the_lag_gauge_is_read_from_prometheus_text():
