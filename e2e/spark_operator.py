@@ -2,13 +2,16 @@
 from the pinned Go module (spark/operator/VERSION, `e2e/build-k8s spark-operator-chart`), our
 image of it (spark/operator/Dockerfile: the binary on the rillet Spark image, since the
 controller runs spark-submit in its pod), the webhook on (it puts the SparkApplication's
-security contexts, volumes and secrets on the driver and executor pods; the operator makes the
-webhook's certificate itself), in a namespace enforcing the restricted Pod Security Standard.
+security contexts, volumes and ports on the driver and executor pods, while its `secrets` reach
+them as spark-submit's spark.kubernetes.*.secrets.* settings; the operator makes the webhook's
+certificate itself), in a namespace enforcing the restricted Pod Security Standard.
 
 install() watches the namespaces given (the chart's spark.jobNamespaces: the controller submits
 applications there and the webhook mutates pods there only), or every namespace when given none
-(`spark.jobNamespaces={}`, as the chart documents): the e2e session installs it once that way
-(conftest.py's `spark_operator`) for the test modules that make their own namespaces.
+(`--set spark.jobNamespaces={}`, which helm reads as [""]: the chart's "all namespaces", a
+cluster-wide role and webhooks without a namespace selector): the e2e session installs it once
+that way (conftest.py's `spark_operator_release`) for the modules that make their own
+namespaces.
 apply_application() and running_driver() are the mission's (e2e/mission.py) Spark steps through
 the operator; submit() and finished() run the one-off applications of test_spark_secured.py.
 """

@@ -148,5 +148,5 @@ def test_the_spark_operator_watches_the_namespaces_given_or_all():
     def job_namespaces(values: list[str]) -> str:
         return next(v for v in values if v.startswith("spark.jobNamespaces="))
     assert job_namespaces(spark_operator.values(["a", "b"])) == "spark.jobNamespaces={a,b}"
-    # an empty list: every namespace (the chart's documented way)
+    # helm's --set reads {} as [""]: every namespace, for the chart (its README's way)
     assert job_namespaces(spark_operator.values([])) == "spark.jobNamespaces={}"
