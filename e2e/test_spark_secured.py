@@ -32,7 +32,7 @@ from spark_application import (CA_MOUNT, USER_MOUNT, base, listener_bootstrap, r
                                with_user_secret)
 from test_operator import _cr_path, condition, delete_namespace, operator  # noqa: F401
 
-pytestmark = pytest.mark.timeout(1200)
+pytestmark = pytest.mark.timeout(1800)   # the first test pays for the Cluster too
 
 CLUSTER = "secure"
 CA_SECRET = f"{CLUSTER}-cluster-ca-cert"
