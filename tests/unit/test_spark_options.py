@@ -138,3 +138,12 @@ def test_librdkafka_refuses_a_secret_without_credentials_or_a_scram_secret_witho
     _scram_secret(tmp_path)
     with pytest.raises(SecurityConfigError, match="Cluster's CA"):
         librdkafka_options(ClientSecurity(user_dir=tmp_path))
+
+
+def test_the_producer_names_a_folder_that_is_no_user_secret_before_connecting(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from rillet_spark.produce import main
+    with pytest.raises(SystemExit) as ended:
+        main(["--bootstrap-servers", "127.0.0.1:1", "--user-secret-dir", str(tmp_path)])
+    assert ended.value.code == 2
+    assert f"{tmp_path} holds neither sasl.jaas.config" in capsys.readouterr().err
