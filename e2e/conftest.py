@@ -5,6 +5,8 @@
   and `e2e/kind.sh down` at the end, unless the cluster was already running before the session
   (then it is left running).
 - `namespace` gives each test its own namespace, deleted afterwards.
+- `spark_operator_release`: the Kubeflow Spark operator (e2e/spark_operator.py), installed once
+  for the session on first use, watching every namespace, uninstalled at the end.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import spark_operator  # noqa: E402
 from localk8s import kind  # noqa: E402
 from localk8s.kube import Kube  # noqa: E402
 
@@ -96,6 +99,19 @@ def helm(k8s: Cluster) -> str:
     """Path of a helm binary: the one on PATH when there is one, else the one built from its
     Go module (cached). Call it with env KUBECONFIG=k8s.kubeconfig."""
     return shutil.which("helm") or build_helm()
+
+
+@pytest.fixture(scope="session")
+def spark_operator_release(k8s: Cluster, helm: str) -> Iterator[None]:
+    """The Spark operator for every module that runs SparkApplications (its install, with its
+    webhook's certificate, takes a minute or more: paid once). It watches all namespaces, since
+    each module makes its own; the modules delete theirs (and their applications) before the
+    session ends, so the operator is still there to finish them."""
+    print("\n" + spark_operator.install(k8s.kube, helm, k8s.kubeconfig, []), flush=True)
+    try:
+        yield
+    finally:
+        spark_operator.uninstall(k8s.kube, helm, k8s.kubeconfig)
 
 
 @pytest.fixture

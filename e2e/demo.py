@@ -62,13 +62,7 @@ def _watch_producer(m: Mission, job: str, seconds: float, stages: Stages) -> Non
     """Counts while the stream runs: batches the Spark driver finished, what the producer sent."""
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        pod = (m.kube.list("Pod", m.ns, labelSelector=f"job-name={job}") or [{}])[0]
-        sent = "?"
-        if pod:
-            lines = [l for l in m.kube.logs(pod["metadata"]["name"], m.ns, "producer").splitlines()
-                     if l.startswith("progress:")]
-            sent = lines[-1].split()[1] if lines else "0"
-        stages.info(f"streaming: {sent} events sent, {end - time.monotonic():.0f}s left")
+        stages.info(f"streaming: {m.sent(job)} events sent, {end - time.monotonic():.0f}s left")
         time.sleep(min(10, max(0.0, end - time.monotonic())))
 
 

@@ -13,11 +13,12 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import yaml
 
@@ -25,6 +26,8 @@ from localk8s.kube import ApiError, Kube
 from localk8s.testing import RESTRICTED_CONTAINER, RESTRICTED_POD, restricted_namespace
 
 REPO = Path(__file__).resolve().parents[1]
+# rillet_spark (the job's package, spark/): its event sequences give the expected output
+sys.path.insert(0, str(REPO / "spark"))
 SPARK_IMAGE = "rillet/spark:dev"
 CR = "/apis/rillet.io/v1alpha1/namespaces/{ns}/{plural}"
 DATA_CLAIM = "rillet-spark-data"
@@ -209,21 +212,41 @@ class Mission:
         self.report(f"producer Job {name} streams {p.rate:g} events/s into {self.topic}")
         return name
 
+    def sent(self, job: str) -> int:
+        """Events the producer Job reported sent so far (its progress line every 10 s)."""
+        pods = self.kube.list("Pod", self.ns, labelSelector=f"job-name={job}")
+        if not pods:
+            return 0
+        try:
+            log = self.kube.logs(pods[0]["metadata"]["name"], self.ns, "producer")
+        except ApiError:
+            return 0   # not started yet
+        lines = [l for l in log.splitlines() if l.startswith("progress: ")]
+        return int(lines[-1].split()[1]) if lines else 0
+
     def stop_producer(self, job: str) -> dict:
         self.create_topic(f"{self.topic}-stop", partitions=1, replicas=1)
         return self.job_result(job, "producer", timeout=420)
 
     def job_result(self, job: str, container: str, timeout: float) -> dict:
+        """The RESULT line of a Job that succeeded, decoded."""
+        log = self.job_log(job, container, timeout)
+        lines = [l for l in log.splitlines() if l.startswith("RESULT ")]
+        if not lines:
+            raise MissionError(f"Job {job} printed no RESULT line:\n{log[-4000:]}")
+        return json.loads(lines[-1][len("RESULT "):])
+
+    def job_log(self, job: str, container: str, timeout: float) -> str:
+        """The log of a Job once it succeeded; MissionError with its tail when it failed."""
         def finished() -> dict | None:
             st = self.kube.get("Job", job, self.ns).get("status") or {}
             return st if st.get("succeeded") or st.get("failed") else None
         st = self.wait(f"Job {job} finished", finished, timeout, interval=2)
         pod = self.kube.list("Pod", self.ns, labelSelector=f"job-name={job}")[0]
         log = self.kube.logs(pod["metadata"]["name"], self.ns, container)
-        lines = [l for l in log.splitlines() if l.startswith("RESULT ")]
-        if not st.get("succeeded") or not lines:
+        if not st.get("succeeded"):
             raise MissionError(f"Job {job} failed:\n{log[-4000:]}")
-        return json.loads(lines[-1][len("RESULT "):])
+        return log
 
     # --- Spark on Kubernetes ------------------------------------------------------------------
 
@@ -314,8 +337,9 @@ class Mission:
             return past[0] if past else None
         return self.wait("the watermark past the last window", past_last_window, timeout, 3)
 
-    def read_output(self) -> list[list]:
-        """The documented way to read the rows: rillet_spark.show in a Job with the claim."""
+    def read_output(self, path: str = "/data/out") -> list[list]:
+        """The documented way to read the rows: rillet_spark.show in a Job with the claim
+        (mounted at /data)."""
         name = f"show-{uuid.uuid4().hex[:5]}"
         self.kube.create({"apiVersion": "batch/v1", "kind": "Job",
                           "metadata": {"name": name, "namespace": self.ns},
@@ -327,7 +351,7 @@ class Mission:
                                   "name": "show", "image": SPARK_IMAGE,
                                   "imagePullPolicy": "IfNotPresent",
                                   "securityContext": RESTRICTED_CONTAINER,
-                                  "command": ["python3", "-m", "rillet_spark.show", "/data/out",
+                                  "command": ["python3", "-m", "rillet_spark.show", path,
                                               "--json"],
                                   "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]}}}})
         return self.job_result(name, "show", timeout=300)["rows"]
@@ -343,12 +367,17 @@ def expected_rows(produced: int, plan: StreamPlan) -> list[list]:
     """The windows the job must have written for the first `produced` events of the plan
     (the flush event's own window stays open, as the job's watermark leaves it)."""
     import itertools
-    import sys
-    sys.path.insert(0, str(REPO / "spark"))
-    from rillet_spark.produce import expected_aggregates, stream_events
-    seconds = _seconds(plan.window)
+    from rillet_spark.produce import stream_events
     events = itertools.islice(stream_events(plan.keys, step_ms=plan.step_ms, seed=plan.seed),
                               produced)
+    return aggregate_rows(events, plan.window)
+
+
+def aggregate_rows(events: Iterable, window: str) -> list[list]:
+    """The rows `rillet_spark.show --json` prints for these events (rillet_spark.produce
+    Events) in tumbling windows of `window`, in its order (window start, key)."""
+    from rillet_spark.produce import expected_aggregates
+    seconds = _seconds(window)
     rows = []
     for (start, key), (n, total, lo, hi) in sorted(expected_aggregates(events, seconds).items()):
         end = start.timestamp() + seconds

@@ -2,12 +2,18 @@
 from the pinned Go module (spark/operator/VERSION, `e2e/build-k8s spark-operator-chart`), our
 image of it (spark/operator/Dockerfile: the binary on the rillet Spark image, since the
 controller runs spark-submit in its pod), the webhook on (it puts the SparkApplication's
-security contexts, volumes and secrets on the driver and executor pods; the operator makes the
-webhook's certificate itself), in a namespace enforcing the restricted Pod Security Standard.
+security contexts, volumes and ports on the driver and executor pods, while its `secrets` reach
+them as spark-submit's spark.kubernetes.*.secrets.* settings; the operator makes the webhook's
+certificate itself), in a namespace enforcing the restricted Pod Security Standard.
 
-install() watches only the namespaces given (the chart's spark.jobNamespaces): the controller
-submits applications there and the webhook mutates pods there only. apply_application() and
-running_driver() are the mission's (e2e/mission.py) Spark steps through the operator.
+install() watches the namespaces given (the chart's spark.jobNamespaces: the controller submits
+applications there and the webhook mutates pods there only), or every namespace when given none
+(`--set spark.jobNamespaces={}`, which helm reads as [""]: the chart's "all namespaces", a
+cluster-wide role and webhooks without a namespace selector): the e2e session installs it once
+that way (conftest.py's `spark_operator_release`) for the modules that make their own
+namespaces.
+apply_application() and running_driver() are the mission's (e2e/mission.py) Spark steps through
+the operator; submit() and finished() run the one-off applications of test_spark_secured.py.
 """
 from __future__ import annotations
 
@@ -16,12 +22,11 @@ import os
 import subprocess
 from pathlib import Path
 
-import yaml
-
 from localk8s.images import SPARK_OPERATOR_TAG
-from localk8s.kube import Kube
-from localk8s.testing import restricted_namespace
+from localk8s.kube import ApiError, Kube
+from localk8s.testing import pod_get, restricted_namespace
 from mission import Mission, MissionError
+from spark_application import METRICS_PORT, TERMINAL_STATES, base, gauge, streaming
 
 REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = "spark-operator"
@@ -31,7 +36,10 @@ APPS = "/apis/sparkoperator.k8s.io/v1beta2/namespaces/{ns}/sparkapplications"
 
 
 def chart_dir() -> str:
-    """The chart inside the pinned module (downloaded into Go's module cache when missing)."""
+    """The chart inside the pinned module (downloaded into Go's module cache when missing), or
+    $SPARK_OPERATOR_CHART: a checkout of that chart at the same version."""
+    if os.environ.get("SPARK_OPERATOR_CHART"):
+        return os.environ["SPARK_OPERATOR_CHART"]
     out = subprocess.run([str(REPO / "e2e" / "build-k8s"), "spark-operator-chart"], check=True,
                          stdout=subprocess.PIPE, text=True, timeout=600).stdout
     return out.strip().splitlines()[-1]
@@ -39,8 +47,8 @@ def chart_dir() -> str:
 
 def values(namespaces: list[str]) -> list[str]:
     """helm --set arguments: our image (loaded into the nodes, never pulled) and the job
-    namespaces; the chart's service account and role for Spark are not made, the job brings
-    its own (spark/k8s/rbac.yaml)."""
+    namespaces (none: all); the chart's service account and role for Spark are not made, the
+    job brings its own (spark/k8s/rbac.yaml)."""
     repository, tag = SPARK_OPERATOR_TAG.rsplit(":", 1)
     return ["--set", "image.registry=docker.io", "--set", f"image.repository={repository}",
             "--set", f"image.tag={tag}", "--set", "image.pullPolicy=IfNotPresent",
@@ -70,24 +78,56 @@ def uninstall(kube: Kube, helm: str, kubeconfig: str) -> None:
     kube.delete("Namespace", NAMESPACE)
 
 
-def apply_application(m: Mission) -> dict:
-    """spark/k8s/sparkapplication.yaml for the mission's Cluster, topic and plan, created for
-    the Spark operator to submit and restart; returns it as created."""
-    app = yaml.safe_load((REPO / "spark" / "k8s" / "sparkapplication.yaml").read_text())
-    p = m.plan
-    ours = {"--bootstrap-servers": m.bootstrap(), "--topics": m.topic, "--window": p.window,
-            "--watermark": p.watermark}
-    args = app["spec"]["arguments"]
-    for i in range(0, len(args) - 1, 2):
-        args[i + 1] = ours.get(args[i], args[i + 1])
-    app["metadata"]["namespace"] = m.ns
-    created = m.kube.request("POST", APPS.format(ns=m.ns), app)
+def submit(m: Mission, app: dict) -> dict:
+    """Creates the SparkApplication for the Spark operator; returns it as created. Strict
+    field validation: a field the CRD does not know is refused, never silently dropped."""
+    created = m.kube.request("POST", APPS.format(ns=m.ns), app,
+                             params={"fieldValidation": "Strict"})
     m.report(f"SparkApplication {app['metadata']['name']} created")
     return created
 
 
+def apply_application(m: Mission, max_offsets_per_trigger: int | None = None) -> dict:
+    """spark/k8s/sparkapplication.yaml for the mission's Cluster, topic and plan, created for
+    the Spark operator to submit and restart; returns it as created. A batch reads at most
+    max_offsets_per_trigger records (default: the manifest's), so a small cap spreads a
+    backlog over several batches (the lag shows)."""
+    return submit(m, streaming(base(), namespace=m.ns, bootstrap=m.bootstrap(), topic=m.topic,
+                               window=m.plan.window, watermark=m.plan.watermark,
+                               max_offsets_per_trigger=max_offsets_per_trigger))
+
+
 def application(m: Mission, name: str) -> dict:
     return m.kube.request("GET", f"{APPS.format(ns=m.ns)}/{name}")
+
+
+def finished(m: Mission, name: str, timeout: float = 480) -> dict:
+    """The application's status once it reached a final state (COMPLETED, FAILED,
+    SUBMISSION_FAILED); on a timeout, the error carries its status and the pods' log tails."""
+    def final() -> dict | None:
+        status = application(m, name).get("status") or {}
+        state = (status.get("applicationState") or {}).get("state")
+        return status if state in TERMINAL_STATES else None
+    try:
+        return m.wait(f"SparkApplication {name} finished", final, timeout, 3)
+    except MissionError as e:
+        status = application(m, name).get("status") or {}
+        driver = (status.get("driverInfo") or {}).get("podName") or f"{name}-driver"
+        raise MissionError(f"{e}\nSparkApplication status: {json.dumps(status)}\n"
+                           f"{m.spark_log_tails(driver)}") from e
+
+
+def lag_total(m: Mission, driver: str) -> tuple[float, float] | None:
+    """(records behind latest, last batch id) from the driver's Prometheus endpoint, through
+    the API server's pod proxy (as a scrape would reach the pod); None while it does not
+    answer (the driver starting)."""
+    try:
+        text = pod_get(m.kube, m.ns, driver, "/metrics", port=METRICS_PORT)
+    except (ApiError, OSError):
+        return None
+    total = gauge(text, "rillet_spark_offsets_behind_latest_total")
+    batch = gauge(text, "rillet_spark_last_batch_id")
+    return None if total is None or batch is None else (total, batch)
 
 
 def running_driver(m: Mission, app: str, not_uids: frozenset[str] = frozenset(),

@@ -20,35 +20,56 @@ from typing import Iterator
 import pytest
 
 import spark_operator
-from mission import Mission, expected_rows
+from mission import Mission, MissionError, expected_rows
 from test_operator import delete_namespace, operator  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.timeout(1800)
 
 APP = spark_operator.APP
+# Records per micro-batch: three times the 100 a 5 s batch sees in steady state (the job keeps
+# up), below what is waiting when it starts: the application is submitted once the producer
+# sent MAX_OFFSETS, and the events of the half minute or more its submission takes come on top.
+MAX_OFFSETS = 300
 TIMES: dict[str, float] = {}
 T0 = time.monotonic()
 
 
 @pytest.fixture(scope="module")
-def mission(k8s, operator, helm) -> Iterator[Mission]:  # noqa: F811
+def mission(k8s, operator, spark_operator_release) -> Iterator[Mission]:  # noqa: F811
     m = Mission(k8s.kube, k8s.kubeconfig, f"e2e-mission-{uuid.uuid4().hex[:5]}",
                 cluster="mission", topic="events",
                 report=lambda line: print(f"\nmission: {line}", flush=True))
     m.create_namespace()
     try:
-        print("\n" + spark_operator.install(k8s.kube, helm, k8s.kubeconfig, [m.ns]), flush=True)
         yield m
     finally:
         TIMES["total"] = round(time.monotonic() - T0)
         print(f"\nmission wall times (s): {TIMES}")
         delete_namespace(k8s.kube, m.ns)
-        spark_operator.uninstall(k8s.kube, helm, k8s.kubeconfig)
 
 
 @pytest.fixture(scope="module")
 def state() -> dict:
     return {}
+
+
+def _lag_until(m: Mission, driver: str, wanted, what: str, timeout: float = 420) -> tuple:
+    """Polls the driver's lag gauge until `wanted(total)`; returns (total, batch). The failure
+    says what the gauge read and what the driver logged."""
+    seen: list = []
+
+    def read() -> tuple | None:
+        value = spark_operator.lag_total(m, driver)
+        if value is not None:
+            seen.append(value)
+        return value if value is not None and wanted(value[0]) else None
+    try:
+        found = m.wait(f"the lag gauge of {driver} {what}", read, timeout, 1)
+    except MissionError as e:
+        raise MissionError(f"{e}\nlast (records behind, batch) read: {seen[-15:]}\n"
+                           f"{m.spark_log_tails(driver)}") from e
+    m.report(f"lag gauge of {driver}: {found[0]:g} records behind after batch {found[1]:g}")
+    return found
 
 
 def _app_id(m: Mission, driver: str) -> str:
@@ -65,9 +86,13 @@ def test_cluster_topic_producer_and_spark_application_start(mission: Mission, st
     assert topic["status"]["replicas"] == 3
     m.prepare_spark()
     state["producer"] = m.start_producer()
-    spark_operator.apply_application(m)
+    m.wait(f"the producer {MAX_OFFSETS} events ahead",
+           lambda: m.sent(state["producer"]) >= MAX_OFFSETS, 180, 2)
+    spark_operator.apply_application(m, MAX_OFFSETS)
     driver, uid = spark_operator.running_driver(m, APP)
     state.update(driver=driver, uids={uid}, app_ids=[_app_id(m, driver)])
+    # The job starts behind the producer: its lag gauge rises above 0.
+    state["lag behind"] = _lag_until(m, driver, lambda total: total > 0, "above 0")
     # The job reads: micro-batches with progress lines in the driver's log.
     assert m.wait_batches(driver, 3, timeout=420) >= 3
     TIMES["up to first batches"] = round(time.monotonic() - T0)
@@ -132,6 +157,13 @@ def test_the_spark_output_is_exactly_the_expected_aggregates(mission: Mission, s
     rows = m.read_output()
     assert len(rows) == len(expected), (len(rows), len(expected), batch)
     assert rows == expected
+    # Caught up with a stopped producer: nothing left behind, by the gauge and the log.
+    behind, last = _lag_until(m, state["driver"], lambda total: total == 0, "at 0")
+    assert state["lag behind"][0] > 0 and behind == 0 and last >= batch, (state["lag behind"],
+                                                                          behind, last, batch)
+    progress = [l for l in m.kube.logs(state["driver"], m.ns).splitlines()
+                if l.startswith("progress: batch ")]
+    assert progress and progress[-1].endswith(", behind latest 0"), progress[-3:]
     TIMES["events"] = result["produced"]
 
 

@@ -22,10 +22,13 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from rillet_spark.security import ClientSecurity, SecurityConfigError, librdkafka_options
 
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -91,9 +94,10 @@ def expected_aggregates(events: Iterable[Event], window_seconds: int) -> dict[tu
     return {k: (len(v), sum(v), min(v), max(v)) for k, v in groups.items()}
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0,
+                 security: dict[str, str] | None = None) -> None:
     """Create `topic`; an existing topic is fine (the demo may run twice)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(security or {})})
     futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
                                   operation_timeout=timeout)
     try:
@@ -104,14 +108,15 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
 
 
 def produce(
-    bootstrap: str, topic: str, events: Sequence[Event], *, partitions: int | None = None, timeout: float = 60.0
+    bootstrap: str, topic: str, events: Sequence[Event], *, partitions: int | None = None, timeout: float = 60.0,
+    security: dict[str, str] | None = None,
 ) -> None:
     """Produce every event and wait until all are acknowledged (acks=all); raise on any failure.
 
     With `partitions`, event i goes to partition i % partitions, so a test knows each record's
     partition without relying on key hashing; otherwise the Kafka key (the event key) decides.
     """
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, **(security or {})})
     errors: list[str] = []
 
     def on_delivery(err: object, _msg: object) -> None:
@@ -137,7 +142,8 @@ class StreamResult:
 def stream(bootstrap: str, topic: str, events: Iterator[Event], *, rate: float,
            stop_topic: str | None = None, max_count: int | None = None,
            max_seconds: float | None = None, report: Callable[[str], None] = print,
-           report_every_s: float = 10.0, delivery_timeout_s: float = 300.0) -> StreamResult:
+           report_every_s: float = 10.0, delivery_timeout_s: float = 300.0,
+           security: dict[str, str] | None = None) -> StreamResult:
     """Produce `events` at `rate` per second, idempotent with acks=all, until `stop_topic`
     exists, `max_count` were sent or `max_seconds` passed; then wait for every delivery.
 
@@ -147,7 +153,7 @@ def stream(bootstrap: str, topic: str, events: Iterator[Event], *, rate: float,
     """
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                          "acks": "all", "linger.ms": 5,
-                         "delivery.timeout.ms": int(delivery_timeout_s * 1000)})
+                         "delivery.timeout.ms": int(delivery_timeout_s * 1000), **(security or {})})
     failed: list[str] = []
 
     def on_delivery(err: object, _msg: object) -> None:
@@ -211,15 +217,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--step-ms", type=int, default=1000, help="stream mode: event time step")
     p.add_argument("--stop-topic", help="stream mode: stop once this topic exists")
     p.add_argument("--max-seconds", type=float, help="stream mode: stop after this long")
+    p.add_argument("--user-secret-dir", default=None, metavar="DIR",
+                   help="a rillet User's Secret mounted as a folder (as the job's option): SASL_SSL "
+                        "with SCRAM-SHA-512 or mutual TLS, whichever the User has")
+    p.add_argument("--ca-file", default=None, metavar="FILE",
+                   help="the Cluster's CA certificate for TLS (a tls User's Secret carries ca.crt)")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        args.security = librdkafka_options(ClientSecurity(
+            user_dir=Path(args.user_secret_dir) if args.user_secret_dir else None,
+            ca_file=Path(args.ca_file) if args.ca_file else None))
+    except SecurityConfigError as exc:
+        p.error(str(exc))
     if args.rate > 0:
         return _main_stream(args)
     if args.create:
-        create_topic(args.bootstrap_servers, args.topic, args.partitions)
+        create_topic(args.bootstrap_servers, args.topic, args.partitions, security=args.security)
     events = sample_events(args.count or 1000, args.keys, span_seconds=args.span_seconds, seed=args.seed)
     if args.flush_event:
         events.append(flush_event(events))
-    produce(args.bootstrap_servers, args.topic, events)
+    produce(args.bootstrap_servers, args.topic, events, security=args.security)
     print(f"produced {len(events)} events to {args.topic} on {args.bootstrap_servers}")
     return 0
 
@@ -227,16 +244,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main_stream(args: argparse.Namespace) -> int:
     """Stream mode: progress lines while it runs, then one `RESULT {json}` line."""
     if args.create:
-        create_topic(args.bootstrap_servers, args.topic, args.partitions)
+        create_topic(args.bootstrap_servers, args.topic, args.partitions, security=args.security)
     events = stream_events(args.keys, step_ms=args.step_ms, seed=args.seed)
     result = stream(args.bootstrap_servers, args.topic, events, rate=args.rate,
                     stop_topic=args.stop_topic, max_count=args.count,
-                    max_seconds=args.max_seconds, report=lambda line: print(line, flush=True))
+                    max_seconds=args.max_seconds, report=lambda line: print(line, flush=True),
+                    security=args.security)
     if args.flush_event and not result.failed:
         sent = list(itertools.islice(stream_events(args.keys, step_ms=args.step_ms,
                                                    seed=args.seed), result.produced))
         if sent:
-            produce(args.bootstrap_servers, args.topic, [flush_event(sent)])
+            produce(args.bootstrap_servers, args.topic, [flush_event(sent)], security=args.security)
     print("RESULT " + json.dumps({"produced": result.produced, "failed": len(result.failed),
                                   "errors": result.failed[:5], "seconds": result.seconds,
                                   "keys": args.keys, "step_ms": args.step_ms, "seed": args.seed}),

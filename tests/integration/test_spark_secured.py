@@ -38,8 +38,13 @@ from tests.integration.test_operator_security import (  # noqa: F401  (env is a 
 from tests.polling import poll_until
 # spark_support put spark/ on sys.path
 from rillet_spark.job import run  # noqa: E402
-from rillet_spark.produce import expected_aggregates, flush_event, sample_events  # noqa: E402
-from rillet_spark.security import ClientSecurity  # noqa: E402
+from rillet_spark.produce import (  # noqa: E402
+    expected_aggregates,
+    flush_event,
+    produce,
+    sample_events,
+)
+from rillet_spark.security import ClientSecurity, librdkafka_options  # noqa: E402
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -55,12 +60,19 @@ def _reader_rules(topic: str) -> dict:
 
 
 def _writer(env: Env, topic: str, tmp_path: Path) -> dict[str, str]:
+    """A User with Write on the topic, its Secret written as a pod mounts it, and the settings
+    the sample producer derives from that folder (rillet_spark.security.librdkafka_options, as
+    its --user-secret-dir does in a producer Job beside the job)."""
     name = f"writer-{topic}"
     _apply_user(env, {"cluster": "events", "authentication": {"type": "scram-sha-512"},
                       "authorization": {"type": "simple", "acls": [
                           {"resource": {"type": "topic", "name": topic},
                            "operations": ["Write", "Describe"]}]}}, name, "writer-pw")
-    return env.scram(name, "writer-pw")
+    folder = tmp_path / name
+    folder.mkdir(exist_ok=True)
+    (folder / "password").write_text("writer-pw")
+    (folder / "sasl.jaas.config").write_text(jaas_config(name, "writer-pw"))
+    return librdkafka_options(ClientSecurity(user_dir=folder, ca_file=env.files["ca"]))
 
 
 def _scram_secret(env: Env, topic: str, name: str, password: str, folder: Path,
@@ -89,13 +101,9 @@ def _tls_secret(env: Env, topic: str, name: str, folder: Path) -> Path:
 
 
 def _produce_events(env: Env, topic: str, tmp_path: Path, events: list) -> None:
-    from confluent_kafka import Producer
-    producer = Producer({**_writer(env, topic, tmp_path), "acks": "all"})
-    failures: list = []
-    for i, e in enumerate(events):
-        producer.produce(topic, e.to_json(), partition=i % 2,
-                         on_delivery=lambda err, _m: failures.append(err) if err else None)
-    assert producer.flush(60) == 0 and failures == []
+    """The sample producer's own path (event i to partition i % 2) as the writer User."""
+    produce(f"{HOST}:{env.ports['scram']}", topic, events, partitions=2,
+            security=_writer(env, topic, tmp_path))
 
 
 def test_sasl_ssl_job_reads_exactly_with_a_read_only_user_and_never_shows_the_password(

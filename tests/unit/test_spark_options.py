@@ -9,7 +9,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "spark"))
 from rillet_spark.lag import LagExporter, offsets_behind  # noqa: E402
-from rillet_spark.security import ClientSecurity, SecurityConfigError, kafka_options  # noqa: E402
+from rillet_spark.security import (  # noqa: E402
+    ClientSecurity,
+    SecurityConfigError,
+    kafka_options,
+    librdkafka_options,
+)
 
 
 def test_plaintext_without_a_secret() -> None:
@@ -95,3 +100,50 @@ def test_the_image_pins_what_pyproject_pins() -> None:
     image = re.search(r"^ARG PROMETHEUS_CLIENT_VERSION=(\S+)$",
                       (repo / "spark/Dockerfile").read_text(), re.M)
     assert pinned and image and pinned.group(1) == image.group(1)
+
+
+def _scram_secret(folder: Path, password: str = "s3cret") -> Path:
+    """A scram-sha-512 User's Secret as the operator writes it and a pod mounts it."""
+    (folder / "password").write_text(password)
+    (folder / "sasl.jaas.config").write_text(
+        'org.apache.kafka.common.security.scram.ScramLoginModule required '
+        f'username="writer" password="{password}";')
+    return folder
+
+
+def test_librdkafka_gets_the_scram_user_and_password_from_the_mounted_secret(
+        tmp_path: Path) -> None:
+    ca = tmp_path / "cluster-ca.crt"
+    ca.write_text("pem")
+    user = _scram_secret(tmp_path)
+    assert librdkafka_options(ClientSecurity(user_dir=user, ca_file=ca)) == {
+        "security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512",
+        "sasl.username": "writer", "sasl.password": "s3cret", "ssl.ca.location": str(ca)}
+
+
+def test_librdkafka_gets_the_tls_users_certificate_key_and_ca(tmp_path: Path) -> None:
+    for name in ("user.crt", "user.key", "user.pem", "ca.crt"):
+        (tmp_path / name).write_text("pem")
+    assert librdkafka_options(ClientSecurity(user_dir=tmp_path)) == {
+        "security.protocol": "SSL", "ssl.certificate.location": str(tmp_path / "user.crt"),
+        "ssl.key.location": str(tmp_path / "user.key"),
+        "ssl.ca.location": str(tmp_path / "ca.crt")}
+
+
+def test_librdkafka_refuses_a_secret_without_credentials_or_a_scram_secret_without_ca(
+        tmp_path: Path) -> None:
+    assert librdkafka_options(ClientSecurity()) == {}
+    with pytest.raises(SecurityConfigError, match="neither sasl.jaas.config"):
+        librdkafka_options(ClientSecurity(user_dir=tmp_path))
+    _scram_secret(tmp_path)
+    with pytest.raises(SecurityConfigError, match="Cluster's CA"):
+        librdkafka_options(ClientSecurity(user_dir=tmp_path))
+
+
+def test_the_producer_names_a_folder_that_is_no_user_secret_before_connecting(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from rillet_spark.produce import main
+    with pytest.raises(SystemExit) as ended:
+        main(["--bootstrap-servers", "127.0.0.1:1", "--user-secret-dir", str(tmp_path)])
+    assert ended.value.code == 2
+    assert f"{tmp_path} holds neither sasl.jaas.config" in capsys.readouterr().err
