@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 
 import pytest
 
+from rillet.metadata.directories import LOST
+from rillet.protocol.errors import KafkaStorageError
 from rillet.storage.log_config import LogConfig
 from rillet.storage.manager import LogManager, parse_partition_dir
 
@@ -205,3 +208,31 @@ def test_the_broker_halts_once_every_log_dir_failed(
     assert halts == [True]
     assert f"Shutdown broker because all log dirs in {dirs[0]},{dirs[1]} have failed" \
         in caplog.text
+
+
+def test_a_replica_is_made_in_its_assigned_dir_and_never_elsewhere(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    ids = {a: uuid.UUID(int=10), b: uuid.UUID(int=11)}
+    manager = LogManager([a, b])
+    manager.load_logs(lambda t, p: LogConfig(), ids, {})
+    made = manager.create("t", 0, LogConfig(), ids[b])
+    assert made.directory.parent == b and manager.directory_id(("t", 0)) == ids[b]
+    assert manager.create("t", 1, LogConfig()).directory.parent == a   # unassigned: emptiest
+    gone = uuid.UUID(int=12)   # a dir this broker does not have (unreadable, replaced)
+    for assigned in (gone, LOST):
+        with pytest.raises(KafkaStorageError):
+            manager.create("t", 2, LogConfig(), assigned)
+        assert manager.offline_dir_of("t", 2) is not None and manager.get("t", 2) is None
+    assert sorted(p.name for p in a.iterdir()) == ["t-1"]
+
+
+def test_a_dir_failed_at_start_is_offline_and_keeps_its_replicas(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    ids = {a: uuid.UUID(int=10), b: uuid.UUID(int=11)}
+    manager = LogManager([a, b])
+    manager.load_logs(lambda t, p: LogConfig(), {a: ids[a]}, {b: "cannot read it"})
+    assert manager.failures.offline == {b: "cannot read it"}
+    with pytest.raises(KafkaStorageError):
+        manager.create("t", 0, LogConfig(), ids[b])
+    assert manager.offline_dir_of("t", 0) == ids[b]   # its id: the dir could not say
+    assert not (a / "t-0").exists()
