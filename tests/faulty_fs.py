@@ -4,6 +4,8 @@ answer EIO while a switch file exists (device-mapper is not in this kernel; FUSE
     with FaultyDisk(backing, mountpoint, switch) as disk:   # a child process serves it
         ... broker writes under mountpoint ...
         disk.fail()      # from now on every write(2) and fsync(2) there gets EIO
+        disk.fail(reads=True)   # a dead disk: every call below the mount root gets EIO,
+                                # reads, lookups and directory listings too (root or not)
         disk.heal()
 
 The file system runs in its own process (`python -m tests.faulty_fs BACKING MOUNT SWITCH`)
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 FUSE_CLI = shutil.which("fusermount3") or shutil.which("fusermount")
+DEAD = "all"   # the switch's content when reads fail too
 
 
 def can_make_faulty_disks() -> bool:
@@ -68,8 +71,8 @@ class FaultyDisk:
                 raise RuntimeError(f"the faulty file system did not mount at {self.mountpoint}")
             time.sleep(0.05)
 
-    def fail(self) -> None:
-        self.switch.touch()
+    def fail(self, reads: bool = False) -> None:
+        self.switch.write_text(DEAD if reads else "writes")
 
     def heal(self) -> None:
         self.switch.unlink(missing_ok=True)
@@ -101,12 +104,26 @@ def _serve(backing: str, mountpoint: str, switch: str) -> None:
         def _failing(self) -> bool:
             return os.path.exists(switch)
 
+        def _dead(self, path: str) -> None:
+            """EIO for everything but the mount root's own attributes (so the mount stays
+            a mount: `stop` can still unmount it) while the switch says DEAD."""
+            try:
+                with open(switch) as f:
+                    dead = f.read() == DEAD
+            except FileNotFoundError:
+                return
+            if dead:
+                raise fuse.FuseOSError(errno.EIO)
+
         def getattr(self, path: str, fh: Any = None) -> dict[str, Any]:
+            if path != "/":
+                self._dead(path)
             st = os.lstat(self._full(path))
             return {k: getattr(st, k) for k in ("st_mode", "st_nlink", "st_size", "st_uid",
                                                 "st_gid", "st_atime", "st_mtime", "st_ctime")}
 
         def readdir(self, path: str, fh: Any) -> list[str]:
+            self._dead(path)
             return [".", "..", *os.listdir(self._full(path))]
 
         def statfs(self, path: str) -> dict[str, Any]:
@@ -119,6 +136,7 @@ def _serve(backing: str, mountpoint: str, switch: str) -> None:
             return 0 if os.access(self._full(path), amode) else -errno.EACCES
 
         def mkdir(self, path: str, mode: int) -> None:
+            self._dead(path)
             os.mkdir(self._full(path), mode)
 
         def rmdir(self, path: str) -> None:
@@ -147,13 +165,16 @@ def _serve(backing: str, mountpoint: str, switch: str) -> None:
         # Writes come with their offset (pwrite): O_APPEND on the backing file would move
         # them all to its end.
         def open(self, path: str, flags: int) -> int:
+            self._dead(path)
             return os.open(self._full(path), flags & ~os.O_APPEND)
 
         def create(self, path: str, mode: int, fi: Any = None) -> int:
+            self._dead(path)
             # Read-write whatever the caller asked: the kernel may read through this handle.
             return os.open(self._full(path), os.O_RDWR | os.O_CREAT, mode)
 
         def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+            self._dead(path)
             return os.pread(fh, size, offset)
 
         def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
