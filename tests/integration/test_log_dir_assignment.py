@@ -20,7 +20,6 @@ first, so a new partition lands there on a tie) and its plain data dir.
 from __future__ import annotations
 
 import shutil
-import urllib.request
 from pathlib import Path
 from typing import Iterator
 
@@ -33,6 +32,7 @@ from tests.harness import BrokerProcess, free_port
 from tests.integration.test_cluster import RACKS, WAIT_S
 from tests.integration.test_data_link_faults import _read_to_end
 from tests.integration.test_disk_faults import _produce
+from tests.integration.test_log_dir_failure import _log_dirs, _offline_gauge
 from tests.integration.test_replication import REPLICATION, _replicated_topic
 from tests.polling import wait_until
 from tests.wire import Wire
@@ -41,21 +41,6 @@ needs_fuse = pytest.mark.skipif(not can_make_faulty_disks(),
                                 reason="needs root, /dev/fuse, fusermount3 and mfusepy")
 
 STORAGE_ERROR, PREFERRED_LEADER_NOT_AVAILABLE = 56, 80
-
-
-def _log_dirs(address: str) -> dict[str, tuple[int, set[str]]]:
-    """DescribeLogDirs of one node: log dir -> (error code, topics in it)."""
-    with Wire(address, timeout=15) as w:
-        resp = w.request(35, 4, {"topics": None})
-    return {r.log_dir: (int(r.error_code), {t.name for t in r.topics}) for r in resp.results}
-
-
-def _offline_gauge(admin: str) -> float:
-    with urllib.request.urlopen(f"http://{admin}/metrics", timeout=10) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith("rillet_log_offline_log_dirs "):
-                return float(line.split()[1])
-    raise AssertionError("no rillet_log_offline_log_dirs in /metrics")
 
 
 def _state(node: BrokerProcess, topic: str) -> tuple[int, set[int]]:
