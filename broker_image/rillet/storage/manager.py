@@ -15,9 +15,11 @@ A dir that cannot be read at start-up is offline from the start.
 
 Each log dir has a directory id (storage_format.py); a replica's log is made in the dir its
 metadata assigns it (metadata/directories.py), or in the least loaded one when none is
-assigned yet. A replica assigned to a dir that is not online here (failed, unreadable at
-start, or gone) is offline: its log is never made again elsewhere, where it would be empty
-and pass for the replica.
+assigned yet. A replica whose log is missing and whose assigned dir is not online here is
+offline, never made again elsewhere (empty, it would pass for the replica), as long as any
+log dir of this broker is offline: its data may be there (Kafka's LogManager refuses the
+same). With every dir online, the dir it was in is gone for good (a replaced or wiped disk):
+it is made anew, empty, and catches up from the leader like any new replica, as in Kafka.
 
 Not thread-safe: owned by the broker and used only from the event loop thread.
 ``run`` is the one background task that applies retention and flush.ms.
@@ -157,15 +159,16 @@ class LogManager:
         self._offline[tp] = log_dir
 
     def _dir_for_new(self, topic: str, partition: int, assigned: uuid.UUID) -> Path:
-        """The online dir `assigned`, or the least loaded online one when UNASSIGNED;
-        KAFKA_STORAGE_ERROR for a partition whose dir failed or is not online here (never
-        made again elsewhere: its data is there) or when no dir is online."""
+        """The online dir `assigned`, else the least loaded online one; KAFKA_STORAGE_ERROR
+        for a partition whose dir failed, or is not online here while a dir is offline
+        (never made again elsewhere: its data may be there), or when no dir is online."""
         tp = (topic, partition)
         if assigned != UNASSIGNED and tp not in self._offline:
             wanted = next((d for d, i in self._ids.items() if i == assigned), None)
             if wanted is not None and not self.failures.is_offline(wanted):
                 return wanted
-            self._offline[tp] = assigned if wanted is None else wanted
+            if wanted is not None or self.failures.offline:
+                self._offline[tp] = assigned if wanted is None else wanted
         if tp in self._offline:
             raise KafkaStorageError(f"{topic}-{partition}: its log dir "
                                     f"{self._offline[tp]} is offline")

@@ -9,7 +9,8 @@ import pytest
 
 import uuid
 
-from rillet.controller import election, isr, leader_balance, replica_dirs
+from rillet.controller import election, leader_balance, reassignment, replica_dirs
+from rillet.controller import isr as isr_changes
 from rillet.metadata.directories import LOST, UNASSIGNED
 from rillet.metadata import records as r
 from rillet.metadata.image import MetadataImage, replay
@@ -112,20 +113,33 @@ def test_a_replica_on_a_lost_dir_is_never_elected_nor_let_back_in_sync() -> None
     lp = led.partition("a", 3)
     assert lp is not None
     with pytest.raises(errors.IneligibleReplica):
-        isr.check(led, 2, isr.IsrChange("a", 3, 6, lp.partition_epoch, (2, 1)))
+        isr_changes.check(led, 2, isr_changes.IsrChange("a", 3, 6, lp.partition_epoch, (2, 1)))
 
 
-def test_the_last_in_sync_replica_back_on_a_repaired_dir_leads_again() -> None:
+def test_the_last_in_sync_replica_back_on_a_repaired_dir_may_lead_again() -> None:
     image = _image()
     _, records = replica_dirs.decide(image, 1, {("a", 3): LOST}, lambda t: False)
     image = replay(image, records, 1)
     _, records = replica_dirs.decide(image, 1, {("a", 3): DIR_A}, lambda t: False)
-    part = replay(image, records, 2).partition("a", 3)
-    assert part is not None and (part.leader, part.isr) == (1, (1,))
-    assert part.leader_epoch == 7 and part.directory_of(1) == DIR_A
+    image = replay(image, records, 2)
+    part = image.partition("a", 3)
+    assert part is not None and (part.leader, part.isr) == (-1, (1,))
+    assert part.directory_of(1) == DIR_A and not part.on_lost_dir(1)
+    # Unfenced again (a restarted broker assigns its dirs before it heartbeats): it leads.
+    back = replay(image, election.on_broker_returning(image, 1), 3).partition("a", 3)
+    assert back is not None and (back.leader, back.leader_epoch) == (1, 7)
 
 
 def test_a_replica_cannot_be_unassigned() -> None:
     answers, records = replica_dirs.decide(_image(), 1, {("a", 0): UNASSIGNED},
                                            lambda t: False)
     assert records == [] and isinstance(answers[("a", 0)], errors.InvalidRequest)
+
+
+def test_a_reassignment_does_not_hand_leadership_to_a_replica_on_a_lost_dir() -> None:
+    image = _image()
+    _, records = replica_dirs.decide(image, 1, {("a", 3): LOST}, lambda t: False)
+    image = replay(image, records, 1)
+    # Moving a-3 onto (1, 4): broker 1 is its only in-sync replica, but on a lost dir.
+    rec = reassignment.decide(image, "a", 3, [1, 4])
+    assert rec is not None and rec.get("leader", -1) == -1

@@ -129,11 +129,13 @@ def test_pacer_yields_only_when_its_slice_is_spent() -> None:
 
 def test_where_each_replica_is_goes_to_the_controller_when_the_image_says_otherwise(
         tmp_path: Path) -> None:
-    """A new log's dir, and LOST for a replica assigned to a dir this broker does not have
-    (never made elsewhere); nothing when the image already says it."""
-    data, dir_id, elsewhere = tmp_path / "data", uuid.UUID(int=40), uuid.UUID(int=41)
-    logs = LogManager([data])
-    logs.load_logs(lambda t, p: LogConfig(), {data: dir_id}, {})
+    """A new log's dir, and LOST for a replica assigned to a dir this broker cannot see
+    while one of its dirs is offline (never made elsewhere); nothing when the image
+    already says it."""
+    data, dead = tmp_path / "data", tmp_path / "dead"
+    dir_id, elsewhere = uuid.UUID(int=40), uuid.UUID(int=41)
+    logs = LogManager([data, dead])
+    logs.load_logs(lambda t, p: LogConfig(), {data: dir_id}, {dead: "unreadable"})
     assigned = {("t", 0): UNASSIGNED, ("t", 1): elsewhere, ("t", 2): dir_id}
     placed: dict[TopicPartition, uuid.UUID] = {}
     creator = LogCreator(logs, lambda topic: LogConfig(), lambda tp: True, lambda tps: None,
