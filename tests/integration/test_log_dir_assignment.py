@@ -3,7 +3,8 @@ fails on demand (tests/faulty_fs.py): node 1 has two log dirs, `failing` on that
 first, so a new partition lands there on a tie) and its plain data dir.
 
 - F1, a log dir unreadable at start-up: node 1 restarted with its disk dead (every read,
-  lookup and listing there gets EIO) starts, serves its other dir, reports the dead dir
+  lookup and listing there gets EIO; or all but its top-level files, so it locks and reads
+  its meta.properties but cannot list its partitions) starts, serves its other dir, reports the dead dir
   offline (DescribeLogDirs KAFKA_STORAGE_ERROR, rillet_log_offline_log_dirs 1) and never
   makes its replicas again, empty, in the other dir: they stay offline and out of the ISR.
   Repaired and restarted, its replica is the one it had, caught up and back in the ISR.
@@ -77,9 +78,14 @@ def setup(tmp_path: Path) -> Iterator[tuple[LocalCluster, FaultyDisk, Path, str]
             disk.heal()   # the mount root answers again, so it unmounts cleanly
 
 
+@pytest.mark.parametrize("top_files", [False, True], ids=["dead", "unlistable"])
 def test_a_log_dir_unreadable_at_start_keeps_its_replicas_offline_not_recreated(
-        setup: tuple[LocalCluster, FaultyDisk, Path, str]) -> None:
-    cluster, disk, failing, admin = setup
+        setup: tuple[LocalCluster, FaultyDisk, Path, str], top_files: bool) -> None:
+    _unreadable_at_start(*setup, top_files)
+
+
+def _unreadable_at_start(cluster: LocalCluster, disk: FaultyDisk, failing: Path, admin: str,
+                         top_files: bool) -> None:
     node = cluster.node(1)
     with cluster.start():
         _replicated_topic(cluster, "bad", 1, assignment=[[2, 1, 3]])
@@ -95,7 +101,7 @@ def test_a_log_dir_unreadable_at_start_keeps_its_replicas_offline_not_recreated(
         assert before, "node 1's replica of `bad` holds nothing"
 
         cluster.stop_node(1)
-        disk.fail(reads=True)
+        disk.fail(reads=True, top_files=top_files)
         cluster.start_node(1)
         # Node 1 serves its other dir: its replica of `good` is back in sync ...
         wait_until(lambda: 1 in _state(cluster.node(3), "good")[1], WAIT_S,
