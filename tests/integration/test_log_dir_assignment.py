@@ -11,7 +11,8 @@ first, so a new partition lands there on a tie) and its plain data dir.
 - F6, a log dir failing at run time: the controller never names node 1 leader of a
   partition whose replica is on the lost dir, not even by a preferred election where node 1
   is the preferred replica and the only in-sync one, nor lets it back into an ISR; node 1
-  keeps leading what its other dir holds. Repaired and restarted, it leads again the
+  keeps leading what its other dir holds; the active controller restarted, the same holds
+  (it is in the metadata log). Repaired and restarted, node 1 leads again the
   partition it was the only in-sync replica of, with every acknowledged record.
 """
 from __future__ import annotations
@@ -45,6 +46,12 @@ def _state(node: BrokerProcess, topic: str) -> tuple[int, set[int]]:
         resp = w.request(3, 7, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
     part = resp.topics[0].partitions[0]
     return int(part.leader_id), set(part.isr_nodes)
+
+
+def _controller_id(node: BrokerProcess) -> int:
+    with Wire(node.bootstrap, timeout=15) as w:
+        return int(w.request(3, 7, {"topics": [], "allow_auto_topic_creation": False})
+                   .controller_id)
 
 
 def _elect_preferred(node: BrokerProcess, topic: str) -> int:
@@ -173,6 +180,17 @@ def test_a_replica_on_a_lost_log_dir_is_never_elected_nor_in_sync_again(
         # election), and node 1 never gets `shared`'s ISR back while its dir is lost.
         cluster.start_node(2)
         wait_until(lambda: 2 in _state(witness, "shared")[1], WAIT_S, "node 2 back in sync")
+        assert _state(witness, "bad")[0] == -1
+        assert 1 not in _state(witness, "shared")[1]
+        # It is in the metadata log: the active controller restarted (node 1 itself, its
+        # disk still failing, or another: a new controller takes over), nothing changes.
+        restarted = _controller_id(witness)
+        print(f"restarting the active controller, node {restarted}")
+        cluster.stop_node(restarted)
+        cluster.start_node(restarted)
+        wait_until(lambda: 2 in _state(witness, "shared")[1] and
+                   _state(witness, "shared")[0] >= 0, WAIT_S, "`shared` led and in sync")
+        assert _elect_preferred(witness, "bad") == PREFERRED_LEADER_NOT_AVAILABLE
         assert _state(witness, "bad")[0] == -1
         assert 1 not in _state(witness, "shared")[1]
         # Node 1's other dir is served all along.
