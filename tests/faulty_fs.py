@@ -4,6 +4,11 @@ answer EIO while a switch file exists (device-mapper is not in this kernel; FUSE
     with FaultyDisk(backing, mountpoint, switch) as disk:   # a child process serves it
         ... broker writes under mountpoint ...
         disk.fail()      # from now on every write(2) and fsync(2) there gets EIO
+        disk.fail(reads=True)   # a dead disk: every call below the mount root gets EIO,
+                                # reads, lookups and directory listings too (root or not)
+        disk.fail(reads=True, top_files=True)   # the same, but the files at the top
+                                # (.lock, meta.properties) still work: only listing the
+                                # dir and what is in its subdirectories fail
         disk.heal()
 
 The file system runs in its own process (`python -m tests.faulty_fs BACKING MOUNT SWITCH`)
@@ -25,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 FUSE_CLI = shutil.which("fusermount3") or shutil.which("fusermount")
+DEAD = "all"   # the switch's content when reads fail too
+DEAD_BELOW = "below"   # ... all but the top-level files'
 
 
 def can_make_faulty_disks() -> bool:
@@ -68,8 +75,8 @@ class FaultyDisk:
                 raise RuntimeError(f"the faulty file system did not mount at {self.mountpoint}")
             time.sleep(0.05)
 
-    def fail(self) -> None:
-        self.switch.touch()
+    def fail(self, reads: bool = False, top_files: bool = False) -> None:
+        self.switch.write_text((DEAD_BELOW if top_files else DEAD) if reads else "writes")
 
     def heal(self) -> None:
         self.switch.unlink(missing_ok=True)
@@ -98,15 +105,41 @@ def _serve(backing: str, mountpoint: str, switch: str) -> None:
         def _full(self, path: str) -> str:
             return os.path.join(backing, path.lstrip("/"))
 
-        def _failing(self) -> bool:
-            return os.path.exists(switch)
+        @staticmethod
+        def _mode() -> str | None:
+            try:
+                with open(switch) as f:
+                    return f.read()
+            except FileNotFoundError:
+                return None
+
+        @staticmethod
+        def _below_top(path: str) -> bool:
+            """The dir itself (its listing) or anything in a subdirectory."""
+            return path == "/" or path.count("/") > 1
+
+        def _failing(self, path: str) -> bool:
+            """Whether a write or fsync of `path` fails."""
+            mode = self._mode()
+            return mode is not None and (mode != DEAD_BELOW or self._below_top(path))
+
+        def _dead(self, path: str) -> None:
+            """EIO for every call while the switch says DEAD (the mount root's own
+            attributes excepted, so the mount stays a mount `stop` can unmount); with
+            DEAD_BELOW, for the dir's listing and what is in its subdirectories only."""
+            mode = self._mode()
+            if mode == DEAD or (mode == DEAD_BELOW and self._below_top(path)):
+                raise fuse.FuseOSError(errno.EIO)
 
         def getattr(self, path: str, fh: Any = None) -> dict[str, Any]:
+            if path != "/":
+                self._dead(path)
             st = os.lstat(self._full(path))
             return {k: getattr(st, k) for k in ("st_mode", "st_nlink", "st_size", "st_uid",
                                                 "st_gid", "st_atime", "st_mtime", "st_ctime")}
 
         def readdir(self, path: str, fh: Any) -> list[str]:
+            self._dead(path)
             return [".", "..", *os.listdir(self._full(path))]
 
         def statfs(self, path: str) -> dict[str, Any]:
@@ -119,6 +152,7 @@ def _serve(backing: str, mountpoint: str, switch: str) -> None:
             return 0 if os.access(self._full(path), amode) else -errno.EACCES
 
         def mkdir(self, path: str, mode: int) -> None:
+            self._dead(path)
             os.mkdir(self._full(path), mode)
 
         def rmdir(self, path: str) -> None:
@@ -140,24 +174,27 @@ def _serve(backing: str, mountpoint: str, switch: str) -> None:
             os.utime(self._full(path), ns=times)
 
         def truncate(self, path: str, length: int, fh: Any = None) -> None:
-            if self._failing():
+            if self._failing(path):
                 raise fuse.FuseOSError(errno.EIO)
             os.truncate(self._full(path), length)
 
         # Writes come with their offset (pwrite): O_APPEND on the backing file would move
         # them all to its end.
         def open(self, path: str, flags: int) -> int:
+            self._dead(path)
             return os.open(self._full(path), flags & ~os.O_APPEND)
 
         def create(self, path: str, mode: int, fi: Any = None) -> int:
+            self._dead(path)
             # Read-write whatever the caller asked: the kernel may read through this handle.
             return os.open(self._full(path), os.O_RDWR | os.O_CREAT, mode)
 
         def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+            self._dead(path)
             return os.pread(fh, size, offset)
 
         def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
-            if self._failing():
+            if self._failing(path):
                 raise fuse.FuseOSError(errno.EIO)
             return os.pwrite(fh, data, offset)
 
@@ -165,12 +202,12 @@ def _serve(backing: str, mountpoint: str, switch: str) -> None:
             return None
 
         def fsync(self, path: str, datasync: int, fh: int) -> None:
-            if self._failing():
+            if self._failing(path):
                 raise fuse.FuseOSError(errno.EIO)
             (os.fdatasync if datasync else os.fsync)(fh)
 
         def fsyncdir(self, path: str, datasync: int, fh: Any) -> None:
-            if self._failing():
+            if self._failing(path):
                 raise fuse.FuseOSError(errno.EIO)
 
         def release(self, path: str, fh: int) -> None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
 from .defs.broker_config import BrokerConfig, Voter
+from .dir_assignments import DirAssignmentQueue
 from .forwarding import ControllerForwarder
 from .quotas.manager import ClientQuotaManager
 from .replication.log_creator import LogCreator
@@ -27,6 +29,7 @@ from .controller.channel import ControllerChannel
 from .controller.controller import Controller
 from .dynamic_config import dynamic_layers, effective_config
 from .metadata.delta import LocalChanges, MetadataDelta, from_empty
+from .metadata.directories import UNASSIGNED
 from .metadata.image import TOPIC_RESOURCE, MetadataImage
 from .metadata.log import METADATA_TOPIC, MetadataLog
 from .metadata.snapshot import SnapshotStore
@@ -81,8 +84,11 @@ class Broker:
         self.logs.failures.subscribe(self.replication.on_log_dir_failure)
         self.logs.failures.subscribe(halt_when_all_offline(self.logs.log_dirs,
                                                            self.logs.failures))
+        # Which log dir holds each replica, for the controller (lifecycle.py sends them).
+        self.dir_assignments = DirAssignmentQueue()
         self.log_creator = LogCreator(self.logs, self.log_config_for, self._hosts_replica,
-                                      self.replication.take_up)
+                                      self.replication.take_up, self._assigned_dir,
+                                      self.dir_assignments.put)
         self.snapshotter: Snapshotter | None = None
         self.snapshots: SnapshotStore | None = None
         self._dir_locks: DirLocks | None = None
@@ -117,10 +123,14 @@ class Broker:
     async def start_quorum(self) -> None:
         metadata_root = self.metadata_dir()
         # Before anything is written: a second broker on these dirs would corrupt them.
-        self._dir_locks = DirLocks.acquire([*self.config.log_dirs, metadata_root])
-        self.cluster_id = ensure_formatted(self.config.log_dirs, self.node_id,
-                                           self.config["cluster.id"],
-                                           require_id=len(self.config.quorum_voters) > 1)
+        # A log dir that fails here is offline from the start; the metadata dir must work.
+        self._dir_locks = DirLocks.acquire([*self.config.log_dirs, metadata_root],
+                                           may_fail=self.config.log_dirs)
+        formatted = ensure_formatted(self.config.log_dirs, self.node_id,
+                                     self.config["cluster.id"],
+                                     require_id=len(self.config.quorum_voters) > 1,
+                                     failed=self._dir_locks.failed)
+        self.cluster_id = formatted.cluster_id
         metadata_log = MetadataLog.open(metadata_root)
         self.controller = Controller(self.cluster_id, self.node_id, self.config)
         self.snapshots = SnapshotStore(metadata_root / "snapshots")
@@ -142,7 +152,7 @@ class Broker:
         self.forwarder = ControllerForwarder(self.node_id, self.channel,
                                              envelope=self.authorizer is not None)
         self.replication.attach(self.channel)
-        self.logs.load_logs(self.log_config_for)
+        self.logs.load_logs(self.log_config_for, formatted.directory_ids, formatted.failed)
         # In this order: logs and configs first, then the roles and counters that use them.
         self.log_creator.start()
         self.controller.on_change(self._on_metadata_update)
@@ -165,7 +175,7 @@ class Broker:
         assert self.channel is not None
         raft = self.raft
         self.lifecycle = BrokerLifecycle(self.node_id, self.config, self.channel,
-                                         lambda: raft.applied_offset)
+                                         lambda: raft.applied_offset, self.dir_assignments)
         self.logs.failures.subscribe(self.lifecycle.on_log_dir_failure)
         await self.lifecycle.start()
         await self.lifecycle.wait_unfenced()
@@ -353,6 +363,10 @@ class Broker:
                 self.replication.stop_replica((topic, p))
                 self.logs.delete_partition(topic, p)
                 self.replication.wake((topic, p))
+
+    def _assigned_dir(self, tp: tuple[str, int]) -> uuid.UUID:
+        part = self.image.partition(*tp)
+        return UNASSIGNED if part is None else part.directory_of(self.node_id)
 
     def _hosts_replica(self, tp: tuple[str, int]) -> bool:
         part = self.image.partition(*tp)

@@ -5,9 +5,12 @@ then heartbeats (BrokerHeartbeat) with the metadata offset it has applied;
 the controller unfences it once that covers its registration, and fences it
 again when heartbeats stop for broker.session.timeout.ms. On SIGTERM the
 broker heartbeats with want_shut_down, and the controller moves its
-leaderships away before answering should_shut_down. When a log dir fails, the broker
-assigns the replicas it held to the LOST directory (AssignReplicasToDirs, as Kafka's
-lifecycle manager propagates a directory failure), retried until the controller took them.
+leaderships away before answering should_shut_down. Which log dir holds each replica goes to
+the controller with AssignReplicasToDirs (KIP-858; dir_assignments.py queues them): a new
+replica's dir once its log is made, and the LOST directory for every replica of a failed or
+unreadable dir (as Kafka's lifecycle manager propagates a directory failure), retried until
+the controller took them. Those known at start go before the first heartbeat, so the
+controller knows of a lost replica before it unfences this broker.
 
 Both calls go through the controller channel (controller/channel.py): straight to this
 node's controller when it leads the quorum, else over Kafka's RPCs to the one that does.
@@ -23,6 +26,8 @@ from .client.connection import KafkaClientError
 from .controller.channel import ControllerChannel, Registration
 from .defs.broker_config import BrokerConfig
 from .controller.controller import BrokerState
+from .dir_assignments import DirAssignmentQueue
+from .metadata.directories import LOST
 from .protocol import errors
 from .readiness import LifecycleView
 from .storage.log_dir_failure import LogDirFailure
@@ -36,7 +41,7 @@ NO_CONTROLLER_GIVE_UP_S = 3.0
 
 class BrokerLifecycle:
     def __init__(self, node_id: int, config: BrokerConfig, channel: ControllerChannel,
-                 applied_offset: Callable[[], int]) -> None:
+                 applied_offset: Callable[[], int], dirs: DirAssignmentQueue) -> None:
         self.node_id = node_id
         self.config = config
         self._channel = channel
@@ -49,41 +54,48 @@ class BrokerLifecycle:
         self._unfenced = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._shutting_down = False
-        self._offline: set[tuple[str, int]] = set()   # replicas not yet reported offline
-        self._offline_task: asyncio.Task[None] | None = None
+        self._dirs = dirs
+        self._dirs_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         await self._register()
+        if self._dirs.pending:
+            await self._assign_dirs()
+        self._dirs_task = asyncio.create_task(self._assign_dirs_loop())
         self._task = asyncio.create_task(self._heartbeat_loop())
 
     async def wait_unfenced(self) -> None:
         await self._unfenced.wait()
 
     async def stop(self) -> None:
-        await cancel_and_wait([self._task, self._offline_task])
+        await cancel_and_wait([self._task, self._dirs_task])
 
     def on_log_dir_failure(self, failure: LogDirFailure) -> None:
-        """Tell the controller the replicas of a failed log dir are gone (in the background,
+        """Tell the controller the replicas of a failed log dir are LOST (in the background,
         retried until it took them)."""
-        self._offline.update(failure.partitions)
-        if self._offline and (self._offline_task is None or self._offline_task.done()):
-            self._offline_task = asyncio.create_task(self._report_offline())
+        self._dirs.put({tp: LOST for tp in failure.partitions})
 
-    async def _report_offline(self) -> None:
-        while self._offline:
-            tps = sorted(self._offline)
-            try:
-                answers = await self._channel.replicas_offline(self.node_id, self.broker_epoch,
-                                                               tps)
-                # Done: taken, or refused for good (the topic or the replica is gone).
-                self._offline -= {tp for tp in tps
-                                  if answers.get(tp) is None or not answers[tp].retriable}
-                log.info("replicas on a failed log dir reported to the controller: %d left",
-                         len(self._offline))
-            except (errors.KafkaError, KafkaClientError, OSError) as exc:
-                log.info("reporting offline replicas: %s; retrying", exc)
-            if self._offline:
+    async def _assign_dirs_loop(self) -> None:
+        while True:
+            await self._dirs.ready.wait()
+            if not await self._assign_dirs():
                 await asyncio.sleep(RETRY_S)
+
+    async def _assign_dirs(self) -> bool:
+        """One AssignReplicasToDirs of what is pending; False: retry later."""
+        sent = dict(self._dirs.pending)
+        try:
+            answers = await self._channel.assign_replicas_to_dirs(self.node_id,
+                                                                  self.broker_epoch, sent)
+        except (errors.KafkaError, KafkaClientError, OSError) as exc:
+            log.info("assigning replicas to log dirs: %s; retrying", exc)
+            return False
+        # Done: taken, or refused for good (the topic or the replica is gone).
+        self._dirs.taken({tp: d for tp, d in sent.items()
+                          if answers.get(tp) is None or not answers[tp].retriable})
+        log.info("%d replica dir assignment(s) sent to the controller, %d left", len(sent),
+                 len(self._dirs.pending))
+        return not any(tp in self._dirs.pending for tp in sent)
 
     def view(self) -> LifecycleView:
         """What /readyz and the broker-state gauge decide from (see readiness.py)."""

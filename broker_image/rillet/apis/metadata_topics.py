@@ -36,7 +36,9 @@ def partition_entry(part: PartitionInfo, live: frozenset[int]) -> dict[str, Any]
         "leader_epoch": part.leader_epoch,
         "replica_nodes": part.replicas,
         "isr_nodes": part.isr,
-        "offline_replicas": [r for r in part.replicas if r not in live],
+        # Kafka's offline replicas: on a broker that is down, or on a failed log dir.
+        "offline_replicas": [r for r in part.replicas
+                             if r not in live or part.on_lost_dir(r)],
     }
 
 

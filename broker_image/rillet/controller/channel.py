@@ -18,7 +18,7 @@ import ssl
 import struct
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from ..client.connection import KafkaClientError, open_stream, raise_for
 from ..metadata.view import MetadataView
@@ -171,23 +171,24 @@ class ControllerChannel:
             "want_shut_down": want_shutdown})
         return remote.heartbeat_state(response)
 
-    async def replicas_offline(self, node_id: int, broker_epoch: int,
-                               tps: list[tuple[str, int]]
-                               ) -> dict[tuple[str, int], errors.KafkaError | None]:
-        """This broker's replicas of `tps` are on a failed log dir (AssignReplicasToDirs
-        to LOST); the controller's answer per partition. Partitions of topics this node
+    async def assign_replicas_to_dirs(self, node_id: int, broker_epoch: int,
+                                      assignments: Mapping[tuple[str, int], uuid.UUID]
+                                      ) -> dict[tuple[str, int], errors.KafkaError | None]:
+        """This broker's replicas are in these log dirs (AssignReplicasToDirs; LOST: a
+        failed dir); the controller's answer per partition. Partitions of topics this node
         does not know (deleted meanwhile) are left out."""
         if self.is_local:
-            return await self._controller.replicas_offline(node_id, broker_epoch, tps)
+            return await self._controller.assign_replicas_to_dirs(node_id, broker_epoch,
+                                                                  assignments)
         image = self._view.image
-        topic_ids = {t: image.topics[t].topic_id for t, _ in tps if t in image.topics}
-        known = [tp for tp in tps if tp[0] in topic_ids]
+        topic_ids = {t: image.topics[t].topic_id for t, _ in assignments if t in image.topics}
+        known = {tp: d for tp, d in assignments.items() if tp[0] in topic_ids}
         if not known:
             return {}
         response = await self.request(remote.ASSIGN_REPLICAS_TO_DIRS, 0,
-                                      remote.lost_replicas_body(node_id, broker_epoch, known,
-                                                                topic_ids))
-        return remote.lost_replicas_answers(response, topic_ids)
+                                      remote.assignments_body(node_id, broker_epoch, known,
+                                                              topic_ids))
+        return remote.assignments_answers(response, topic_ids)
 
     async def next_producer_id(self) -> int:
         """A producer id from the controller's blocks (the transaction coordinator's ids):

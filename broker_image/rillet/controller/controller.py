@@ -12,11 +12,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, Mapping
 
 from ..defs.config_error import ConfigError
 from ..metadata import records as mrec
+from ..metadata.directories import LOST
 from ..pacing import Pacer
 from ..metadata.delta import MetadataDelta, apply_batches, between
 from ..metadata.image import TOPIC_RESOURCE, BrokerInfo, MetadataImage, replay
@@ -25,7 +27,7 @@ from ..quotas.alter import QuotaEntry, quota_changes
 from ..defs.topic_defs import validate_topic_configs
 from ..defs.acl import AclBinding
 from ..security.acl import AclFilter
-from . import election, isr, leader_balance, offline_replicas, reassignment, security
+from . import election, isr, leader_balance, reassignment, replica_dirs, security
 from .broker_configs import decide_broker_configs
 from .brokers import decide_unregister
 from .decision_lock import NORMAL, URGENT, DecisionLock
@@ -267,18 +269,20 @@ class Controller:
             return bool(self._config["unclean.leader.election.enable"])
         return value.strip().lower() == "true"
 
-    async def replicas_offline(self, node_id: int, broker_epoch: int,
-                               tps: list[tuple[str, int]]
-                               ) -> dict[tuple[str, int], errors.KafkaError | None]:
-        """A live broker's replicas on a failed log dir (offline_replicas.py)."""
+    async def assign_replicas_to_dirs(self, node_id: int, broker_epoch: int,
+                                      assignments: Mapping[tuple[str, int], uuid.UUID]
+                                      ) -> dict[tuple[str, int], errors.KafkaError | None]:
+        """A live broker's replicas are in these log dirs, LOST: a failed one
+        (replica_dirs.py)."""
         async with self._exclusive(URGENT):
             self._registered(node_id, broker_epoch)
-            answers, records = offline_replicas.decide(self.image, node_id, tps,
-                                                       self._unclean_allowed)
+            answers, records = replica_dirs.decide(self.image, node_id, assignments,
+                                                   self._unclean_allowed)
             await self._commit(records)
             if records:
-                log.info("broker %d: %d replicas on a failed log dir moved off it",
-                         node_id, len(records))
+                lost = sum(1 for d in assignments.values() if d == LOST)
+                log.info("broker %d: %d replica dir assignment(s) recorded, %d to a failed "
+                         "log dir", node_id, len(records), lost)
             return answers
 
     async def unregister_broker(self, node_id: int) -> None:

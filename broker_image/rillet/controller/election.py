@@ -5,7 +5,8 @@ others remain, and hands leadership to the next in-sync replica that is
 alive, with a new leader epoch so clients and followers notice. A partition
 whose every in-sync replica is gone keeps its ISR and gets no leader (-1)
 until one of them returns, unless unclean election is allowed, which takes
-any live replica (and may lose acknowledged writes, as in Kafka).
+any live replica (and may lose acknowledged writes, as in Kafka). A replica on a failed
+log dir (its directory LOST, replica_dirs.py) is never chosen.
 """
 from __future__ import annotations
 
@@ -25,8 +26,10 @@ def partition_change(part: PartitionInfo, **fields: Any) -> dict[str, Any]:
     return rec
 
 
-def _first_live(candidates: tuple[int, ...], live: frozenset[int]) -> int:
-    return next((b for b in candidates if b in live), NO_LEADER)
+def _first_live(part: PartitionInfo, candidates: tuple[int, ...], live: frozenset[int]) -> int:
+    """The first of `candidates` that is live and whose replica of `part` is not on a
+    failed log dir."""
+    return next((b for b in candidates if b in live and not part.on_lost_dir(b)), NO_LEADER)
 
 
 def on_broker_leaving(image: MetadataImage, node_id: int,
@@ -51,9 +54,9 @@ def leave_partition(part: PartitionInfo, node_id: int, live: frozenset[int],
     isr = tuple(b for b in part.isr if b != node_id) or part.isr
     leader = part.leader
     if leader == node_id or leader == NO_LEADER:
-        leader = _first_live(isr, live)
+        leader = _first_live(part, isr, live)
         if leader == NO_LEADER and unclean():
-            leader = _first_live(part.replicas, live)
+            leader = _first_live(part, part.replicas, live)
             if leader != NO_LEADER:
                 isr = (leader,)
     if (leader, isr) == (part.leader, part.isr):
@@ -67,6 +70,7 @@ def on_broker_returning(image: MetadataImage, node_id: int) -> list[dict[str, An
     out = []
     for topic in image.topics.values():
         for part in topic.partitions.values():
-            if part.leader == NO_LEADER and node_id in part.isr:
+            if part.leader == NO_LEADER and node_id in part.isr \
+                    and not part.on_lost_dir(node_id):
                 out.append(partition_change(part, leader=node_id, leader_epoch=part.leader_epoch + 1))
     return out

@@ -3,8 +3,8 @@
 A leader sends every ISR change it wants in one request (replication/alter_partition_manager.py).
 Each partition is checked on its own against the image, as Kafka's
 ReplicationControlManager does: a stale leader epoch (FENCED_LEADER_EPOCH), a stale
-partition epoch (INVALID_UPDATE_VERSION), a replica that is fenced or unknown joining
-(INELIGIBLE_REPLICA) fail only that partition; every accepted one becomes one record,
+partition epoch (INVALID_UPDATE_VERSION), a replica that is fenced or unknown, or on a
+failed log dir (replica_dirs.py), joining (INELIGIBLE_REPLICA) fail only that partition; every accepted one becomes one record,
 and the controller commits them all as one metadata batch.
 
 Pure: the image and the request in, (answers, records) out.
@@ -66,6 +66,9 @@ def check(image: MetadataImage, leader_id: int, change: IsrChange,
     joining = [b for b in isr if b not in part.isr and b not in live]
     if joining:
         raise errors.IneligibleReplica(f"broker(s) {joining} are fenced or unknown")
+    lost = [b for b in isr if b not in part.isr and part.on_lost_dir(b)]
+    if lost:
+        raise errors.IneligibleReplica(f"broker(s) {lost} hold {name} on a failed log dir")
 
 
 def decide(image: MetadataImage, leader_id: int, changes: Sequence[IsrChange]

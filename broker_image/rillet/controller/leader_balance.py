@@ -6,6 +6,7 @@ leaderless partition whose in-sync replicas are all gone to any live replica, wh
 becomes the whole ISR (acknowledged writes it lacks are lost, as in Kafka). The
 periodic rebalance finds brokers that lead too few of the partitions they prefer
 (Kafka's leader.imbalance.per.broker.percentage) and elects their preferred leaders.
+A replica on a failed log dir (replica_dirs.py) is elected by neither.
 
 Every function maps an image (and a request) to records plus per-partition outcomes;
 nothing here touches the log, so the controller commits what it gets.
@@ -38,14 +39,17 @@ def elect(image: MetadataImage, part: PartitionInfo, election_type: int) -> dict
         preferred = part.replicas[0] if part.replicas else NO_LEADER
         if part.leader == preferred:
             raise errors.ElectionNotNeeded("the preferred replica already leads")
-        if preferred not in live or preferred not in part.isr:
-            state = "not alive" if preferred not in live else "not in the ISR"
+        if preferred not in live or preferred not in part.isr or part.on_lost_dir(preferred):
+            state = "not alive" if preferred not in live else "not in the ISR" \
+                if preferred not in part.isr else "on a failed log dir"
             raise errors.PreferredLeaderNotAvailable(
                 f"preferred replica {preferred} is {state} (ISR {list(part.isr)})")
         return partition_change(part, leader=preferred, leader_epoch=part.leader_epoch + 1)
     if election_type == UNCLEAN:
         if part.leader != NO_LEADER and part.leader in live:
             raise errors.ElectionNotNeeded(f"broker {part.leader} leads and is alive")
+        # A replica on a failed log dir has nothing to serve (replica_dirs.py).
+        live = frozenset(b for b in live if not part.on_lost_dir(b))
         clean = next((b for b in part.isr if b in live), NO_LEADER)
         if clean != NO_LEADER:
             # An in-sync replica is alive: a clean election, nothing is lost.
@@ -53,7 +57,7 @@ def elect(image: MetadataImage, part: PartitionInfo, election_type: int) -> dict
         chosen = next((b for b in part.replicas if b in live), NO_LEADER)
         if chosen == NO_LEADER:
             raise errors.EligibleLeadersNotAvailable(
-                f"no replica of {list(part.replicas)} is alive")
+                f"no replica of {list(part.replicas)} is alive on a working log dir")
         return partition_change(part, leader=chosen, isr=(chosen,),
                                 leader_epoch=part.leader_epoch + 1)
     raise errors.InvalidRequest(f"unknown election type {election_type}")

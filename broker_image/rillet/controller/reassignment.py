@@ -114,7 +114,8 @@ def change_record(part: PartitionInfo, state: PartitionState,
     """The PARTITION_CHANGE taking `part` to `state` (completed if it can be, leader
     elected), or None when nothing changes."""
     state = completed(state) or state
-    leader = elect(state, live)
+    # A replica on a failed log dir may not lead (replica_dirs.py).
+    leader = elect(state, frozenset(b for b in live if not part.on_lost_dir(b)))
     fields: dict[str, Any] = {}
     if state.replicas != part.replicas:
         fields["replicas"] = state.replicas

@@ -12,7 +12,6 @@ from ..client.connection import raise_for
 from ..protocol import errors
 from .controller import BrokerState
 from .isr import IsrAnswer, IsrChange
-from .offline_replicas import LOST_DIR
 from .topics import TopicResult, TopicSpec
 
 CREATE_TOPICS, CREATE_TOPICS_VERSION = 19, 7
@@ -80,18 +79,19 @@ def alter_partition_answers(resp: Any, changes: Sequence[IsrChange],
     return answers
 
 
-def lost_replicas_body(node_id: int, broker_epoch: int, tps: Sequence[tuple[str, int]],
-                       topic_ids: Mapping[str, uuid.UUID]) -> dict[str, Any]:
-    """AssignReplicasToDirs of `tps` to the LOST directory (a failed log dir)."""
-    topics: dict[str, list[dict[str, Any]]] = {}
-    for topic, p in tps:
-        topics.setdefault(topic, []).append({"partition_index": p})
+def assignments_body(node_id: int, broker_epoch: int,
+                     assignments: Mapping[tuple[str, int], uuid.UUID],
+                     topic_ids: Mapping[str, uuid.UUID]) -> dict[str, Any]:
+    """AssignReplicasToDirs: each replica of `assignments` is in that directory id."""
+    dirs: dict[uuid.UUID, dict[str, list[dict[str, Any]]]] = {}
+    for (topic, p), directory in assignments.items():
+        dirs.setdefault(directory, {}).setdefault(topic, []).append({"partition_index": p})
     return {"broker_id": node_id, "broker_epoch": broker_epoch, "directories": [
-        {"id_": LOST_DIR, "topics": [{"topic_id": topic_ids[t], "partitions": ps}
-                                     for t, ps in topics.items()]}]}
+        {"id_": d, "topics": [{"topic_id": topic_ids[t], "partitions": ps}
+                              for t, ps in topics.items()]} for d, topics in dirs.items()]}
 
 
-def lost_replicas_answers(resp: Any, topic_ids: Mapping[str, uuid.UUID]
+def assignments_answers(resp: Any, topic_ids: Mapping[str, uuid.UUID]
                           ) -> dict[tuple[str, int], errors.KafkaError | None]:
     """The controller's answer per partition (raises the request's own error)."""
     raise_for(resp.error_code, "assign replicas to dirs")

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping
 from ..defs.acl import AclBinding
 from ..security.acl import AclIndex
 from ..security.scram_credential import ScramCredential
+from . import directories as dirs
 from . import records as r
 from .persistent_map import PersistentMap
 
@@ -61,6 +62,16 @@ class PartitionInfo:
     partition_epoch: int
     adding: tuple[int, ...] = ()
     removing: tuple[int, ...] = ()
+    # The log dir id of each replica, in `replicas` order (metadata/directories.py);
+    # empty: none recorded yet.
+    directories: tuple[uuid.UUID, ...] = ()
+
+    def directory_of(self, broker: int) -> uuid.UUID:
+        return dirs.directory_of(self.replicas, self.directories, broker)
+
+    def on_lost_dir(self, broker: int) -> bool:
+        """`broker`'s replica is on a failed log dir: it may neither lead nor be in sync."""
+        return self.directory_of(broker) == dirs.LOST
 
 
 @dataclass(frozen=True)
@@ -211,7 +222,7 @@ class ImageBuilder:
                 uuid.UUID(rec["topic_id"]), rec["partition"], tuple(rec["replicas"]),
                 tuple(rec["isr"]), rec["leader"], rec["leader_epoch"],
                 rec.get("partition_epoch", 0), tuple(rec.get("adding", ())),
-                tuple(rec.get("removing", ())))
+                tuple(rec.get("removing", ())), dirs.from_record(rec.get("directories", ())))
         elif kind == r.PARTITION_CHANGE:
             name = self.name_of(rec["topic_id"])
             parts = self._parts(name)
@@ -220,6 +231,11 @@ class ImageBuilder:
             changes = {k: tuple(v) if isinstance(v, list) else v for k, v in rec.items()
                        if k in ("replicas", "isr", "leader", "leader_epoch", "adding",
                                 "removing")}
+            if "directories" in rec:
+                changes["directories"] = dirs.from_record(rec["directories"])
+            elif "replicas" in rec and old.directories:
+                changes["directories"] = dirs.realign(old.replicas, old.directories,
+                                                      changes["replicas"])
             parts[rec["partition"]] = replace(
                 old, partition_epoch=old.partition_epoch + 1, **changes)
         elif kind == r.REMOVE_TOPIC:

@@ -19,6 +19,7 @@ from typing import Any
 import crc32c
 
 from ..storage.durable_file import write_durably
+from . import directories as dirs
 from . import records as r
 from .image import BrokerInfo, MetadataImage, PartitionInfo, TopicInfo
 
@@ -73,7 +74,8 @@ def _partition_record(topic_id: str, p: PartitionInfo) -> dict[str, Any]:
     return {"type": r.PARTITION, "topic_id": topic_id, "partition": p.partition,
             "replicas": list(p.replicas), "isr": list(p.isr), "leader": p.leader,
             "leader_epoch": p.leader_epoch, "partition_epoch": p.partition_epoch,
-            "adding": list(p.adding), "removing": list(p.removing)}
+            "adding": list(p.adding), "removing": list(p.removing),
+            "directories": dirs.to_record(p.directories)}
 
 
 # -- file format -----------------------------------------------------------------------------

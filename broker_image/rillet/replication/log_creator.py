@@ -13,14 +13,22 @@ not take without a log. Until then a new partition answers LEADER_NOT_AVAILABLE 
 fetches NOT_LEADER_OR_FOLLOWER) and clients
 retry, as they do while any new partition's metadata travels.
 
+A log is made in the dir its metadata assigns (metadata/directories.py), never elsewhere: a
+replica whose dir is not online here stays offline. Where each replica's log is (or that
+it is LOST) goes to `placed` whenever the metadata says otherwise, for the controller to
+record (dir_assignments.py): a new log's dir, a log found at start in a dir the metadata
+does not name (a repaired disk), a replica whose dir failed or is gone.
+
 Owned by the Broker; event loop only.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Iterable
+import uuid
+from typing import Callable, Iterable, Mapping
 
+from ..metadata.directories import LOST
 from ..pacing import Pacer
 from ..protocol.errors import KafkaStorageError
 from ..storage.log_config import LogConfig
@@ -34,13 +42,19 @@ TopicPartition = tuple[str, int]
 class LogCreator:
     def __init__(self, logs: LogManager, config_for: Callable[[str], LogConfig],
                  wanted: Callable[[TopicPartition], bool],
-                 on_created: Callable[[list[TopicPartition]], None]) -> None:
+                 on_created: Callable[[list[TopicPartition]], None],
+                 assigned: Callable[[TopicPartition], uuid.UUID],
+                 placed: Callable[[Mapping[TopicPartition, uuid.UUID]], None]) -> None:
         """`wanted(tp)`: the current image still places a replica of `tp` here;
-        `on_created(tps)`: logs of `tps` now exist (queued ones only)."""
+        `on_created(tps)`: logs of `tps` now exist (queued ones only); `assigned(tp)`: the
+        directory id the image gives this node's replica; `placed`: where replicas are,
+        when the image says otherwise (see the module doc)."""
         self._logs = logs
         self._config_for = config_for
         self._wanted = wanted
         self._on_created = on_created
+        self._assigned = assigned
+        self._placed = placed
         self._queued: dict[TopicPartition, None] = {}   # insertion-ordered set
         self._wake = asyncio.Event()
         self._drained = asyncio.Event()   # set whenever the queue has been worked off
@@ -61,7 +75,10 @@ class LogCreator:
         pacer = Pacer()
         configs: dict[str, LogConfig] = {}
         for tp in tps:
-            if self._logs.get(*tp) is not None or tp in self._queued:
+            if tp in self._queued:
+                continue
+            if self._logs.get(*tp) is not None:
+                self._check_placement(tp)
                 continue
             if pacer.spent() and not tp[0].startswith("__"):
                 self._queued[tp] = None
@@ -77,6 +94,8 @@ class LogCreator:
         for tp in tps:
             if self._logs.get(*tp) is None:
                 self._queued[tp] = None
+            else:
+                self._check_placement(tp)
         while self._queued:
             self._drained.clear()
             self._wake.set()
@@ -87,9 +106,18 @@ class LogCreator:
         if topic not in configs:
             configs[topic] = self._config_for(topic)
         try:
-            self._logs.create(topic, p, configs[topic])
+            self._logs.create(topic, p, configs[topic], self._assigned(tp))
         except KafkaStorageError as exc:   # its log dir failed: it stays offline here
             log.warning("%s-%d: no log: %s", topic, p, exc)
+        self._check_placement(tp)
+
+    def _check_placement(self, tp: TopicPartition) -> None:
+        """Tell `placed` where `tp`'s replica is, if the image says otherwise."""
+        here = self._logs.directory_id(tp)
+        if here is None and self._logs.offline_dir_of(*tp) is not None:
+            here = LOST
+        if here is not None and here != self._assigned(tp):
+            self._placed({tp: here})
 
     async def _run(self) -> None:
         while True:
@@ -113,11 +141,15 @@ class LogCreator:
                     configs[topic] = self._config_for(topic)
                 try:
                     # Still queued while its files are made: create() leaves it alone.
-                    await self._logs.create_off_loop(topic, p, configs[topic])
+                    await self._logs.create_off_loop(topic, p, configs[topic],
+                                                     self._assigned(tp))
                 except Exception as exc:   # one bad partition must not stop the rest
                     log.warning("%s-%d: cannot create its log: %r", topic, p, exc)
+                    if self._wanted(tp):
+                        self._check_placement(tp)
                 else:
                     if self._wanted(tp):
+                        self._check_placement(tp)
                         created.append(tp)
                     else:   # deleted while its files were being made
                         self._logs.delete_partition(topic, p)

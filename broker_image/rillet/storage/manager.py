@@ -22,6 +22,14 @@ never by walking every log); closing a log writes its own, so a clean stop leave
 current, and after a kill -9 a restart starts at most that interval behind (a lower high
 watermark is safe: it only ever rises again from the leader).
 
+Each log dir has a directory id (storage_format.py); a replica's log is made in the dir its
+metadata assigns it (metadata/directories.py), or in the least loaded one when none is
+assigned yet. A replica whose log is missing and whose assigned dir is not online here is
+offline, never made again elsewhere (empty, it would pass for the replica), as long as any
+log dir of this broker is offline: its data may be there (Kafka's LogManager refuses the
+same). With every dir online, the dir it was in is gone for good (a replaced or wiped disk):
+it is made anew, empty, and catches up from the leader like any new replica, as in Kafka.
+
 Not thread-safe: owned by the broker and used only from the event loop thread.
 ``run`` is the one background task that applies retention, flush.ms and the HW checkpoints.
 """
@@ -32,9 +40,10 @@ import logging
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from rillet.metadata.directories import UNASSIGNED
 from rillet.pacing import Pacer
 from rillet.protocol.errors import KafkaStorageError
 from rillet.storage.log import PartitionLog
@@ -71,16 +80,26 @@ class LogManager:
         self._per_dir = {d: 0 for d in self.log_dirs}  # partition logs in each log dir
         self._deletions: set[asyncio.Task[None]] = set()
         self.failures = LogDirFailureChannel()
-        self._offline: dict[tuple[str, int], Path] = {}  # partition -> its offline log dir
+        # partition -> its offline log dir (or the unknown directory id it is assigned to)
+        self._offline: dict[tuple[str, int], Path | uuid.UUID] = {}
+        self._ids: dict[Path, uuid.UUID] = {}   # log dir -> its directory id
         self._hw_unsaved: set[TopicPartition] = set()    # moved since their HW checkpoint
         self._moved_listeners: list[Callable[[TopicPartition], None]] = []
 
     # ------------------------------------------------------------ loading, lookup
 
-    def load_logs(self, config_for: Callable[[str, int], LogConfig]) -> None:
+    def load_logs(self, config_for: Callable[[str, int], LogConfig],
+                  directory_ids: Mapping[Path, uuid.UUID] | None = None,
+                  failed: Mapping[Path, str] | None = None) -> None:
         """Open (and recover) every partition directory found in the log dirs; a dir that
-        cannot be read goes offline (the broker serves the others)."""
+        cannot be read goes offline (the broker serves the others), as do the dirs
+        `failed` already (storage_format.py). `directory_ids`: each usable dir's id."""
+        self._ids = dict(directory_ids or {})
+        for log_dir, why in (failed or {}).items():
+            self.fail_dir(log_dir, OSError(why))
         for log_dir in self.log_dirs:
+            if self.failures.is_offline(log_dir):
+                continue
             try:
                 self._load_dir(log_dir, config_for)
             except OSError as exc:
@@ -133,12 +152,19 @@ class LogManager:
     def logs(self) -> dict[tuple[str, int], PartitionLog]:
         return dict(self._logs)
 
-    def create(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
-        """The partition's log, created in the least loaded log dir if it does not exist yet."""
+    def directory_id(self, tp: tuple[str, int]) -> uuid.UUID | None:
+        """The id of the dir holding `tp`'s log (None: no log here, or a dir without id)."""
+        plog = self._logs.get(tp)
+        return None if plog is None else self._ids.get(plog.directory.parent)
+
+    def create(self, topic: str, partition: int, config: LogConfig,
+               assigned: uuid.UUID = UNASSIGNED) -> PartitionLog:
+        """The partition's log, created if it does not exist yet: in the dir `assigned`
+        (its metadata's directory id), or the least loaded one when UNASSIGNED."""
         existing = self._logs.get((topic, partition))
         if existing is not None:
             return existing
-        log_dir = self._dir_for_new(topic, partition)
+        log_dir = self._dir_for_new(topic, partition, assigned)
         try:
             return self._open(log_dir, (topic, partition), config)
         except OSError as exc:
@@ -156,12 +182,20 @@ class LogManager:
         self.fail_dir(log_dir, exc)
         self._offline[tp] = log_dir
 
-    def _dir_for_new(self, topic: str, partition: int) -> Path:
-        """The least loaded online log dir; KAFKA_STORAGE_ERROR for a partition whose dir
-        failed (never made again elsewhere: its data is there) or when none is online."""
-        if (topic, partition) in self._offline:
+    def _dir_for_new(self, topic: str, partition: int, assigned: uuid.UUID) -> Path:
+        """The online dir `assigned`, else the least loaded online one; KAFKA_STORAGE_ERROR
+        for a partition whose dir failed, or is not online here while a dir is offline
+        (never made again elsewhere: its data may be there), or when no dir is online."""
+        tp = (topic, partition)
+        if assigned != UNASSIGNED and tp not in self._offline:
+            wanted = next((d for d, i in self._ids.items() if i == assigned), None)
+            if wanted is not None and not self.failures.is_offline(wanted):
+                return wanted
+            if wanted is not None or self.failures.offline:
+                self._offline[tp] = assigned if wanted is None else wanted
+        if tp in self._offline:
             raise KafkaStorageError(f"{topic}-{partition}: its log dir "
-                                    f"{self._offline[(topic, partition)]} is offline")
+                                    f"{self._offline[tp]} is offline")
         online = [d for d in self.log_dirs if not self.failures.is_offline(d)]
         if not online:
             raise KafkaStorageError("every log dir of this broker is offline")
@@ -169,8 +203,9 @@ class LogManager:
 
     # ------------------------------------------------------------ offline log dirs
 
-    def offline_dir_of(self, topic: str, partition: int) -> Path | None:
-        """The offline log dir that held this partition's log, if it did."""
+    def offline_dir_of(self, topic: str, partition: int) -> Path | uuid.UUID | None:
+        """The offline log dir that held this partition's log, if it did (its directory id
+        when that dir is not one of this broker's online dirs)."""
         return self._offline.get((topic, partition))
 
     def fail_dir(self, log_dir: Path, exc: BaseException) -> None:
@@ -198,8 +233,8 @@ class LogManager:
             except OSError as exc:
                 log.warning("%s: closing on a failed disk: %s", plog.directory, exc)
 
-    async def create_off_loop(self, topic: str, partition: int, config: LogConfig
-                              ) -> PartitionLog:
+    async def create_off_loop(self, topic: str, partition: int, config: LogConfig,
+                              assigned: uuid.UUID = UNASSIGNED) -> PartitionLog:
         """create(), with the directory and files made in a worker thread (a few ms of
         file system calls per log, thousands of logs after a large CreateTopics); the log
         is registered here, on the event loop. The caller must not create or delete the
@@ -207,7 +242,7 @@ class LogManager:
         existing = self._logs.get((topic, partition))
         if existing is not None:
             return existing
-        log_dir = self._dir_for_new(topic, partition)
+        log_dir = self._dir_for_new(topic, partition, assigned)
         self._per_dir[log_dir] += 1   # counted now, so creations meanwhile spread over dirs
         try:
             plog = await asyncio.to_thread(PartitionLog.open, log_dir / f"{topic}-{partition}",

@@ -16,7 +16,8 @@ from rillet.apis.metadata_topics import partition_entry
 from rillet.apis.registry import OPERATIONS_UNSET, RequestContext
 from rillet.metadata import records as r
 from rillet.metadata.delta import between
-from rillet.metadata.image import MetadataImage, replay
+from rillet.metadata.directories import LOST, UNASSIGNED
+from rillet.metadata.image import MetadataImage, PartitionInfo, replay
 from rillet.metadata.view import MetadataView
 from rillet.protocol import errors
 from rillet.protocol.build import build
@@ -241,3 +242,10 @@ def test_named_topics_unknown_or_invalid_are_answered_with_their_error() -> None
         ("a", 0), ("nope", errors.UnknownTopicOrPartition.code),
         ("bad/name", errors.InvalidTopicException.code)]
     assert answer.topics[0] == _ask(broker).topics[0]
+
+
+def test_a_replica_on_a_failed_log_dir_is_an_offline_replica() -> None:
+    part = PartitionInfo(uuid.UUID(int=5), 0, (1, 2, 3), (1, 3), 1, 4, 7,
+                         directories=(UNASSIGNED, LOST, uuid.UUID(int=9)))
+    entry = partition_entry(part, frozenset({1, 2}))
+    assert entry["offline_replicas"] == [2, 3]

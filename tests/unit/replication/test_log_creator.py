@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from pathlib import Path
 from typing import AsyncIterator
 
 import pytest
 
+from rillet.metadata.directories import LOST, UNASSIGNED
 from rillet.pacing import Pacer
 from rillet.replication.log_creator import LogCreator
 from rillet.storage.log_config import LogConfig
@@ -21,7 +23,8 @@ def _creator(tmp_path: Path, wanted: set[TopicPartition] | None = None) -> Start
     logs = LogManager([tmp_path / "data"])
     handed: list[list[TopicPartition]] = []
     creator = LogCreator(logs, lambda topic: LogConfig(),
-                         lambda tp: wanted is None or tp in wanted, handed.append)
+                         lambda tp: wanted is None or tp in wanted, handed.append,
+                         lambda tp: UNASSIGNED, lambda placed: None)
     return logs, creator, handed
 
 
@@ -122,3 +125,25 @@ def test_pacer_yields_only_when_its_slice_is_spent() -> None:
         assert ran == ["other"]       # spent: the other task ran
         await task
     asyncio.run(run())
+
+
+def test_where_each_replica_is_goes_to_the_controller_when_the_image_says_otherwise(
+        tmp_path: Path) -> None:
+    """A new log's dir, and LOST for a replica assigned to a dir this broker cannot see
+    while one of its dirs is offline (never made elsewhere); nothing when the image
+    already says it."""
+    data, dead = tmp_path / "data", tmp_path / "dead"
+    dir_id, elsewhere = uuid.UUID(int=40), uuid.UUID(int=41)
+    logs = LogManager([data, dead])
+    logs.load_logs(lambda t, p: LogConfig(), {data: dir_id}, {dead: "unreadable"})
+    assigned = {("t", 0): UNASSIGNED, ("t", 1): elsewhere, ("t", 2): dir_id}
+    placed: dict[TopicPartition, uuid.UUID] = {}
+    creator = LogCreator(logs, lambda topic: LogConfig(), lambda tp: True, lambda tps: None,
+                         assigned.__getitem__, placed.update)
+    creator.create(list(assigned))
+    assert placed == {("t", 0): dir_id, ("t", 1): LOST}
+    assert logs.get("t", 1) is None and logs.get("t", 2) is not None
+    placed.clear()
+    assigned.update(placed_by_controller := {("t", 0): dir_id, ("t", 1): LOST})
+    creator.create(list(placed_by_controller))
+    assert placed == {}

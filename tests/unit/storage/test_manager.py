@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 
 import pytest
 
+from rillet.metadata.directories import LOST
+from rillet.protocol.errors import KafkaStorageError
 from rillet.records import parse_batches
 from rillet.storage.log_config import LogConfig
 from rillet.storage.manager import LogManager, parse_partition_dir
@@ -284,3 +287,34 @@ def test_run_writes_hw_checkpoints_at_their_interval(tmp_path: Path) -> None:
         await manager.close()
 
     asyncio.run(scenario())
+
+
+def test_a_replica_is_made_in_its_assigned_dir(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    ids = {a: uuid.UUID(int=10), b: uuid.UUID(int=11)}
+    manager = LogManager([a, b])
+    manager.load_logs(lambda t, p: LogConfig(), ids, {})
+    made = manager.create("t", 0, LogConfig(), ids[b])
+    assert made.directory.parent == b and manager.directory_id(("t", 0)) == ids[b]
+    assert manager.create("t", 1, LogConfig()).directory.parent == a   # unassigned: emptiest
+    # Assigned to a dir this broker no longer has, every dir online: that dir is gone for
+    # good (a replaced disk), so the replica is made anew, as in Kafka.
+    gone = uuid.UUID(int=12)
+    assert manager.create("t", 2, LogConfig(), gone).directory.parent == a   # a tie: first
+    assert manager.create("t", 3, LogConfig(), LOST).directory.parent == b
+
+
+def test_a_dir_failed_at_start_is_offline_and_keeps_its_replicas(tmp_path: Path) -> None:
+    """While a dir is offline, a replica assigned to a dir not online here may have its
+    data there: it is never made elsewhere (LOST or an id the broker cannot see)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    ids = {a: uuid.UUID(int=10), b: uuid.UUID(int=11)}
+    manager = LogManager([a, b])
+    manager.load_logs(lambda t, p: LogConfig(), {a: ids[a]}, {b: "cannot read it"})
+    assert manager.failures.offline == {b: "cannot read it"}
+    for p, assigned in enumerate((ids[b], LOST, uuid.UUID(int=12))):
+        with pytest.raises(KafkaStorageError):
+            manager.create("t", p, LogConfig(), assigned)
+        assert manager.offline_dir_of("t", p) == assigned   # the dir could not say its id
+        assert manager.get("t", p) is None and not (a / f"t-{p}").exists()
+    assert manager.create("t", 5, LogConfig()).directory.parent == a   # a new replica
