@@ -390,13 +390,16 @@ class ReplicaManager:
         while True:
             await asyncio.sleep(interval)
             for tp, state in list(self.leaders.items()):
-                self.session_news.settle(tp)
                 self._maybe_alter_isr(tp, state)
 
     def _maybe_alter_isr(self, tp: TopicPartition, state: PartitionLeaderState) -> None:
         plog = self.logs.get(*tp)
         if plog is None:
             return
+        # Every ISR check first applies the quiet partitions' implied fetches (session_news.py),
+        # the one a follower's fetch makes as much as the periodic one: a caught-up member on
+        # a quiet partition must not look stale in a proposal made for another replica.
+        self.session_news.settle(tp)
         proposed = state.isr_change(plog.log_end_offset, now_ms(),
                                     self.config["replica.lag.time.max.ms"],
                                     self.metadata.image.live_broker_ids)

@@ -67,25 +67,15 @@ class SessionNews:
 
     def unnamed(self, session: FetchSession, named: Mapping[TopicPartition, PartitionFetch]
                 ) -> dict[TopicPartition, PartitionFetch]:
-        """The partitions an incremental fetch of `session` did not name that must be
-        answered; each one looked at counts as a fetch from where the follower said."""
+        """The partitions an incremental fetch of `session` did not name that it answers:
+        every marked one. The read checks each as it checks a named one (leader epoch,
+        replica, offsets in the log) and only then counts it as a fetch: counted here,
+        before those checks, a follower could be taken as caught up at an offset of a log
+        that is no longer the one it fetched (a topic deleted and made again, a log cut
+        short by an unclean election), and acks=all would count a replica without the
+        records. A marked partition with nothing new costs an empty entry, once."""
         session.looked_ms = self._now_ms()
-        out = {}
-        for tp in list(session.news):
-            if tp in named:
-                continue
-            cached = session.partitions[tp]
-            plog = self._logs.get(*tp)
-            if plog is None or tp not in self._leaders:
-                out[tp] = cached.fetch   # its error
-                continue
-            self._fetched(tp, session.replica_id, cached.fetch.fetch_offset)
-            if needs_answer(cached, plog.log_end_offset, plog.high_watermark,
-                            plog.log_start_offset):
-                out[tp] = cached.fetch
-            else:
-                session.looked_at(tp, False, plog.log_end_offset)
-        return out
+        return {tp: session.partitions[tp].fetch for tp in session.news if tp not in named}
 
     def opened(self, session: FetchSession) -> None:
         """A full fetch of `session` looks at every partition it names."""

@@ -105,8 +105,12 @@ class LogLoader:
         else:
             self.producer_state.remove_before(log_start)
         checkpoint = read_offset_file(self.directory, HIGH_WATERMARK_NAME)
-        # Without a checkpoint (a single node's older logs) the log end.
-        high_watermark = leo if checkpoint is None else min(max(checkpoint, log_start), leo)
+        # Without a checkpoint (killed before the log's first one, which comes up to
+        # replica.high.watermark.checkpoint.interval.ms after its first move) the log start,
+        # as Kafka: never above what the ISR held. A leader moves it up again at once from
+        # what the ISR is known to hold (a single node: its log end), a follower from the
+        # leader's answer; the log end could show a follower's uncommitted records.
+        high_watermark = log_start if checkpoint is None else min(max(checkpoint, log_start), leo)
         return LoadedLog(segments, log_start, min(recovery_point, leo), high_watermark,
                          checkpoint, dir_dirty)
 
