@@ -294,7 +294,7 @@ down() {
 
 # Everything `up` builds, and nothing else: kind, the node image, helm and the project's images,
 # each skipped when its cached stamp matches. The e2e fixture runs this in the background, at the
-# lowest CPU and I/O priority, while the unit and integration tests run (e2e/localk8s/kind.py):
+# lowest CPU priority, while the unit and integration tests run (e2e/localk8s/kind.py):
 # a cold build then overlaps them and the first e2e test's `up` finds it done.
 build() {
   local t0=$SECONDS

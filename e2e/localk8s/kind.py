@@ -5,7 +5,7 @@
 chart, and returns the kubeconfig path; its progress goes to stderr as it happens. `down`
 removes the cluster and fails when the machine is not as `up` found it.
 
-`start_prebuild` runs `e2e/kind.sh build` in the background at the lowest CPU and I/O priority:
+`start_prebuild` runs `e2e/kind.sh build` in the background at the lowest CPU priority:
 the test session starts it at collection, so a cold build (about 20 minutes of Go on 2 cores)
 overlaps the unit and integration tests instead of following them; `up` waits for it first.
 """
@@ -32,9 +32,11 @@ _prebuild: subprocess.Popen | None = None
 
 
 def start_prebuild() -> None:
-    """`kind.sh build` in the background (nice 19, idle I/O class): it only uses what the tests
-    leave idle. Its output goes to PREBUILD_LOG; a failure is `up`'s to report, since `up`
-    builds again and fails with its own output."""
+    """`kind.sh build` in the background at nice 19: it gets the CPU the tests leave idle. It
+    also asks for the idle I/O class, which only an I/O scheduler that has classes (BFQ)
+    honours: this machine's disks use `none`, so its writes (Go's cache, podman's layers)
+    compete with the tests' as any process's do. Its output goes to PREBUILD_LOG; a failure
+    is `up`'s to report, since `up` builds again and fails with its own output."""
     global _prebuild
     if _prebuild is not None:
         return
