@@ -212,6 +212,10 @@ up() {
   local t0=$SECONDS
   mkdir -p "$state"
   [[ -f $state/machine-before ]] || machine_state > "$state/machine-before"
+  # netavark turns on this machine's IPv4 forwarding when it sets up the node bridge (even an
+  # internal one); `down` puts back the value found here (writing it also resets every
+  # interface's `forwarding` and all.accept_redirects, which the kernel ties to it)
+  [[ -f $state/ip_forward-before ]] || sysctl -n net.ipv4.ip_forward > "$state/ip_forward-before"
   ensure_containers_conf
   local built; built=$("$here/kind/build")
   kind_bin=$(sed -n 1p <<<"$built"); node_image=$(sed -n 2p <<<"$built")
@@ -276,8 +280,11 @@ down() {
   fi
   podman network exists "$network" && podman network rm "$network" >/dev/null || true
   host_side_down
+  if [[ -f $state/ip_forward-before ]]; then
+    sysctl -qw net.ipv4.ip_forward="$(cat "$state/ip_forward-before")"
+  fi
   rm -rf "$state/bin" "$state/empty-lib-modules" "$state/kubeconfig" "$state/kind-kubeconfig" "$state/loaded" "$state/shared" \
-    "$state/prebuild.log"
+    "$state/prebuild.log" "$state/ip_forward-before"
   say "down in $((SECONDS - t0)) s"
   if [[ -f $state/machine-before ]]; then
     if diff <(cat "$state/machine-before") <(machine_state) > "$state/machine-diff"; then

@@ -42,6 +42,7 @@ import uuid
 
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient
+from kafka.errors import KafkaConnectionError, KafkaTimeoutError
 
 
 def _security():
@@ -81,15 +82,29 @@ def _get(d, *keys):
     raise KeyError(f"none of {keys} in {sorted(d)}")
 
 
+def _describe(bootstrap, topic):
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, **SEC, request_timeout_ms=20000)
+    try:
+        cluster = admin.describe_cluster()
+        (desc,) = admin.describe_topics([topic])
+    finally:
+        admin.close()
+    return cluster, desc
+
+
 def inspect(bootstrap, topic, full_isr_s=0.0):
     deadline = time.monotonic() + full_isr_s
     while True:
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap, **SEC, request_timeout_ms=20000)
         try:
-            cluster = admin.describe_cluster()
-            (desc,) = admin.describe_topics([topic])
-        finally:
-            admin.close()
+            cluster, desc = _describe(bootstrap, topic)
+        except (KafkaConnectionError, KafkaTimeoutError) as e:
+            # A broker pod just replaced keeps its DNS name, but CoreDNS may answer its old
+            # address for its cache time (15 s here): a client retries, as Kafka's own do.
+            if time.monotonic() > deadline:
+                raise
+            print(f"inspect: {e!r}; again", file=sys.stderr, flush=True)
+            time.sleep(1)
+            continue
         # kafka-python names fields as the protocol does (partition_index, replica_nodes...).
         parts = {_get(p, "partition_index", "partition"): {
             "replicas": _get(p, "replica_nodes", "replicas"), "isr": _get(p, "isr_nodes", "isr"),
