@@ -1,6 +1,7 @@
 """Status conditions, as Kubernetes conventions want them: Ready says whether the resource
 serves, and conditions beside it say what is under way (Reconciling, and for a Cluster Scaling
-and RollingRestart) or wrong (Error, ConfigWarning).
+and RollingRestart, and CertificateRolloverWaiting naming the Users a CA rollover waits for) or
+wrong (Error, ConfigWarning).
 
 Ready stays True while a planned change runs on a cluster that serves (a scale-up, a rolling
 restart, one broker restarting): its reason then names the change (ScalingUp, RollingRestart,
@@ -20,9 +21,11 @@ READY, RECONCILING, ERROR = "Ready", "Reconciling", "Error"
 SCALING, ROLLING_RESTART, CONFIG_WARNING = "Scaling", "RollingRestart", "ConfigWarning"
 RECONCILIATION_PAUSED = "ReconciliationPaused"   # pause.py
 STORAGE_RESIZE = "StorageResize"   # storage_growth.py: claims growing, or why they cannot
+# rollover_users.py: the tls Users a CA rollover step waits for.
+CERT_ROLLOVER_WAITING = "CertificateRolloverWaiting"
 # The order conditions are listed in.
-ORDER = (READY, RECONCILING, SCALING, ROLLING_RESTART, STORAGE_RESIZE, ERROR, CONFIG_WARNING,
-         RECONCILIATION_PAUSED)
+ORDER = (READY, RECONCILING, SCALING, ROLLING_RESTART, STORAGE_RESIZE, CERT_ROLLOVER_WAITING,
+         ERROR, CONFIG_WARNING, RECONCILIATION_PAUSED)
 # The conditions a Cluster always carries besides Ready, Reconciling and Error.
 CLUSTER_TRACKED = (SCALING, ROLLING_RESTART, STORAGE_RESIZE, CONFIG_WARNING)
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import kopf
 
-from .. import ca_rollover, pki
+from .. import ca_rollover, pki, rollover_users
 from ..builders import broker_config as bc
 from ..builders import names
 from ..builders.cluster import CERT_ANNOTATION
@@ -53,6 +53,9 @@ class Issued:
     status: dict
     operator: pki.KeyPair        # the operator's certificate, for its connection
     cluster_ca_pem: str          # every cluster CA certificate trusted now (a PEM bundle)
+    # The tls Users a rollover step waits for (rollover_users.py); None: not looked at this
+    # pass (a step waits for the brokers first, so the Users hold nothing yet).
+    users_waiting: tuple[rollover_users.LaggingUser, ...] | None = ()
 
 
 def _labels(cs: ClusterSpec) -> dict[str, str]:
@@ -202,29 +205,6 @@ async def _user_secrets(cs: ClusterSpec) -> list[dict]:
     return found
 
 
-def users_signed_by(secrets: list[dict], signer_pem: str) -> bool:
-    """Whether every User client certificate among `secrets` (the cluster's, labelled with
-    their User) is signed by `signer_pem`."""
-    for secret in _of_users(secrets):
-        cert = pki.secret_text_or_none(secret, "user.crt")
-        if cert and not pki.issued_by(cert, signer_pem):
-            return False
-    return True
-
-
-def users_trust(secrets: list[dict], cert_pem: str) -> bool:
-    """Whether every User Secret among `secrets` that carries a ca.crt (a tls User's: the
-    cluster CA certificates its client trusts the brokers by) holds `cert_pem` in it."""
-    return all(pki.bundle_holds(pki.secret_text_or_none(s, "ca.crt"), cert_pem)
-               for s in _of_users(secrets) if pki.secret_text_or_none(s, "ca.crt") is not None)
-
-
-def _of_users(secrets: list[dict]) -> list[dict]:
-    """The Secrets made for Users (labelled with their User), not the cluster's own."""
-    return [s for s in secrets
-            if names.LABEL_USER in ((s.get("metadata") or {}).get("labels") or {})]
-
-
 def _users_ca(secret: dict | None, secret_name: str, now: datetime.datetime) -> pki.KeyPair:
     """The CA a user brought (generateCertificateAuthority false), or why it cannot serve."""
     where = (f"Secret {secret_name} (spec.certificates.generateCertificateAuthority is false: "
@@ -319,13 +299,22 @@ async def ensure(cs: ClusterSpec, meta: Any, status: dict, owner: Any, logger: A
     #   trusts the new certificate, or those clients would refuse the brokers' new leaves;
     # - the clients CA's SignNew changes no broker file: before its old certificate leaves
     #   the brokers' truststores, every User certificate must be signed by the new one.
+    # The Users that hold a step are named in the Cluster's condition CertificateRolloverWaiting
+    # (rollover_users.py), so a paused or hand-edited one does not hold it unexplained.
     trusted_next = cluster_ca.pending.cert_pem if cluster_ca.pending and \
         cluster_ca.phase == ca_rollover.TRUST_NEW else None
     clients_waits = clients_ca.phase == ca_rollover.SIGN_NEW
     users = await _user_secrets(cs) if rolled and (trusted_next or clients_waits) else []
-    cluster_rolled = rolled and (trusted_next is None or users_trust(users, trusted_next))
-    clients_rolled = rolled and (not clients_waits or
-                                 users_signed_by(users, clients_ca.signer.cert_pem))
+    not_trusting = rollover_users.not_trusting(users, trusted_next, cs.namespace) \
+        if trusted_next else []
+    not_signed = rollover_users.not_signed_by(users, clients_ca.signer.cert_pem,
+                                              cs.namespace) if clients_waits else []
+    cluster_rolled = rolled and not not_trusting
+    clients_rolled = rolled and not not_signed
+    # What the Cluster's condition names; None while the brokers still roll (the Users were
+    # not looked at, and are not yet what holds the step).
+    waiting = None if (trusted_next or clients_waits) and not rolled else \
+        tuple(not_trusting + not_signed)
     cluster_ca = await _rollover_step(cs, *names_ca, cluster_ca, cluster_rolled, now, owner,
                                       logger)
     clients_ca = await _rollover_step(cs, *names_clients, clients_ca, clients_rolled, now,
@@ -350,7 +339,7 @@ async def ensure(cs: ClusterSpec, meta: Any, status: dict, owner: Any, logger: A
         **_rollover_status("clusterCa", cluster_ca), **_rollover_status("clientsCa", clients_ca),
         "brokerNotAfter": _stamp(pki.not_after(broker.cert_pem)),
         "brokerFingerprint": pki.fingerprint(broker.cert_pem),
-        "renewToken": token}, operator, cluster_ca.bundle)
+        "renewToken": token}, operator, cluster_ca.bundle, waiting)
 
 
 def _rollover_status(prefix: str, ca: ca_rollover.CaState) -> dict:

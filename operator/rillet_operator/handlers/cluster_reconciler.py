@@ -18,16 +18,16 @@ import kopf
 from rillet.client import KafkaClientError
 from rillet.defs.cluster_id import new_cluster_id
 
-from .. import cluster_status, storage_growth
+from .. import cluster_status, rollover_users, storage_growth
 from ..builders import broker_config as bc
 from ..builders import cluster as builders
 from ..builders import listeners, names
-from ..conditions import CLUSTER_TRACKED, READY, Outcome, Step
+from ..conditions import CERT_ROLLOVER_WAITING, CLUSTER_TRACKED, READY, Outcome, Step
 from ..conditions import get as get_condition
 from ..kube import ApiError, Kube
 from ..spec import ClusterSpec, SpecError, parse_cluster
 from . import access, certificates, storage
-from .common import write_outcome
+from .common import now, write_outcome
 from .context import ClusterContext
 from .rolling import apply_dynamic_configs, roll_step
 from .scaling import ScaleDecision, scale_step
@@ -211,11 +211,27 @@ class ClusterReconciler:
                 raise Refused(getattr(exc, "reason", "CertificateError"), str(exc)) from None
             self.cert_hash = issued.broker_fingerprint
             self.patch.status["certificates"] = issued.status
+            self.users_waiting(issued.users_waiting)
             target = access.secured_target(cs, issued.operator, issued.cluster_ca_pem)
         else:
+            self.users_waiting(())
             target = await access.target(cs)
         self._ctx = ClusterContext(cs, self.body, self.meta, self.status, self.patch,
                                    self.logger, self.kube, target)
+
+    def users_waiting(self, lagging: tuple[rollover_users.LaggingUser, ...] | None) -> None:
+        """The condition naming the tls Users a CA rollover step waits for (or False once none
+        does), into the conditions the pass writes, with an Event when it changes (not every
+        pass)."""
+        changed = rollover_users.waiting_conditions(self.status.get("conditions"), lagging,
+                                                    now())
+        if changed is None:
+            return
+        self.status["conditions"] = changed
+        self.patch.status["conditions"] = changed
+        cond = get_condition(changed, CERT_ROLLOVER_WAITING) or {}
+        kopf.info(self.body, reason=cond.get("reason", ""), message=cond.get("message", ""))
+        self.logger.info("%s: %s", cond.get("reason"), cond.get("message"))
 
     async def scale(self) -> None:
         """How many broker pods to run now: scaling decides (never fewer than hold data)."""

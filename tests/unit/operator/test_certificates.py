@@ -8,7 +8,7 @@ import logging
 from datetime import datetime, timedelta, timezone
 
 from rillet_operator import ca_rollover as cr
-from rillet_operator import pki
+from rillet_operator import pki, rollover_users
 from rillet_operator.handlers import certificates
 from rillet_operator.handlers.certificates import _reason_to_issue
 from rillet_operator.kube import ApiError
@@ -194,9 +194,10 @@ def test_the_clients_ca_drops_its_old_certificate_only_once_every_user_is_re_sig
     scram_user = {"metadata": {"labels": {"rillet.io/cluster": "events",
                                           "rillet.io/user": "s"}}, "data": {}}
     behind = [broker, scram_user, user_secret("a", new_ca), user_secret("b", old_ca)]
-    assert not certificates.users_signed_by(behind, new_ca.cert_pem)
+    assert rollover_users.not_signed_by(behind, new_ca.cert_pem, "prod") == [
+        rollover_users.LaggingUser("prod", "b", rollover_users.LACKS_SIGNATURE)]
     caught_up = [broker, scram_user, user_secret("a", new_ca), user_secret("b", new_ca)]
-    assert certificates.users_signed_by(caught_up, new_ca.cert_pem)
+    assert rollover_users.not_signed_by(caught_up, new_ca.cert_pem, "prod") == []
 
 
 def test_the_users_secrets_are_found_through_the_users_of_this_cluster(monkeypatch):
@@ -362,11 +363,18 @@ def test_a_cluster_ca_replacement_signs_with_the_new_key_only_once_every_user_tr
     owner = {"apiVersion": "rillet.io/v1alpha1", "kind": "Cluster",
              "metadata": {"name": "events", "namespace": "prod", "uid": "u"}}
 
+    waiting = []
+
     def phase() -> str:
         issued = asyncio.run(certificates.ensure(CS, {}, {}, owner, logging.getLogger()))
+        waiting.append(issued.users_waiting)
         return issued.status["clusterCaPhase"]
 
     assert phase() == cr.TRUST_NEW and phase() == cr.TRUST_NEW
+    # The Cluster's condition names her as what the step waits for (bob, SCRAM, never).
+    assert waiting[-1] == (rollover_users.LaggingUser("prod", "alice",
+                                                      rollover_users.LACKS_TRUST),)
     # alice's pass comes: her Secret trusts both (as the published cluster-ca-cert does).
     api.objects[("Secret", "alice")]["data"]["ca.crt"] = pki.b64(trust_new.bundle)
     assert phase() == cr.SIGN_NEW
+    assert waiting[-1] == ()
