@@ -64,8 +64,19 @@ def _datetime(millis: int | None) -> datetime.datetime | None:
     return datetime.datetime.fromtimestamp(millis / 1000, tz=datetime.timezone.utc)
 
 
+# Enum lookups by value are slow next to a dict's; the codes seen are few.
+_ERROR_CODES: dict[int, ErrorCode] = {}
+
+
+def _error_code(code: int) -> ErrorCode:
+    known = _ERROR_CODES.get(code)
+    if known is None:
+        known = _ERROR_CODES[code] = ErrorCode(code)   # an unknown code raises, as in build
+    return known
+
+
 def _partition_entity(shape: _Shape, p: dict[str, Any]) -> Any:
-    kwargs: dict[str, Any] = {"index": p["index"], "error_code": ErrorCode(p["error_code"]),
+    kwargs: dict[str, Any] = {"index": p["index"], "error_code": _error_code(p["error_code"]),
                               "base_offset": p["base_offset"],
                               "log_append_time": _datetime(p.get("log_append_time"))}
     if shape.log_start and "log_start_offset" in p:
