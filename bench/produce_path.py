@@ -14,7 +14,7 @@ each for one partition (one batch per request) and eight (eight batches per requ
 is 15 records of 1 KB, about what the Java producer's 16 KB batch.size holds. Prints per
 variant the median over rounds of CPU microseconds per request (process time, which other
 load on the machine inflates far less than the wall clock). --profile VARIANT writes a cProfile
-of that variant's last round to produce_path.prof.
+(timed in CPU time too) of that variant's last round to produce_path.prof.
 
     .venv/bin/python bench/produce_path.py [--requests 1000] [--rounds 5] [--profile all-p1]
 """
