@@ -124,7 +124,8 @@ async def main_async(args: argparse.Namespace, data_dir: Path) -> dict[str, list
                 frames = produce_frames(topic, acks, parts, args.requests,
                                         producer if idempotent else None)
                 if args.profile == name and round_no == args.rounds - 1:
-                    profiler = cProfile.Profile(time.process_time)  # CPU, not wall: the machine is shared
+                    # CPU time, not the wall clock: the machine may be shared.
+                    profiler = cProfile.Profile(time.process_time)
                     profiler.enable()
                     cpu = await run_frames(broker, frames)
                     profiler.disable()
