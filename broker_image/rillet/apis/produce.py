@@ -27,7 +27,8 @@ from typing import Any
 
 from ..internal_topics import OFFSETS_TOPIC
 from ..protocol import errors
-from ..protocol.codec import FramingError
+from ..protocol.codec import FramingError, response_schema
+from ..protocol.produce_response import build_body
 from ..quotas.entity import PRODUCER_BYTE_RATE
 from ..records import BatchHeader, parse_batches
 from ..txn.verdicts import check_still_verified, verification_error
@@ -210,7 +211,7 @@ async def produce(ctx: RequestContext, req: Any) -> Any:
     ctx.record_quota(PRODUCER_BYTE_RATE, ctx.request_bytes)
     if acks == 0:
         return None
-    return ctx.response({"responses": results, "throttle_time": 0})
+    return build_body(response_schema(0, ctx.version), results, 0)
 
 
 async def _await_replication(ctx: RequestContext, topic: str, index: int,
