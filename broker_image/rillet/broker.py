@@ -363,6 +363,10 @@ class Broker:
                 self.replication.stop_replica((topic, p))
                 self.logs.delete_partition(topic, p)
                 self.replication.wake((topic, p))
+            elif self.logs.offline_dir_of(topic, p) is not None:
+                # Its dir is offline: no longer ours, so a replica later moved back here is
+                # a new one, made in an online dir.
+                self.logs.delete_partition(topic, p)
 
     def _assigned_dir(self, tp: tuple[str, int]) -> uuid.UUID:
         part = self.image.partition(*tp)
