@@ -175,7 +175,8 @@ class Broker:
         assert self.channel is not None
         raft = self.raft
         self.lifecycle = BrokerLifecycle(self.node_id, self.config, self.channel,
-                                         lambda: raft.applied_offset, self.dir_assignments)
+                                         lambda: raft.applied_offset, self.dir_assignments,
+                                         self.logs.directory_ids)
         self.logs.failures.subscribe(self.lifecycle.on_log_dir_failure)
         await self.lifecycle.start()
         await self.lifecycle.wait_unfenced()

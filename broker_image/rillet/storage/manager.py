@@ -206,6 +206,13 @@ class LogManager:
 
     # ------------------------------------------------------------ offline log dirs
 
+    def directory_ids(self) -> tuple[tuple[uuid.UUID, ...], tuple[uuid.UUID, ...]]:
+        """(online, offline): the directory ids of this broker's log dirs, as registration and
+        heartbeats name them (KIP-858); a dir unreadable at start has no known id."""
+        online = tuple(i for d, i in self._ids.items() if not self.failures.is_offline(d))
+        offline = tuple(i for d, i in self._ids.items() if self.failures.is_offline(d))
+        return online, offline
+
     def offline_dir_of(self, topic: str, partition: int) -> Path | uuid.UUID | None:
         """The offline log dir that held this partition's log, if it did (its directory id
         when that dir is not one of this broker's online dirs)."""
