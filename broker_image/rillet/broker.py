@@ -175,7 +175,8 @@ class Broker:
         assert self.channel is not None
         raft = self.raft
         self.lifecycle = BrokerLifecycle(self.node_id, self.config, self.channel,
-                                         lambda: raft.applied_offset, self.dir_assignments)
+                                         lambda: raft.applied_offset, self.dir_assignments,
+                                         self.logs.directory_ids)
         self.logs.failures.subscribe(self.lifecycle.on_log_dir_failure)
         await self.lifecycle.start()
         await self.lifecycle.wait_unfenced()
@@ -363,6 +364,10 @@ class Broker:
                 self.replication.stop_replica((topic, p))
                 self.logs.delete_partition(topic, p)
                 self.replication.wake((topic, p))
+            elif self.logs.offline_dir_of(topic, p) is not None:
+                # Its dir is offline: no longer ours, so a replica later moved back here is
+                # a new one, made in an online dir.
+                self.logs.delete_partition(topic, p)
 
     def _assigned_dir(self, tp: tuple[str, int]) -> uuid.UUID:
         part = self.image.partition(*tp)

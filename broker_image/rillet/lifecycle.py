@@ -5,7 +5,10 @@ then heartbeats (BrokerHeartbeat) with the metadata offset it has applied;
 the controller unfences it once that covers its registration, and fences it
 again when heartbeats stop for broker.session.timeout.ms. On SIGTERM the
 broker heartbeats with want_shut_down, and the controller moves its
-leaderships away before answering should_shut_down. Which log dir holds each replica goes to
+leaderships away before answering should_shut_down. The registration names the directory ids
+of the online log dirs and every heartbeat those of the offline ones (KIP-858), as Kafka
+3.7+ brokers do; the controller moves leadership off replicas assigned to an offline one.
+Which log dir holds each replica goes to
 the controller with AssignReplicasToDirs (KIP-858; dir_assignments.py queues them): a new
 replica's dir once its log is made, and the LOST directory for every replica of a failed or
 unreadable dir (as Kafka's lifecycle manager propagates a directory failure), retried until
@@ -36,12 +39,15 @@ from .tasks import cancel_and_wait
 log = logging.getLogger(__name__)
 
 RETRY_S = 0.2
+DirIds = tuple[tuple[uuid.UUID, ...], tuple[uuid.UUID, ...]]   # (online, offline) dir ids
 NO_CONTROLLER_GIVE_UP_S = 3.0
 
 
 class BrokerLifecycle:
     def __init__(self, node_id: int, config: BrokerConfig, channel: ControllerChannel,
-                 applied_offset: Callable[[], int], dirs: DirAssignmentQueue) -> None:
+                 applied_offset: Callable[[], int], dirs: DirAssignmentQueue,
+                 log_dirs: Callable[[], DirIds] = lambda: ((), ())) -> None:
+        """`log_dirs()`: the directory ids of this broker's (online, offline) log dirs."""
         self.node_id = node_id
         self.config = config
         self._channel = channel
@@ -56,6 +62,7 @@ class BrokerLifecycle:
         self._shutting_down = False
         self._dirs = dirs
         self._dirs_task: asyncio.Task[None] | None = None
+        self._log_dirs = log_dirs
 
     async def start(self) -> None:
         await self._register()
@@ -168,8 +175,9 @@ class BrokerLifecycle:
             self.node_id, self.incarnation,
             tuple((lst.name.upper(), lst.host, lst.port, self.config.security_protocol(lst))
                   for lst in listeners),
-            self.config["broker.rack"]))
+            self.config["broker.rack"], self._log_dirs()[0]))
 
     async def _heartbeat(self, want_shutdown: bool) -> BrokerState:
         return await self._channel.broker_heartbeat(self.node_id, self.broker_epoch,
-                                                    self._applied_offset(), want_shutdown)
+                                                    self._applied_offset(), want_shutdown,
+                                                    frozenset(self._log_dirs()[1]))

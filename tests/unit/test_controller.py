@@ -207,3 +207,41 @@ def test_no_image_names_a_fenced_broker_as_a_leader(tmp_path: Path) -> None:
         await _stop(ctrl)
 
     asyncio.run(run())
+
+
+def test_a_heartbeat_naming_an_offline_log_dir_moves_leadership_off_its_replicas(
+        tmp_path: Path) -> None:
+    """KIP-858: the registration keeps the broker's online dir ids; a heartbeat naming one
+    of them offline makes its replicas there LOST (leadership and ISR slot move off them),
+    the ones in its other dir untouched, and a second such heartbeat changes nothing."""
+    import uuid
+    from rillet.metadata.directories import LOST
+    bad, good = uuid.UUID(int=100), uuid.UUID(int=101)
+
+    async def run() -> None:
+        ctrl = await _three_brokers(tmp_path)
+        epoch = await ctrl.register_broker(2, "127.0.0.1", 9094, None, "incarnation-2",
+                                           log_dirs=(bad, good))
+        assert ctrl.image.brokers[2].log_dirs == (bad, good)
+        await ctrl.broker_heartbeat(2, epoch, ctrl.raft.applied_offset, False)
+        [created] = await ctrl.create_topics([TopicSpec(
+            "t", assignments={0: [2, 1, 3], 1: [2, 3, 1]})])
+        assert created.error is None
+        assert await ctrl.assign_replicas_to_dirs(2, epoch, {("t", 0): bad, ("t", 1): good}) \
+            == {("t", 0): None, ("t", 1): None}
+        assert {p.leader for p in ctrl.image.topics["t"].partitions.values()} == {2}
+
+        state = await ctrl.broker_heartbeat(2, epoch, ctrl.raft.applied_offset, False,
+                                            frozenset({bad}))
+        assert not state.fenced   # the broker stays: its other dir is served
+        on_bad, on_good = ctrl.image.partition("t", 0), ctrl.image.partition("t", 1)
+        assert on_bad is not None and on_good is not None
+        assert on_bad.leader == 1 and 2 not in on_bad.isr and on_bad.directory_of(2) == LOST
+        assert on_good.leader == 2 and on_good.directory_of(2) == good
+        end = ctrl.raft.log.end_offset
+        await ctrl.broker_heartbeat(2, epoch, ctrl.raft.applied_offset, False,
+                                    frozenset({bad}))
+        assert ctrl.raft.log.end_offset == end, "a repeated offline dir was recorded again"
+        await _stop(ctrl)
+
+    asyncio.run(run())

@@ -1,10 +1,11 @@
-"""BrokerRegistration (key 62), v0: a broker registers with the active controller.
+"""BrokerRegistration (key 62), v0-v2: a broker registers with the active controller.
 
 Served on the controller listener only. The broker comes back fenced with its
 broker epoch; its heartbeats unfence it once it has caught up. Only the first
 listener is the address other brokers use (the broker sends its inter-broker listener
 first); all are kept, so each client is told the brokers' addresses on its own listener.
-v1+ add previous broker epoch and log dirs (KIP-858), not used here.
+v2 adds the directory ids of its online log dirs (LogDirs, KIP-858), which the registration
+record keeps. (v1's ZK-migration flag is for ZooKeeper brokers: always false here.)
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from ..protocol import errors
 from .registry import RequestContext, api
 
 
-@api(key=62, versions=(0, 0), scope="controller")
+@api(key=62, versions=(0, 2), scope="controller")
 async def broker_registration(ctx: RequestContext, req: Any) -> Any:
     broker = ctx.broker
     try:
@@ -28,7 +29,7 @@ async def broker_registration(ctx: RequestContext, req: Any) -> Any:
         endpoints = tuple((lst.name.upper(), lst.host, lst.port) for lst in req.listeners)
         epoch = await broker.controller.register_broker(
             req.broker_id, listener.host, listener.port, req.rack, str(req.incarnation_id),
-            endpoints)
+            endpoints, tuple(d for d in getattr(req, "log_dirs", ()) if d is not None))
         return ctx.response({"throttle_time": 0, "error_code": 0, "broker_epoch": epoch})
     except Exception as exc:
         return ctx.response({"throttle_time": 0, "broker_epoch": -1,

@@ -49,6 +49,7 @@ class Registration:
     # (LISTENER, host, port, security protocol) of each broker listener, inter-broker first.
     listeners: tuple[tuple[str, str, int, str], ...]
     rack: str | None
+    log_dirs: tuple[uuid.UUID, ...] = ()   # directory ids of its online log dirs (KIP-858)
 
 
 class ControllerChannel:
@@ -65,6 +66,12 @@ class ControllerChannel:
         self._client_id = f"rillet-broker-{node_id}"
         self._idle: dict[tuple[str, int], list[Stream]] = {}
         self._ids = itertools.count(1)
+        # Controllers (node ids) asked with v0 of BrokerRegistration and BrokerHeartbeat:
+        # their v2/v1 carry KIP-858's log dirs, and an older rillet, met while an upgrade
+        # rolls node by node, closes the connection on them. A failed exchange with a newer
+        # version puts that controller here (a network fault too: it then only misses the
+        # log dirs, which AssignReplicasToDirs carries anyway).
+        self._v0_only: set[int] = set()
 
     # -- where the controller is -------------------------------------------------------
 
@@ -149,27 +156,47 @@ class ControllerChannel:
         if self.is_local:
             _, host, port = endpoints[0]
             return await self._controller.register_broker(
-                r.node_id, host, port, r.rack, str(r.incarnation), endpoints)
-        response = await self.request(remote.BROKER_REGISTRATION, 0, {
-            "broker_id": r.node_id, "cluster_id": self.cluster_id,
-            "incarnation_id": r.incarnation,
-            "listeners": [{"name": name, "host": host, "port": port,
-                           "security_protocol": remote.PROTOCOL_IDS[protocol]}
-                          for name, host, port, protocol in r.listeners],
-            "features": [], "rack": r.rack})
+                r.node_id, host, port, r.rack, str(r.incarnation), endpoints, r.log_dirs)
+        body = {"broker_id": r.node_id, "cluster_id": self.cluster_id,
+                "incarnation_id": r.incarnation,
+                "listeners": [{"name": name, "host": host, "port": port,
+                               "security_protocol": remote.PROTOCOL_IDS[protocol]}
+                              for name, host, port, protocol in r.listeners],
+                "features": [], "rack": r.rack}
+        response = await self._lifecycle_request(remote.BROKER_REGISTRATION, 2, body,
+                                                 {"log_dirs": list(r.log_dirs)})
         raise_for(response.error_code, "broker registration")
         return int(response.broker_epoch)
 
     async def broker_heartbeat(self, node_id: int, broker_epoch: int, metadata_offset: int,
-                               want_shutdown: bool) -> BrokerState:
+                               want_shutdown: bool,
+                               offline_dirs: frozenset[uuid.UUID] = frozenset()
+                               ) -> BrokerState:
+        """`offline_dirs`: the directory ids of this broker's offline log dirs."""
         if self.is_local:
-            return await self._controller.broker_heartbeat(node_id, broker_epoch,
-                                                           metadata_offset, want_shutdown)
-        response = await self.request(remote.BROKER_HEARTBEAT, 0, {
+            return await self._controller.broker_heartbeat(
+                node_id, broker_epoch, metadata_offset, want_shutdown, offline_dirs)
+        response = await self._lifecycle_request(remote.BROKER_HEARTBEAT, 1, {
             "broker_id": node_id, "broker_epoch": broker_epoch,
             "current_metadata_offset": metadata_offset, "want_fence": False,
-            "want_shut_down": want_shutdown})
+            "want_shut_down": want_shutdown}, {"offline_log_dirs": sorted(offline_dirs)})
         return remote.heartbeat_state(response)
+
+    async def _lifecycle_request(self, api_key: int, version: int, body: dict[str, Any],
+                                 log_dirs: dict[str, Any]) -> Any:
+        """A registration or heartbeat: at `version` with its `log_dirs` fields, or at v0
+        without them to a controller that failed such an exchange (see __init__)."""
+        leader = self._raft.leader_id
+        if leader in self._v0_only:
+            return await self.request(api_key, 0, body)
+        try:
+            return await self.request(api_key, version, {**body, **log_dirs})
+        except KafkaClientError:
+            if leader is not None:
+                log.info("controller %s: api %d v%d failed; asking it with v0 from now on",
+                         leader, api_key, version)
+                self._v0_only.add(leader)
+            raise
 
     async def assign_replicas_to_dirs(self, node_id: int, broker_epoch: int,
                                       assignments: Mapping[tuple[str, int], uuid.UUID]

@@ -148,21 +148,25 @@ class Controller:
 
     async def register_broker(self, node_id: int, host: str, port: int,
                               rack: str | None, incarnation: str,
-                              endpoints: tuple[tuple[str, str, int], ...] = ()) -> int:
+                              endpoints: tuple[tuple[str, str, int], ...] = (),
+                              log_dirs: tuple[uuid.UUID, ...] = ()) -> int:
         """Registers (or re-registers) a broker, fenced until it has caught up; its epoch.
-        ``endpoints``: (LISTENER, host, port) of each broker listener, inter-broker first."""
+        ``endpoints``: (LISTENER, host, port) of each broker listener, inter-broker first;
+        ``log_dirs``: the directory ids of its online log dirs (KIP-858)."""
         arrived = time.monotonic()
         async with self._exclusive(URGENT):
             known = self.image.brokers.get(node_id)
             if known and (known.host, known.port, known.rack, known.incarnation,
-                          known.endpoints) == (host, port, rack, incarnation, endpoints):
+                          known.endpoints, known.log_dirs) == (host, port, rack, incarnation,
+                                                               endpoints, log_dirs):
                 self._liveness.touch(node_id, arrived)
                 return known.epoch
             epoch = (known.epoch + 1) if known else 0
             register = {"type": mrec.REGISTER_BROKER, "node_id": node_id,
                         "host": host, "port": port, "rack": rack, "epoch": epoch,
                         "incarnation": incarnation, "fenced": True,
-                        "endpoints": [list(e) for e in endpoints]}
+                        "endpoints": [list(e) for e in endpoints],
+                        "log_dirs": [str(d) for d in log_dirs]}
             if known and known.incarnation != incarnation:
                 # A new process: its last one may have died without a controlled shutdown
                 # (still in ISRs) and its disk may be empty (emptyDir, a replaced volume).
@@ -186,20 +190,29 @@ class Controller:
         return known
 
     async def broker_heartbeat(self, node_id: int, broker_epoch: int, metadata_offset: int,
-                               want_shutdown: bool) -> BrokerState:
+                               want_shutdown: bool,
+                               offline_dirs: frozenset[uuid.UUID] = frozenset()
+                               ) -> BrokerState:
+        """`offline_dirs`: the directory ids of its offline log dirs (KIP-858); its
+        replicas still assigned to one go to LOST (replica_dirs.py)."""
         # Alive as of its arrival, whatever it waits for next.
         arrived = time.monotonic()
         if self.is_active:
             known = self._registered(node_id, broker_epoch)
             self._liveness.touch(node_id, arrived)
             caught_up = metadata_offset >= known.registered_offset
-            if not want_shutdown and not (known.fenced and caught_up):
+            # A scan of the image only while the broker has an offline dir.
+            lost = replica_dirs.offline_replicas(self.image, node_id, offline_dirs) \
+                if offline_dirs else {}
+            if not want_shutdown and not (known.fenced and caught_up) and not lost:
                 # Nothing to decide: the answer is in the image, no lock needed.
                 return BrokerState(caught_up, known.fenced, False)
         async with self._exclusive(URGENT):
             known = self._registered(node_id, broker_epoch)
             self._liveness.touch(node_id, arrived)
             caught_up = metadata_offset >= known.registered_offset
+            if offline_dirs:
+                await self._offline_dirs(node_id, offline_dirs)
             if want_shutdown:
                 if not known.fenced:
                     await self._fence(node_id, "controlled shutdown")
@@ -284,6 +297,17 @@ class Controller:
                 log.info("broker %d: %d replica dir assignment(s) recorded, %d to a failed "
                          "log dir", node_id, len(records), lost)
             return answers
+
+    async def _offline_dirs(self, node_id: int, offline: frozenset[uuid.UUID]) -> None:
+        """Under the lock: `node_id`'s replicas still assigned to one of its `offline` dirs
+        go to LOST: their leaderships and ISR slots move to others."""
+        lost = replica_dirs.offline_replicas(self.image, node_id, offline)
+        if not lost:
+            return
+        _, records = replica_dirs.decide(self.image, node_id, lost, self._unclean_allowed)
+        await self._commit(records)
+        log.info("broker %d: %d replica(s) on its offline log dir(s) %s assigned to LOST",
+                 node_id, len(lost), ", ".join(sorted(map(str, offline))))
 
     async def unregister_broker(self, node_id: int) -> None:
         """UnregisterBroker: forget a broker that holds no replica (see brokers.py)."""

@@ -14,12 +14,18 @@ replica is assigned to a real dir again it may lead (election.on_broker_returnin
 the leadership when its broker is unfenced: a restarted broker assigns its replicas
 before its first heartbeat).
 
+A broker also names its offline dirs in every heartbeat (BrokerHeartbeat v1+,
+OfflineLogDirs, as Kafka 3.7+): `offline_replicas` finds its replicas still assigned to one
+of them, which the controller then assigns to LOST as above. Its AssignReplicasToDirs
+usually got there first; the heartbeat is the backstop (a lost or refused assignment, a new
+active controller), and what a Kafka broker sends.
+
 Pure: image in, records out.
 """
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Collection, Mapping
 
 from ..metadata import directories as dirs
 from ..metadata.image import MetadataImage, PartitionInfo
@@ -53,6 +59,18 @@ def decide(image: MetadataImage, node_id: int, assignments: Mapping[TopicPartiti
         if rec is not None:
             records.append(rec)
     return answers, records
+
+
+def offline_replicas(image: MetadataImage, node_id: int, offline: Collection[uuid.UUID]
+                     ) -> dict[TopicPartition, uuid.UUID]:
+    """`node_id`'s replicas assigned to one of its `offline` dirs, each to LOST (those
+    LOST already, or in no named dir, are left out)."""
+    named = frozenset(offline) - dirs.RESERVED
+    if not named:
+        return {}
+    return {(name, p): dirs.LOST for name, topic in image.topics.items()
+            for p, part in topic.partitions.items()
+            if node_id in part.replicas and part.directory_of(node_id) in named}
 
 
 def _assign(part: PartitionInfo, node_id: int, directory: uuid.UUID, live: frozenset[int],

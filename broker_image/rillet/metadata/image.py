@@ -38,6 +38,9 @@ class BrokerInfo:
     # (LISTENER NAME, host, port) of every broker listener; host/port above is the first,
     # the inter-broker one. Empty in records older than named listeners.
     endpoints: tuple[tuple[str, str, int], ...] = ()
+    # The directory ids of its online log dirs when it registered (KIP-858; empty in
+    # records older than that).
+    log_dirs: tuple[uuid.UUID, ...] = ()
 
     def address(self, listener_name: str) -> tuple[str, int] | None:
         """Where a client of listener ``listener_name`` reaches this broker (Kafka answers
@@ -210,7 +213,8 @@ class ImageBuilder:
                 rec.get("epoch", 0), rec.get("fenced", False), rec.get("incarnation"),
                 # A snapshot carries it; a live registration is stamped with its own offset.
                 rec.get("registered_offset", self.batch_end),
-                tuple((e[0], e[1], e[2]) for e in rec.get("endpoints", ())))
+                tuple((e[0], e[1], e[2]) for e in rec.get("endpoints", ())),
+                tuple(uuid.UUID(d) for d in rec.get("log_dirs", ())))
         elif kind == r.TOPIC:
             self.added[uuid.UUID(rec["topic_id"])] = rec["name"]
             self.changed_parts[rec["name"]] = {}

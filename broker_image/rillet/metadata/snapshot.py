@@ -60,7 +60,8 @@ def _broker_record(b: BrokerInfo) -> dict[str, Any]:
     return {"type": r.REGISTER_BROKER, "node_id": b.node_id, "host": b.host, "port": b.port,
             "rack": b.rack, "epoch": b.epoch, "fenced": b.fenced,
             "incarnation": b.incarnation, "registered_offset": b.registered_offset,
-            "endpoints": [list(e) for e in b.endpoints]}
+            "endpoints": [list(e) for e in b.endpoints],
+            "log_dirs": [str(d) for d in b.log_dirs]}
 
 
 def _topic_records(topic: TopicInfo) -> list[dict[str, Any]]:

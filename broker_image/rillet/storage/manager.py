@@ -29,6 +29,9 @@ offline, never made again elsewhere (empty, it would pass for the replica), as l
 log dir of this broker is offline: its data may be there (Kafka's LogManager refuses the
 same). With every dir online, the dir it was in is gone for good (a replaced or wiped disk):
 it is made anew, empty, and catches up from the leader like any new replica, as in Kafka.
+A replica dropped while offline (its topic deleted, or moved off this broker) is offline
+no more: a replica of the same name made here later is a new one, unassigned, and goes to
+an online dir (KAFKA_STORAGE_ERROR only when none is online).
 
 Not thread-safe: owned by the broker and used only from the event loop thread.
 ``run`` is the one background task that applies retention, flush.ms and the HW checkpoints.
@@ -203,6 +206,13 @@ class LogManager:
 
     # ------------------------------------------------------------ offline log dirs
 
+    def directory_ids(self) -> tuple[tuple[uuid.UUID, ...], tuple[uuid.UUID, ...]]:
+        """(online, offline): the directory ids of this broker's log dirs, as registration and
+        heartbeats name them (KIP-858); a dir unreadable at start has no known id."""
+        online = tuple(i for d, i in self._ids.items() if not self.failures.is_offline(d))
+        offline = tuple(i for d, i in self._ids.items() if self.failures.is_offline(d))
+        return online, offline
+
     def offline_dir_of(self, topic: str, partition: int) -> Path | uuid.UUID | None:
         """The offline log dir that held this partition's log, if it did (its directory id
         when that dir is not one of this broker's online dirs)."""
@@ -259,8 +269,10 @@ class LogManager:
         return self._register(log_dir, (topic, partition), plog)
 
     def delete_topic(self, topic: str) -> None:
-        """Close and remove every partition log of ``topic``."""
-        for key in [k for k in self._logs if k[0] == topic]:
+        """Close and remove every partition log of ``topic``; its replicas offline here are
+        dropped too (a topic made again under its name is a new one: its replicas here go
+        to an online dir, not offline with the old one's)."""
+        for key in [k for k in (*self._logs, *self._offline) if k[0] == topic]:
             self.delete_partition(*key)
 
     def delete_partition(self, topic: str, partition: int) -> None:

@@ -143,3 +143,18 @@ def test_a_reassignment_does_not_hand_leadership_to_a_replica_on_a_lost_dir() ->
     # Moving a-3 onto (1, 4): broker 1 is its only in-sync replica, but on a lost dir.
     rec = reassignment.decide(image, "a", 3, [1, 4])
     assert rec is not None and rec.get("leader", -1) == -1
+
+
+def test_offline_replicas_are_those_assigned_to_the_offline_dirs() -> None:
+    """A heartbeat's offline dirs (KIP-858) name the broker's replicas to make LOST: those
+    in one of them, not the ones in another dir, LOST already or unassigned."""
+    bad, good = uuid.UUID(int=100), uuid.UUID(int=101)
+    image = _image()
+    _, records = replica_dirs.decide(image, 1, {("a", 0): bad, ("a", 1): good,
+                                                ("a", 2): bad, ("a", 3): LOST},
+                                     lambda t: False)
+    image = replay(image, records, 1)
+    assert replica_dirs.offline_replicas(image, 1, {bad}) == {("a", 0): LOST, ("a", 2): LOST}
+    assert replica_dirs.offline_replicas(image, 2, {bad}) == {}    # another broker's
+    assert replica_dirs.offline_replicas(image, 1, {LOST, UNASSIGNED}) == {}
+    assert replica_dirs.offline_replicas(image, 1, set()) == {}

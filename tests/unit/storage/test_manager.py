@@ -318,3 +318,30 @@ def test_a_dir_failed_at_start_is_offline_and_keeps_its_replicas(tmp_path: Path)
         assert manager.offline_dir_of("t", p) == assigned   # the dir could not say its id
         assert manager.get("t", p) is None and not (a / f"t-{p}").exists()
     assert manager.create("t", 5, LogConfig()).directory.parent == a   # a new replica
+
+
+def test_a_new_replica_while_a_dir_is_offline_goes_to_an_online_dir(tmp_path: Path) -> None:
+    """A replica dropped while its dir was offline (its topic deleted, or moved off this
+    broker) is no longer offline here: a new replica of the same name, unassigned, is made
+    in an online dir; one still hosted stays offline."""
+    bad, good = tmp_path / "bad", tmp_path / "good"
+    ids = {bad: uuid.UUID(int=10), good: uuid.UUID(int=11)}
+    manager = LogManager([bad, good])
+    manager.load_logs(lambda t, p: LogConfig(), ids, {})
+    for topic in ("recreated", "moved", "kept"):
+        assert manager.create(topic, 0, LogConfig(), ids[bad]).directory.parent == bad
+    manager.fail_dir(bad, OSError(5, "Input/output error"))
+
+    manager.delete_topic("recreated")          # deleted while its dir is offline
+    manager.delete_partition("moved", 0)       # moved off this broker meanwhile
+    for topic in ("recreated", "moved"):
+        assert manager.offline_dir_of(topic, 0) is None
+        made = manager.create(topic, 0, LogConfig())
+        assert made.directory.parent == good and manager.directory_id((topic, 0)) == ids[good]
+    assert manager.create("fresh", 0, LogConfig()).directory.parent == good
+    # Still hosted: its data is on the offline dir, so it is never made elsewhere.
+    assert manager.offline_dir_of("kept", 0) == bad
+    for assigned in (uuid.UUID(int=0), ids[bad]):
+        with pytest.raises(KafkaStorageError):
+            manager.create("kept", 0, LogConfig(), assigned)
+    assert not (good / "kept-0").exists()
