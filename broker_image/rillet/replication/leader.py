@@ -8,7 +8,9 @@ last caught up. From these come
   moving back, and never counting a replica outside the ISR;
 - ISR shrink: in-sync followers not caught up for replica.lag.time.max.ms;
 - ISR expand: out-of-sync replicas that reached the high watermark and the start of
-  the leader's epoch (so they hold everything this leader may have committed).
+  the leader's epoch (so they hold everything this leader may have committed);
+- when the next ISR check is needed (`next_isr_check_ms`): with every replica in sync and
+  no change in flight, not before the oldest last-caught-up time plus the lag window.
 
 The ISR used for the high watermark is the committed one plus any pending addition
 (Kafka's "maximal ISR"): a shrink counts only once committed, an addition at once, so
@@ -18,6 +20,7 @@ Owned by the ReplicaManager (event loop only).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import AbstractSet
 
@@ -129,3 +132,23 @@ class PartitionLeaderState:
         if self.leader_id not in proposed:
             proposed = (self.leader_id,) + proposed
         return None if set(proposed) == set(self.isr) else proposed
+
+    def next_isr_check_ms(self, now_ms: float, lag_ms: float) -> float:
+        """The earliest time `isr_change` could propose anything, as far as this state tells:
+        `now_ms` while a replica is out of the ISR (it may join any time it is caught up and
+        live) or a change is in flight; math.inf with no followers.
+
+        With the ISR the whole replica set, only a shrink can come, and none before the
+        oldest last-caught-up time plus `lag_ms`: follower fetches only move those times
+        later, so a check at that time is never too late (it finds the newer times and
+        schedules the next one). The metadata changes this does not see (replicas, ISR,
+        a refused change) must schedule a check themselves."""
+        if (self.pending_isr is not None or set(self.isr) != set(self.replicas)
+                or self.leader_id not in self.isr):
+            return now_ms
+        others = [r for r in self.replicas if r != self.leader_id]
+        if any(r not in self.followers for r in others):
+            return now_ms
+        if not others:
+            return math.inf
+        return min(self.followers[r].last_caught_up_ms for r in others) + lag_ms

@@ -15,7 +15,11 @@ walks every partition to find what moved.
 
 ISR changes go to the controller through the AlterPartitionManager (many partitions per
 AlterPartition request); they take effect when committed to the metadata log and replayed
-here, like every other metadata change.
+here, like every other metadata change. The periodic ISR check looks only at the led
+partitions whose next check came (a DeadlineQueue): a partition with its whole replica set
+in sync cannot need a shrink before the oldest follower's last caught-up time plus
+replica.lag.time.max.ms (leader.py, `next_isr_check_ms`); a new leadership, a metadata
+change of the partition and a refused change schedule a check at the next pass.
 
 Owned by the broker; event loop only.
 """
@@ -28,6 +32,7 @@ import time
 from typing import Any, Callable, Hashable, Iterable
 
 from ..controller.isr import IsrChange
+from ..deadlines import DeadlineQueue
 from ..defs.broker_config import BrokerConfig
 from ..defs.topic_defs import topic_value
 from ..metadata.delta import MetadataDelta, from_empty
@@ -105,6 +110,7 @@ class ReplicaManager:
         self._acks = AcksWaiters()      # acks=all produce, until the high watermark
         self._fetches = FetchWaiters()  # fetches short of fetch.min.bytes
         self._isr_task: asyncio.Task[None] | None = None
+        self._isr_checks: DeadlineQueue[TopicPartition] = DeadlineQueue()  # led: next check
         self.consumer_fetches = ConsumerFetchCounters()   # what consumers were served here
         self.fetch_sessions = FetchSessionCache()   # followers' sessions with this leader
         self.session_news = SessionNews(self.fetch_sessions, logs, self.leaders,
@@ -206,6 +212,7 @@ class ReplicaManager:
                 # pending ISR (the high watermark would then pass a replica that may be
                 # joining the ISR right now, and may lead next).
                 state.update_metadata(part.partition_epoch, part.replicas, part.isr, now_ms())
+                self._isr_checks.schedule(tp, 0)   # new replicas or ISR: look at the next pass
                 self._advance(tp, state)
             return False
         if tp in self.leaders:
@@ -232,6 +239,7 @@ class ReplicaManager:
             self.node_id, part.leader_epoch, part.partition_epoch, part.replicas, part.isr,
             plog.log_end_offset, plog.high_watermark, now_ms())
         self.leaders[tp] = state
+        self._isr_checks.schedule(tp, 0)
         log.debug("%s-%d: leader in epoch %d (ISR %s)", tp[0], tp[1], part.leader_epoch,
                   list(part.isr))
         self._advance(tp, state)
@@ -389,22 +397,38 @@ class ReplicaManager:
         interval = max(0.1, min(lag_ms / 2000, 2.0))
         while True:
             await asyncio.sleep(interval)
-            for tp, state in list(self.leaders.items()):
+            self.check_isr_due(now_ms())
+
+    def check_isr_due(self, now: float) -> int:
+        """The ISR check of every led partition whose next check came; how many were looked at."""
+        due = self._isr_checks.pop_due(now)
+        for tp in due:
+            state = self.leaders.get(tp)
+            if state is not None:   # else no longer led: it leaves the queue
                 self._maybe_alter_isr(tp, state)
+        return len(due)
 
     def _maybe_alter_isr(self, tp: TopicPartition, state: PartitionLeaderState) -> None:
         plog = self.logs.get(*tp)
         if plog is None:
+            self._isr_checks.schedule(tp, 0)   # as before: looked at again every pass
             return
         # Every ISR check first applies the quiet partitions' implied fetches (session_news.py),
         # the one a follower's fetch makes as much as the periodic one: a caught-up member on
         # a quiet partition must not look stale in a proposal made for another replica.
         self.session_news.settle(tp)
-        proposed = state.isr_change(plog.log_end_offset, now_ms(),
-                                    self.config["replica.lag.time.max.ms"],
+        lag_ms = self.config["replica.lag.time.max.ms"]
+        now = now_ms()
+        proposed = state.isr_change(plog.log_end_offset, now, lag_ms,
                                     self.metadata.image.live_broker_ids)
-        if proposed is None:
-            return
+        if proposed is not None:
+            self._propose_isr(tp, state, proposed)
+        # After the implied fetches, so a quiet partition in sync is next looked at a lag
+        # window after its followers' last fetch, not at every pass.
+        self._isr_checks.schedule(tp, state.next_isr_check_ms(now, lag_ms))
+
+    def _propose_isr(self, tp: TopicPartition, state: PartitionLeaderState,
+                     proposed: tuple[int, ...]) -> None:
         state.pending_isr = proposed
         log.debug("%s-%d: proposing ISR %s (was %s)", tp[0], tp[1], list(proposed),
                   list(state.isr))
@@ -426,6 +450,7 @@ class ReplicaManager:
         if proves_not_committed(error):
             # The maximal ISR drops the joiner and the next check may propose again.
             self.leaders[change.tp].pending_isr = None
+            self._isr_checks.schedule(change.tp, 0)
         # Otherwise the change may have committed on an earlier attempt: the maximal ISR
         # keeps counting the joiner (so the high watermark never passes it) until the
         # metadata brings the ISR or a new leadership, which clears the pending change.

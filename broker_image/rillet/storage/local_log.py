@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 from bisect import bisect_right
 from collections.abc import Callable
@@ -164,6 +165,13 @@ class LocalLog:
         """flush.ms elapsed since the last flush and there is something to flush."""
         return (self.flushed_offset < self.end_offset
                 and now_ms - self._last_flush_ms >= self.config.flush_ms)
+
+    def flush_due_at(self) -> float:
+        """When `flush_due` turns true, as things stand: math.inf with nothing to flush (an
+        append, a flush or a new flush.ms changes it)."""
+        if self.flushed_offset >= self.end_offset:
+            return math.inf
+        return self._last_flush_ms + self.config.flush_ms
 
     def flush_pending(self) -> bool:
         """Whether `maybe_flush` has anything to do (cheap; lets callers skip the await)."""

@@ -89,6 +89,7 @@ class PartitionLog:
         # sessions, the follower's fetch positions and the HW checkpoints rely on, so none
         # of them walks every partition to find what moved.
         self.on_moved: Callable[[], None] = _nobody
+        self.on_config_changed: Callable[[], None] = _nobody   # its flush.ms may differ
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *,
@@ -173,6 +174,7 @@ class PartitionLog:
     def update_config(self, config: LogConfig) -> None:
         self.config = config
         self.local.update_config(config)
+        self.on_config_changed()
 
     # ------------------------------------------------------------ append
 
@@ -286,6 +288,10 @@ class PartitionLog:
     def flush_due(self, now_ms: int) -> bool:
         """flush.ms elapsed since the last flush and there is something to flush."""
         return self.local.flush_due(now_ms)
+
+    def flush_due_at(self) -> float:
+        """When `flush_due` turns true, as things stand: math.inf with nothing to flush."""
+        return self.local.flush_due_at()
 
     def flush_pending(self) -> bool:
         """Whether `maybe_flush` has anything to do (cheap; lets callers skip the await)."""

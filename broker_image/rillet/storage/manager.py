@@ -22,6 +22,10 @@ never by walking every log); closing a log writes its own, so a clean stop leave
 current, and after a kill -9 a restart starts at most that interval behind (a lower high
 watermark is safe: it only ever rises again from the leader).
 
+flush.ms is checked only for the logs with something to flush, each when its flush.ms
+can have elapsed (a DeadlineQueue): a write schedules its log, a new config reschedules it,
+so an idle broker's flush check costs nothing per log.
+
 Each log dir has a directory id (storage_format.py); a replica's log is made in the dir its
 metadata assigns it (metadata/directories.py), or in the least loaded one when none is
 assigned yet. A replica whose log is missing and whose assigned dir is not online here is
@@ -46,6 +50,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from rillet.deadlines import DeadlineQueue
 from rillet.metadata.directories import UNASSIGNED
 from rillet.pacing import Pacer
 from rillet.protocol.errors import KafkaStorageError
@@ -88,6 +93,8 @@ class LogManager:
         self._ids: dict[Path, uuid.UUID] = {}   # log dir -> its directory id
         self._hw_unsaved: set[TopicPartition] = set()    # moved since their HW checkpoint
         self._moved_listeners: list[Callable[[TopicPartition], None]] = []
+        # Logs with unflushed data, each at the time its flush.ms elapses.
+        self._flush_checks: DeadlineQueue[TopicPartition] = DeadlineQueue()
 
     # ------------------------------------------------------------ loading, lookup
 
@@ -137,8 +144,13 @@ class LogManager:
         """`plog` (counted in `log_dir` already) is served from here on."""
         plog.local.on_io_error = lambda exc: self.fail_dir(log_dir, exc)
         plog.on_moved = lambda: self._moved(tp)
+        plog.on_config_changed = lambda: self._schedule_flush(tp, plog)
         self._logs[tp] = plog
+        self._schedule_flush(tp, plog)   # recovered above its recovery point, maybe
         return plog
+
+    def _schedule_flush(self, tp: TopicPartition, plog: PartitionLog) -> None:
+        self._flush_checks.schedule(tp, plog.flush_due_at())
 
     def on_moved(self, listener: Callable[[TopicPartition], None]) -> None:
         """Call `listener(tp)` after every move of a log's end, high watermark or log start."""
@@ -146,6 +158,12 @@ class LogManager:
 
     def _moved(self, tp: TopicPartition) -> None:
         self._hw_unsaved.add(tp)
+        if tp not in self._flush_checks:
+            # A write makes its log dirty; while it stays so its due time only moves when
+            # it is flushed or reconfigured, which reschedule it themselves.
+            plog = self._logs.get(tp)
+            if plog is not None:
+                self._schedule_flush(tp, plog)
         for listener in self._moved_listeners:
             listener(tp)
 
@@ -365,13 +383,25 @@ class LogManager:
         return deleted
 
     async def _flush_due(self, now_ms: int) -> None:
-        due = [plog for plog in self._logs.values() if plog.flush_due(now_ms)]
+        due: list[tuple[TopicPartition, PartitionLog]] = []
+        for tp in self._flush_checks.pop_due(now_ms):
+            plog = self._logs.get(tp)
+            if plog is None:
+                continue   # deleted, or its dir went offline
+            if plog.flush_due(now_ms):
+                due.append((tp, plog))
+            else:   # flushed meanwhile (flush.messages, a roll), or flush.ms raised
+                self._schedule_flush(tp, plog)
         if not due:
             return
-        results = await asyncio.gather(*(plog.flush() for plog in due), return_exceptions=True)
-        for plog, result in zip(due, results):
+        results = await asyncio.gather(*(plog.flush() for _, plog in due),
+                                       return_exceptions=True)
+        for (tp, plog), result in zip(due, results):
             if isinstance(result, BaseException):
                 log.error("flush of %s failed: %s", plog.directory, result)
+            if self._logs.get(tp) is plog:
+                # Written during the fsync, or failed: due again (a failure at the next tick).
+                self._schedule_flush(tp, plog)
 
     async def flush_all(self) -> None:
         results = await asyncio.gather(*(plog.flush() for plog in self._logs.values()),

@@ -1,6 +1,8 @@
 """A partition leader's follower tracking: high watermark and ISR decisions."""
 from __future__ import annotations
 
+import random
+
 from rillet.replication.leader import PartitionLeaderState
 
 LIVE = frozenset({1, 2, 3})
@@ -95,3 +97,50 @@ def test_no_second_change_while_one_is_in_flight() -> None:
     assert s.isr_change(0, 5000, LAG, LIVE) == (1,)
     s.pending_isr = (1,)
     assert s.isr_change(0, 6000, LAG, LIVE) is None
+
+
+def test_an_in_sync_partition_needs_no_isr_check_before_its_oldest_catch_up_plus_lag() -> None:
+    s = _leader(end=100, hw=100)
+    s.on_follower_fetch(2, 100, 100, 300)
+    s.on_follower_fetch(3, 100, 100, 200)
+    assert s.next_isr_check_ms(250, LAG) == 200 + LAG
+    assert s.isr_change(100, 200 + LAG, LAG, LIVE) is None
+    # 3 keeps fetching at the log end of a leader with no writes: the deadline moves on.
+    s.on_follower_fetch(3, 100, 100, 1100)
+    assert s.next_isr_check_ms(1150, LAG) == 300 + LAG
+    # 2 stops: at its deadline it is still in sync, just after it leaves.
+    assert s.isr_change(100, 300 + LAG, LAG, LIVE) is None
+    assert s.isr_change(100, 301 + LAG, LAG, LIVE) == (1, 3)
+
+
+def test_an_isr_check_is_due_every_pass_while_a_replica_is_out_or_a_change_in_flight() -> None:
+    s = _leader(isr=(1, 2), end=100, hw=100)
+    assert s.next_isr_check_ms(500, LAG) == 500, "3 may join any time it catches up"
+    s = _leader(end=100, hw=100)
+    s.pending_isr = (1, 2)
+    assert s.next_isr_check_ms(500, LAG) == 500
+    alone = PartitionLeaderState.become_leader(1, 5, 0, (1,), (1,), 0, 0, now_ms=0)
+    assert alone.next_isr_check_ms(500, LAG) == float("inf"), "no follower: nothing to shrink"
+
+
+def test_no_isr_change_before_the_next_check_whatever_the_followers_do() -> None:
+    """The property the periodic pass relies on: checking only at next_isr_check_ms (and
+    after a metadata change) proposes exactly what checking at every step would."""
+    rng = random.Random(7)
+    for _ in range(200):
+        s = _leader(end=0, hw=0)
+        end, now, deadline = 0, 0.0, s.next_isr_check_ms(0, LAG)
+        for _ in range(60):
+            now += rng.randrange(0, 400)
+            if rng.random() < 0.5:
+                end += rng.randrange(1, 5)
+            for r in (2, 3):
+                if rng.random() < 0.6:
+                    s.on_follower_fetch(r, rng.choice([end, max(0, end - 3)]), end, now)
+            change = s.isr_change(end, now, LAG, LIVE)
+            if now < deadline:
+                assert change is None, (now, deadline)
+            if change is not None:
+                break
+            if now >= deadline:   # the check ran: the pass schedules the next one
+                deadline = s.next_isr_check_ms(now, LAG)

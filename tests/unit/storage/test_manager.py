@@ -345,3 +345,45 @@ def test_a_new_replica_while_a_dir_is_offline_goes_to_an_online_dir(tmp_path: Pa
         with pytest.raises(KafkaStorageError):
             manager.create("kept", 0, LogConfig(), assigned)
     assert not (good / "kept-0").exists()
+
+
+def test_flush_ms_looks_only_at_logs_with_unflushed_data(tmp_path: Path) -> None:
+    """An idle broker's flush.ms check visits no log: only a write puts its log in the
+    queue, at the time its flush.ms elapses; a flush (or a new flush.ms) moves it."""
+    clock = FakeClock()
+
+    async def scenario() -> None:
+        manager = LogManager([tmp_path], clock=clock)
+        manager.load_logs(lambda t, p: LogConfig())
+        logs = [manager.create("t", p, LogConfig(flush_ms=50)) for p in range(20)]
+        for plog in logs:
+            await plog.flush()
+        await manager._flush_due(manager._now_ms())
+        assert len(manager._flush_checks) == 0, "nothing unflushed: nothing to look at"
+        append(logs[3], make_batch(2))
+        append(logs[3], make_batch(2))
+        assert manager._flush_checks.deadline(("t", 3)) == manager._now_ms() + 50
+        clock.advance_ms(49)
+        await manager._flush_due(manager._now_ms())
+        assert logs[3].recovery_point == 0, "flush.ms not elapsed yet"
+        clock.advance_ms(1)
+        await manager._flush_due(manager._now_ms())
+        assert logs[3].recovery_point == 4 and len(manager._flush_checks) == 0
+        # Written and flushed by someone else (a roll, flush.messages): dropped at its time.
+        append(logs[5], make_batch(1))
+        await logs[5].flush()
+        clock.advance_ms(60)
+        await manager._flush_due(manager._now_ms())
+        assert len(manager._flush_checks) == 0
+        # flush.ms lowered on a dirty log (dynamic topic config): it counts at once.
+        logs[7].update_config(LogConfig(flush_ms=10**9))
+        append(logs[7], make_batch(1))
+        clock.advance_ms(100)
+        await manager._flush_due(manager._now_ms())
+        assert logs[7].recovery_point == 0
+        logs[7].update_config(LogConfig(flush_ms=50))
+        await manager._flush_due(manager._now_ms())
+        assert logs[7].recovery_point == 1
+        await manager.close()
+
+    asyncio.run(scenario())
