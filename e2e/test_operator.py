@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
@@ -34,6 +35,7 @@ CLIENT_IMAGE = "rillet/e2e-kafka-client:dev"
 CLUSTER = "events"
 TOPIC = "orders"
 BOOTSTRAP = f"{CLUSTER}-bootstrap:9092"
+RECONCILE_S = 5   # the operator fixture's reconcileIntervalSeconds
 CR = "/apis/rillet.io/v1alpha1/namespaces/{ns}/{plural}"
 
 
@@ -148,7 +150,8 @@ def operator(k8s, helm) -> Iterator[tuple[str, str]]:
     """The chart with one operator replica (two replicas and their peering:
     test_operator_peering.py)."""
     with operator_release(k8s, helm, ["--set", "replicas=1", "--set",
-                                      "reconcileIntervalSeconds=5"], "rillet-system") as found:
+                                      f"reconcileIntervalSeconds={RECONCILE_S}"],
+                          "rillet-system") as found:
         yield found
 
 
@@ -375,6 +378,7 @@ def test_deleted_broker_pod_returns_with_its_data_and_full_isr(k8s, cluster_ns):
     pod_name = f"{CLUSTER}-broker-1"
     old = kube.get("Pod", pod_name, ns)
     claim_uid = kube.get("PersistentVolumeClaim", f"data-{pod_name}", ns)["metadata"]["uid"]
+    deleted_at = time.monotonic()
     kube.delete("Pod", pod_name, ns)
     # Issue 32: one broker of three restarting read Ready=False for ~20 s though the cluster
     # served; Ready stays True and its reason says a broker is starting.
@@ -388,11 +392,17 @@ def test_deleted_broker_pod_returns_with_its_data_and_full_isr(k8s, cluster_ns):
         pod = kube.get_or_none("Pod", pod_name, ns)
         return bool(pod and pod["metadata"]["uid"] != old["metadata"]["uid"] and pod_ready(pod))
     kube.wait_for(f"{pod_name} back and ready", back, timeout=300, interval=1)
+    away_s = time.monotonic() - deleted_at
     assert all(status == "True" for status, _ in seen), seen
-    assert ("True", "BrokersStarting") in seen, seen
-    # The columns say the same: READY True throughout, REASON the broker starting.
+    # The columns say the same: READY True throughout.
     assert all(c["READY"] == "True" for c in shown), shown
-    assert any(c["REASON"] == "BrokersStarting" for c in shown), shown
+    # The operator looks at the brokers on a timer (RECONCILE_S): a restart shorter than two
+    # of its passes can fall between them (a kind node restarts a broker pod in under 10 s),
+    # and then nothing was starting when it looked. Longer, a pass saw the broker starting and
+    # the reason said so.
+    if away_s > 2 * RECONCILE_S + 5:
+        assert ("True", "BrokersStarting") in seen, (away_s, seen)
+        assert any(c["REASON"] == "BrokersStarting" for c in shown), (away_s, shown)
     assert kube.get("PersistentVolumeClaim", f"data-{pod_name}", ns)["metadata"]["uid"] == claim_uid
     seen = run_job(kube, ns, ["inspect", BOOTSTRAP, TOPIC, "--full-isr", "120"])
     assert seen["full_isr"], seen["partitions"]
