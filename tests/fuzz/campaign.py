@@ -38,15 +38,18 @@ from enum import Enum
 from pathlib import Path
 
 from tests.cluster import LocalCluster
+from tests.harness import BrokerProcess
 
 from . import corpus
 from .mutate import mutate
-from .targets import (Target, answers, cluster_targets, fuzz_node, open_fds, rss_kb, serving,
+from .targets import (Target, answers, cluster_targets, fuzz_node, open_fds, closed_by_peer,
+                      partitions, rss_kb, serving,
                       single_node_targets)
 
 READ_TIMEOUT_S = 1.0     # a connection the broker keeps open longer is cut (e.g. a long poll)
 CONNECT_TIMEOUT_S = 10.0
 CROSS_TRAFFIC = 0.1      # share of frames from the other listener's corpus
+SOCKETS_SETTLE_S = 60.0  # after the last batch, for the nodes to notice every close
 
 Pools = dict[str, dict[int, list[bytes]]]  # listener -> api key -> frames
 
@@ -68,6 +71,8 @@ class Report:
     failures: list[str] = field(default_factory=list)  # crashes and hangs, with the node
     rss_kb: dict[str, list[int]] = field(default_factory=dict)  # node -> [before, ..., after]
     fds: dict[str, list[int]] = field(default_factory=dict)     # node -> [before, ..., after]
+    closed_by_peer: dict[str, int] = field(default_factory=dict)  # node -> after settling
+    partitions: dict[str, int] = field(default_factory=dict)     # node -> listed at the end
     kept: list[Path] = field(default_factory=list)  # batches that caused a failure
 
     @property
@@ -85,12 +90,14 @@ class Report:
                  f"crashes {self.crashes}, hangs {self.hangs}, held open {self.held_open}, "
                  f"refused {self.refused}",
                  f"  {'node':<8} {'RSS before':>12} {'RSS after':>12} {'RSS peak':>12} "
-                 f"{'fds before':>11} {'fds after':>10} {'fds peak':>9}"]
+                 f"{'fds before':>11} {'fds after':>10} {'fds peak':>9} {'CLOSE_WAIT':>10}"
+                 f" {'partitions':>11}"]
         for node, rss in sorted(self.rss_kb.items()):
             fds = self.fds[node]
             lines.append(f"  {node:<8} {rss[0] / 1024:>9.1f} MB {rss[-1] / 1024:>9.1f} MB"
                          f" {max(rss) / 1024:>9.1f} MB {fds[0]:>11} {fds[-1]:>10}"
-                         f" {max(fds):>9}")
+                         f" {max(fds):>9} {self.closed_by_peer.get(node, -1):>10}"
+                         f" {self.partitions.get(node, -1):>11}")
         lines += [f"  FAILURE {f}" for f in self.failures]
         lines += [f"  kept {p}" for p in self.kept]
         return "\n".join(lines)
@@ -213,8 +220,27 @@ def run(targets: list[Target], frames: int, *, seed: int, seconds: float,
     if not report.failures:
         report.failures += [f"{name} not serving: no controller named in Metadata after the "
                             "campaign" for name, node in nodes.items() if not serving(node)]
+    settle_sockets(report, nodes)
+    for name, node in nodes.items():
+        report.partitions[name] = partitions(node)
     report.seconds = time.monotonic() - started
     return report
+
+
+def settle_sockets(report: Report, nodes: dict[str, BrokerProcess],
+                   timeout: float = SOCKETS_SETTLE_S) -> None:
+    """Connections each node still holds after this side closed them, polled for
+    ``timeout`` (long polls end, closes are noticed): more than none leaks connections."""
+    deadline = time.monotonic() + timeout
+    while True:
+        now = {name: closed_by_peer(node) for name, node in nodes.items()}
+        if time.monotonic() > deadline or not any(now.values()):
+            break
+        time.sleep(0.5)
+    report.closed_by_peer.update(now)
+    report.failures += [f"{name} leaks connections: {count} closed by their client "
+                        f"{timeout:.0f} s ago are still open" for name, count in now.items()
+                        if count]
 
 
 def keep(keep_dir: Path, batch: int, work: list[tuple[Target, list[bytes]]]) -> Path:

@@ -18,6 +18,7 @@ from tests.harness import BrokerProcess, free_port
 from tests.wire import Wire
 
 PROBE_TIMEOUT_S = 10.0   # a listener that cannot answer ApiVersions within this has hung
+CLOSE_WAIT = "08"         # the TCP state code in /proc/net/tcp
 SERVING_TIMEOUT_S = 60.0  # a node must name a controller again within this after the campaign
 
 # The node a single-node campaign fuzzes: a PLAINTEXT and a SASL_PLAINTEXT client listener (the
@@ -113,6 +114,50 @@ def open_fds(node: BrokerProcess) -> int:
         return len(os.listdir(f"/proc/{_pid(node)}/fd"))
     except (OSError, ValueError):
         return 0
+
+
+def closed_by_peer(node: BrokerProcess) -> int:
+    """The node's connections whose other end has closed but the node has not (TCP
+    CLOSE_WAIT), 0 when it is gone. Once the campaign has closed every connection it made,
+    any left for long are connections the node leaks."""
+    try:
+        fd_dir = f"/proc/{_pid(node)}/fd"
+        inodes = {link[8:-1] for link in (_link(f"{fd_dir}/{fd}") for fd in os.listdir(fd_dir))
+                  if link.startswith("socket:[")}
+    except (OSError, ValueError):
+        return 0
+    return sum(1 for inode in _tcp_inodes_in_state(CLOSE_WAIT) if inode in inodes)
+
+
+def _tcp_inodes_in_state(state: str) -> list[str]:
+    """Inodes of the machine's TCP sockets in ``state`` (hex code of /proc/net/tcp)."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        found += [cols[9] for cols in (row.split() for row in rows) if cols[3] == state]
+    return found
+
+
+def partitions(node: BrokerProcess) -> int:
+    """Partitions the node's Metadata lists (the fuzzed CreateTopics made most), -1 unanswered."""
+    try:
+        with Wire(node.bootstrap, timeout=PROBE_TIMEOUT_S) as wire:
+            metadata = wire.request(3, 12, {
+                "topics": None, "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False})
+        return sum(len(topic.partitions) for topic in metadata.topics)
+    except OSError:
+        return -1
+
+
+def _link(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:  # closed since it was listed
+        return ""
 
 
 def _pid(node: BrokerProcess) -> int:
