@@ -14,6 +14,11 @@ TrustNew, before anything is signed with the new key (as with Strimzi). So the f
 (old CA only) runs through the renewal and into TrustNew, where a second stream starts from
 the published bundle (both CAs) and the first stops; the second runs through the rest of the
 replacement. Each stream: 0 failed, 0 missing, 0 duplicates.
+
+The operator's pod is deleted once the replacement is in TrustNew (its roll under way): the
+Deployment's new pod resumes from the phase the CA Secret records, so the steps are each taken
+once, the new pod's log shows it took the later ones, and the Cluster status's CA generation
+and phase never go backwards.
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ from localk8s.kube import Kube
 from localk8s.testing import restricted_namespace
 from test_operator import (delete_namespace, events, get_cr, job_result,  # noqa: F401
                            operator, run_job, start_job)
+from test_operator_peering import _operator_pods, _paused
 from test_security import _apply, _wait_ready
 
 pytestmark = pytest.mark.timeout(1200)
@@ -43,6 +49,8 @@ CLIENTS_CA_SECRET = f"{CLUSTER}-clients-ca"
 CA_MOUNT = "/etc/cluster-ca"
 RATE, STREAM_MAX_S = "30", "900"
 RESULTS: dict[str, object] = {}
+# A CA's rollover phases in the order they come (Idle: done, or not started).
+PHASE_ORDER = {"TrustNew": 1, "SignNew": 2, "DropOld": 3, "Idle": 4}
 
 
 @pytest.fixture(scope="module")
@@ -166,8 +174,38 @@ def _rollover_steps(kube: Kube, ns: str) -> list[str]:
     return [e["message"].split(":")[1].split("(")[0].strip() for e in found]
 
 
-def test_cluster_ca_renewal_then_replacement_under_streams(k8s, renewing):
+def _progress(certs: dict) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Where the cluster and clients CAs' rollovers are, as (generation, phase) pairs that
+    only grow while the operator goes forward (a new generation starts at TrustNew or later)."""
+    return tuple((int(certs.get(f"{ca}CaGeneration") or 0),  # type: ignore[return-value]
+                  PHASE_ORDER[certs.get(f"{ca}CaPhase") or "Idle"])
+                 for ca in ("cluster", "clients"))
+
+
+def _went_back(samples: list[tuple]) -> list[tuple]:
+    """The consecutive samples where either CA's progress decreased."""
+    return [(a, b) for a, b in zip(samples, samples[1:])
+            if any(y < x for x, y in zip(a, b))]
+
+
+def _restart_operator(kube: Kube, op_ns: str, release: str) -> tuple[str, str]:
+    """Deletes the (one) operator pod; returns (old, new) once the Deployment's new pod is
+    Ready and active. The pod has no readiness probe (Ready: its process started), and Kopf's
+    named peering starts it paused: its log says when it resumes operations."""
+    pods = _operator_pods(kube, op_ns, release)
+    assert len(pods) == 1, list(pods)
+    old = next(iter(pods))
+    kube.delete("Pod", old, op_ns)
+    new = kube.wait_for("a new operator pod Ready", lambda: [
+        p for p in _operator_pods(kube, op_ns, release) if p != old], 180, 1)
+    assert len(new) == 1, new
+    kube.wait_for(f"{new[0]} active", lambda: not _paused(kube, op_ns, new[0]), 120, 1)
+    return old, new[0]
+
+
+def test_cluster_ca_renewal_then_replacement_under_streams(k8s, renewing, operator):  # noqa: F811
     kube, ns = k8s.kube, renewing
+    op_ns, release = operator
     original = _published(kube, ns)
     # What a client that never reloads its truststore holds: refused once the key is replaced.
     kube.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "old-ca"},
@@ -199,12 +237,34 @@ def test_cluster_ca_renewal_then_replacement_under_streams(k8s, renewing):
     kube.wait_for("the new CA trusted beside the old", lambda: (
         _certificates(kube, ns).get("clusterCaPhase") == "TrustNew"
         and len(_published(kube, ns)) == 2), 60)
+    # The operator restarted inside TrustNew, its roll under way. After the step's Event is
+    # out: Kopf posts Events in the background, and the one queued as a process stops is
+    # not the rollover's state, which is what this checks.
+    kube.wait_for("the start-replacement Event", lambda: "start-replacement" in
+                  _rollover_steps(kube, ns), 60)
+    before_restart = _progress(_certificates(kube, ns))
+    assert before_restart[0] == (2, PHASE_ORDER["TrustNew"]), before_restart
+    t_restart = time.monotonic()
+    old_operator, new_operator = _restart_operator(kube, op_ns, release)
+    RESULTS["operator back and active s"] = round(time.monotonic() - t_restart)
+    samples = [before_restart, _progress(_certificates(kube, ns))]
     stream_b = _start_stream(kube, ns, "stream-b")
     _stop_stream(kube, ns, "stream-a", stream_a)
     RESULTS["stream a stopped in phase"] = _certificates(kube, ns).get("clusterCaPhase")
-    replaced = kube.wait_for("the replacements rolled over",
-                             lambda: _rolled_over(kube, ns, 2, 1), 600, 2)
+
+    def replacements_rolled_over() -> dict | None:
+        samples.append(_progress(_certificates(kube, ns)))
+        return _rolled_over(kube, ns, 2, 1)
+    replaced = kube.wait_for("the replacements rolled over", replacements_rolled_over, 600, 2)
     RESULTS["replacement s"] = round(time.monotonic() - t0)
+    # Resumed, not restarted: the status never went back to an earlier generation or phase,
+    # and the new pod took the steps after TrustNew and not the one that began it.
+    assert not _went_back(samples), _went_back(samples)
+    RESULTS["progress seen after the restart"] = sorted(set(samples))
+    log = kube.logs(new_operator, op_ns, "operator")
+    took = {step for step in ("start-replacement", "sign-with-new", "drop-old", "finish")
+            if f"CA rollover {CA_SECRET}: {step} (generation 2," in log}
+    assert took == {"sign-with-new", "drop-old", "finish"}, (old_operator, took, log[-3000:])
     final = _published(kube, ns)
     assert len(final) == 1 and _spki(final[0]) != _spki(original[0])
     assert replaced["brokerFingerprint"] != renewed["brokerFingerprint"]
