@@ -57,7 +57,7 @@ class ControllerForwarder:
             return await asyncio.wait_for(self._enveloped(frame, session or Session()),
                                           EXCHANGE_TIMEOUT_S)
         except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError,
-                FramingError, errors.NotController) as exc:
+                FramingError, errors.KafkaError) as exc:   # NotController; ApiVersions refused
             log.info("could not relay a request to the controller: %r", exc)
             return None
 

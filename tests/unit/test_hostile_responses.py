@@ -12,6 +12,8 @@ import pytest
 
 from rillet.client.connection import BrokerConnection, KafkaClientError
 from rillet.controller.channel import ControllerChannel
+from rillet.protocol.build import build
+from rillet.protocol.codec import encode_response, response_schema
 from tests.wire import uvarint
 
 # What both ask the hostile peer: Metadata v12 of every topic.
@@ -22,10 +24,18 @@ HUGE_COUNT = struct.pack(">i", 0) + uvarint(2**32 - 16)
 
 
 def _answers(payload: Callable[[bytes], bytes]) -> Callable[..., Awaitable[None]]:
-    """A peer that reads one request and writes payload(correlation id bytes)."""
+    """A peer that reads one request and writes payload(correlation id bytes); an
+    ApiVersions before it (the controller channel's, on a new connection) is answered
+    truly, with Metadata's range, so the hostile bytes answer the Metadata request."""
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        (size,) = struct.unpack(">i", await reader.readexactly(4))
-        frame = await reader.readexactly(size)
+        while True:
+            (size,) = struct.unpack(">i", await reader.readexactly(4))
+            frame = await reader.readexactly(size)
+            if struct.unpack_from(">h", frame)[0] != 18:
+                break
+            writer.write(encode_response(18, struct.unpack_from(">i", frame, 4)[0], build(
+                response_schema(18, 0), {"error_code": 0, "api_keys": [
+                    {"api_key": METADATA[0], "min_version": 0, "max_version": 12}]})))
         writer.write(payload(frame[4:8]))
         await writer.drain()
         await reader.read()  # until the client gives up on this connection
@@ -71,7 +81,8 @@ def test_the_controller_channel_refuses_a_hostile_response(kind: str) -> None:
         raft = NS(leader_id=2, voters={2: voter}, is_leader=False)
         channel = ControllerChannel(1, "c", raft, NS(), NS(), None, 2.0)  # type: ignore[arg-type]
         try:
-            return await channel.request(*METADATA)
+            key, version, body = METADATA
+            return await channel.request(key, (version, version), body)
         finally:
             await channel.close()
     asyncio.run(_with_peer(HOSTILE[kind], use))

@@ -14,10 +14,14 @@ from .controller import BrokerState
 from .isr import IsrAnswer, IsrChange
 from .topics import TopicResult, TopicSpec
 
-CREATE_TOPICS, CREATE_TOPICS_VERSION = 19, 7
-ALTER_PARTITION, ALTER_PARTITION_VERSION = 56, 2
-BROKER_REGISTRATION, BROKER_HEARTBEAT = 62, 63
-ASSIGN_REPLICAS_TO_DIRS = 73
+# Each RPC with the versions its body and answer are written for here: the channel sends
+# the highest of them that the controller serves too (controller/versions.py).
+CREATE_TOPICS, CREATE_TOPICS_VERSIONS = 19, (7, 7)   # topic ids in the answer: v7+
+ALTER_PARTITION, ALTER_PARTITION_VERSIONS = 56, (2, 2)   # topic ids: v2+; v3 is KIP-903's
+# v2 / v1 add KIP-858's log dirs; below, the controller learns them by AssignReplicasToDirs.
+BROKER_REGISTRATION, BROKER_REGISTRATION_VERSIONS = 62, (0, 2)
+BROKER_HEARTBEAT, BROKER_HEARTBEAT_VERSIONS = 63, (0, 1)
+ASSIGN_REPLICAS_TO_DIRS, ASSIGN_REPLICAS_TO_DIRS_VERSIONS = 73, (0, 0)
 # Kafka's SecurityProtocol ids, as BrokerRegistration carries them.
 PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 

@@ -1,5 +1,6 @@
 """ControllerChannel: the local-or-RPC choice and its one leader lookup (no sockets: the
-calls that would leave the node are refused before any connection)."""
+calls that would leave the node are refused before any connection). Version negotiation
+over loopback sockets: tests/unit/controller/test_channel_versions.py."""
 from __future__ import annotations
 
 import asyncio
@@ -78,42 +79,10 @@ def test_without_a_leader_the_calls_answer_not_controller() -> None:
     [result] = asyncio.run(channel.create_topics([TopicSpec("t")]))
     assert isinstance(result.error, errors.NotController)
     with pytest.raises(errors.NotController):
-        asyncio.run(channel.request(63, 0, {}))
+        asyncio.run(channel.request(63, (0, 1), {}))
     assert controller.calls == []
 
 
 def test_a_leader_outside_the_voters_is_no_leader() -> None:
     channel, _ = _channel(leader_id=7)
     assert channel.leader() is None and not channel.is_local
-
-
-def test_a_controller_refusing_the_log_dir_versions_is_asked_with_v0_from_then_on(
-        ) -> None:
-    """BrokerHeartbeat v1 / BrokerRegistration v2 carry KIP-858's log dirs; a controller of
-    an older rillet (met mid-upgrade) closes the connection on them: that controller is
-    asked with v0, without the log dirs, while a new controller gets v1 again."""
-    import uuid
-    from types import SimpleNamespace
-    from rillet.client.connection import KafkaClientError
-    channel, _ = _channel(leader_id=2)
-    sent: list[tuple[int, int, frozenset[str]]] = []
-
-    async def old_controller(api_key: int, version: int, body: dict[str, Any]) -> Any:
-        sent.append((api_key, version, frozenset(body)))
-        if version > 0:
-            raise KafkaClientError("controller: connection closed")
-        return SimpleNamespace(error_code=0, is_caught_up=True, is_fenced=False,
-                               should_shut_down=False)
-    channel.request = old_controller  # type: ignore[method-assign]
-    offline = frozenset({uuid.UUID(int=100)})
-
-    with pytest.raises(KafkaClientError):
-        asyncio.run(channel.broker_heartbeat(1, 3, 10, False, offline))
-    state = asyncio.run(channel.broker_heartbeat(1, 3, 10, False, offline))
-    assert not state.fenced
-    assert [(v, "offline_log_dirs" in keys) for _, v, keys in sent] == [(1, True), (0, False)]
-    channel._raft.leader_id = 1   # type: ignore[attr-defined]   # a new controller
-    channel._raft.is_leader = False   # type: ignore[attr-defined]
-    with pytest.raises(KafkaClientError):
-        asyncio.run(channel.broker_heartbeat(1, 3, 10, False, offline))
-    assert sent[-1][1] == 1
