@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from .dispatch import dispatch_frame
 from .frame_writer import write_frame
+from .peer_watch import PeerWatch
 from .protocol.codec import FramingError, peek_key_version
 from .protocol.file_records import ShortFile
 from .security import handshake_alert
@@ -106,6 +107,8 @@ class KafkaServer:
                 if principal is None:
                     return
                 session.principal = principal
+            # After the handshake: TLS puts a protocol of its own under the stream's.
+            PeerWatch.install(writer)
             while True:
                 try:
                     # asyncio.timeout, not wait_for: no extra task per request.

@@ -42,6 +42,7 @@ import time
 from typing import Any, Callable, Hashable
 
 from ..metadata.log import METADATA_TOPIC
+from ..peer_watch import peer_may_end
 from ..protocol import errors
 from ..protocol.file_records import FileRecords
 from ..quotas.entity import CONSUMER_BYTE_RATE
@@ -259,7 +260,8 @@ async def _long_poll(ctx: RequestContext, req: Any, tps: list[Hashable],
         if total >= req.min_bytes or errored or remaining <= 0 or not tps:
             return topics, total
         _release(topics)   # read again once woken
-        await ctx.broker.replication.wait_for_append(tps, remaining)
+        with peer_may_end():   # a client gone meanwhile frees its connection now
+            await ctx.broker.replication.wait_for_append(tps, remaining)
 
 
 async def _follower_fetch(ctx: RequestContext, req: Any) -> Any:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping, Protocol, TypeVar
 
 from ..client.connection import BrokerConnection, KafkaClientError
+from ..peer_watch import peer_may_end
 from ..protocol import errors
 from . import messages as m
 from . import rpc
@@ -223,9 +224,10 @@ class RaftNode:
                 and not self._parking.has_news(sender, response.epoch, request.fetch_offset,
                                                response.high_watermark, now_ms()):
             seen = (self._c.epoch, self._c.high_watermark, self.log.end_offset)
-            await self.wait_for(
-                lambda: (self._c.epoch, self._c.high_watermark, self.log.end_offset) != seen,
-                max_wait_ms / 1000)
+            with peer_may_end():   # a fetcher gone meanwhile frees its connection now
+                await self.wait_for(
+                    lambda: (self._c.epoch, self._c.high_watermark, self.log.end_offset)
+                    != seen, max_wait_ms / 1000)
             response = await self._handle_once(sender, request)
             assert isinstance(response, m.FetchResponse)
         if response.error == m.NONE:
