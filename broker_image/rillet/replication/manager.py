@@ -34,7 +34,6 @@ from typing import Any, Callable, Hashable, Iterable
 from ..controller.isr import IsrChange
 from ..deadlines import DeadlineQueue
 from ..defs.broker_config import BrokerConfig
-from ..defs.topic_defs import topic_value
 from ..metadata.delta import MetadataDelta, from_empty
 from ..metadata.image import MetadataImage, PartitionInfo
 from ..metadata.view import MetadataView
@@ -48,6 +47,7 @@ from .alter_partition_manager import AlterPartitionManager, IsrChannel, proves_n
 from .fetch_sessions import FetchSessionCache
 from .fetcher import FollowerSide, ReplicaFetcher
 from .leader import PartitionLeaderState
+from .min_insync import MinInsyncReplicas
 from .purgatory import AcksWaiters, FetchWaiters
 from .read_replica import ConsumerFetchCounters
 from .session_news import SessionNews
@@ -109,6 +109,7 @@ class ReplicaManager:
         self._following: dict[TopicPartition, int] = {}   # tp -> leader id
         self._acks = AcksWaiters()      # acks=all produce, until the high watermark
         self._fetches = FetchWaiters()  # fetches short of fetch.min.bytes
+        self._min_insync = MinInsyncReplicas()   # per topic, for acks=all
         self._isr_task: asyncio.Task[None] | None = None
         self._isr_checks: DeadlineQueue[TopicPartition] = DeadlineQueue()  # led: next check
         self.consumer_fetches = ConsumerFetchCounters()   # what consumers were served here
@@ -321,10 +322,16 @@ class ReplicaManager:
         part, plog = self.leader_partition(topic, partition)
         if acks == -1:
             self._require_min_insync(self.metadata.image, part, topic, partition)
-        info = plog.append(data, headers, leader_epoch=part.leader_epoch)
-        # The high watermark moves as the in-sync replicas fetch (at once if we are the ISR).
-        self.on_leader_append((topic, partition))
-        self._fetches.wake((topic, partition))
+        tp = (topic, partition)
+        info = plog.append(data, headers, leader_epoch=part.leader_epoch, notify=False)
+        # The high watermark moves as the in-sync replicas fetch (at once if we are the
+        # ISR: then acks=all is answered on this path, produce.py). leader_partition found
+        # the leader state. One notification of the log's move for the new end and the
+        # high watermark together, and one wake of the fetches waiting on either.
+        hw_moved = self._advance(tp, self.leaders[tp], plog, notify=False)
+        if hw_moved or not info.duplicate:
+            plog.on_moved()
+            self._fetches.wake(tp)
         return info, plog
 
     def check_min_insync(self, topic: str, partition: int, after_append: bool = False) -> None:
@@ -338,18 +345,8 @@ class ReplicaManager:
 
     def _require_min_insync(self, image: MetadataImage, part: PartitionInfo, topic: str,
                             partition: int, after_append: bool = False) -> None:
-        # On every acks=all append: the typed value alone (topic_value), not effective()'s
-        # config source too, which only DescribeConfigs asks for.
-        min_isr = topic_value(self._config(), image.topic_config(topic), "min.insync.replicas")
-        if len(part.isr) < min_isr:
-            cls = errors.NotEnoughReplicasAfterAppend if after_append else errors.NotEnoughReplicas
-            raise cls(f"{topic}-{partition} has {len(part.isr)} in-sync replica(s), "
-                      f"min.insync.replicas is {min_isr}")
+        self._min_insync.require(image, self._config(), part, topic, partition, after_append)
 
-    def on_leader_append(self, tp: TopicPartition) -> None:
-        state = self.leaders.get(tp)
-        if state is not None:
-            self._advance(tp, state)
 
     def on_follower_fetch(self, tp: TopicPartition, replica_id: int, fetch_offset: int) -> None:
         state = self.leaders.get(tp)
@@ -361,15 +358,22 @@ class ReplicaManager:
         if replica_id not in state.isr:
             self._maybe_alter_isr(tp, state)
 
-    def _advance(self, tp: TopicPartition, state: PartitionLeaderState) -> None:
-        plog = self.logs.get(*tp)
+    def _advance(self, tp: TopicPartition, state: PartitionLeaderState,
+                 plog: PartitionLog | None = None, notify: bool = True) -> bool:
+        """Move the log's high watermark to the leader state's; True when it moved.
+        ``notify=False``: the caller notifies the log's move and wakes the fetches."""
         if plog is None:
-            return
+            plog = self.logs.get(*tp)
+            if plog is None:
+                return False
         if state.advance_high_watermark(plog.log_end_offset) or \
                 plog.high_watermark != state.high_watermark:
-            plog.high_watermark = state.high_watermark
+            plog.set_high_watermark(state.high_watermark, notify=notify)
             self._acks.reached(tp, plog.high_watermark)
-            self._fetches.wake(tp)
+            if notify:
+                self._fetches.wake(tp)
+            return True
+        return False
 
     async def wait_for_high_watermark(self, tp: TopicPartition, offset: int,
                                       timeout_s: float) -> None:

@@ -131,10 +131,16 @@ class PartitionLog:
 
     @high_watermark.setter
     def high_watermark(self, value: int) -> None:
-        value = min(max(value, self.log_start_offset), self.log_end_offset)
+        self.set_high_watermark(value)
+
+    def set_high_watermark(self, value: int, *, notify: bool = True) -> None:
+        """Move the high watermark (kept within [log start, log end]). ``notify=False``: the
+        caller sends the one ``on_moved`` itself, after the append that moved it too."""
+        value = min(max(value, self.log_start_offset), self.local.end_offset)
         if value != self._high_watermark:
             self._high_watermark = value
-            self.on_moved()
+            if notify:
+                self.on_moved()
 
     @property
     def last_stable_offset(self) -> int:
@@ -178,13 +184,16 @@ class PartitionLog:
 
     # ------------------------------------------------------------ append
 
-    def append(self, data: bytearray, headers: list[BatchHeader], *, leader_epoch: int) -> AppendInfo:
+    def append(self, data: bytearray, headers: list[BatchHeader], *, leader_epoch: int,
+               notify: bool = True) -> AppendInfo:
         """Assign offsets to the parsed batches in ``data`` and write them (page cache only).
 
         ``headers`` come from ``records.parse_batches(data)``: contiguous whole
         batches. Nothing is written when any batch is rejected; when a batch is a
         duplicate of a recent one from the same producer the whole append is a
         no-op returning the original's offsets (Kafka does the same).
+        ``notify=False``: the caller calls ``on_moved`` once it moved the high watermark
+        too (the leader's append: one notification, not two, per produced batch).
         """
         if not headers:
             raise CorruptMessage("no record batches to append")
@@ -216,7 +225,8 @@ class PartitionLog:
         first = plan[0][1]
         self.epochs.assign(leader_epoch, first)
         self._snapshot_if_rolled()
-        self.on_moved()
+        if notify:
+            self.on_moved()
         return AppendInfo(first, offset - 1, now_ms if log_append_time else -1, self.log_start_offset)
 
     def append_replicated(self, data: bytearray | bytes, headers: list[BatchHeader]) -> AppendInfo:

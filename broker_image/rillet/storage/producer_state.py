@@ -116,16 +116,31 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
 
+_Batch = tuple[BatchHeader, int, int, int, TxnMarker | None]   # header, offsets, time, marker
+
+
 class ProducerAppend:
-    """Staged producer updates of one append; applied by ``commit``."""
+    """Staged producer updates of one append; applied by ``commit``.
+
+    The first batch recorded is only kept, and applied to the live entry at commit: the
+    common append (Kafka's clients send one batch per partition) copies no entry. Once a
+    second batch is checked, the first is staged on a copy like every later one, so each
+    batch is checked against the batches before it in the same append.
+    """
+
+    __slots__ = ("_manager", "_first", "_updates", "_completed", "_marked")
 
     def __init__(self, manager: "ProducerStateManager") -> None:
         self._manager = manager
+        self._first: _Batch | None = None   # the only batch so far, not applied yet
         self._updates: dict[int, ProducerEntry] = {}
         self._completed: list[CompletedTxn] = []
         self._marked: set[int] = set()   # producers a staged marker ends a transaction of
 
     def _entry(self, producer_id: int) -> ProducerEntry | None:
+        if self._first is not None:
+            self._stage(*self._first)
+            self._first = None
         entry = self._updates.get(producer_id)
         return entry if entry is not None else self._manager.producers.get(producer_id)
 
@@ -168,6 +183,16 @@ class ProducerAppend:
     def record(self, header: BatchHeader, first_offset: int, last_offset: int, timestamp: int,
                marker: TxnMarker | None = None) -> None:
         """Stage the batch (already checked) with the offsets it is being written at."""
+        if self._first is None and not self._updates:
+            self._first = (header, first_offset, last_offset, timestamp, marker)
+            return
+        if self._first is not None:
+            self._stage(*self._first)
+            self._first = None
+        self._stage(header, first_offset, last_offset, timestamp, marker)
+
+    def _stage(self, header: BatchHeader, first_offset: int, last_offset: int, timestamp: int,
+               marker: TxnMarker | None) -> None:
         pid = header.producer_id
         entry = self._updates.get(pid)
         if entry is None:
@@ -183,6 +208,8 @@ class ProducerAppend:
     def commit(self) -> list[CompletedTxn]:
         """Apply the staged updates; returns the transactions the staged markers ended."""
         manager = self._manager
+        if self._first is not None:
+            return self._commit_first(*self._first)
         manager.producers.update(self._updates)
         for entry in self._updates.values():
             manager.track_ongoing(entry)
@@ -192,6 +219,25 @@ class ProducerAppend:
         completed, self._completed, self._updates = self._completed, [], {}
         manager.unreplicated.extend(completed)
         return completed
+
+    def _commit_first(self, header: BatchHeader, first_offset: int, last_offset: int,
+                      timestamp: int, marker: TxnMarker | None) -> list[CompletedTxn]:
+        """The one batch of this append, applied to the live entry (no append awaits, so
+        nothing saw the entry between its check and now)."""
+        self._first = None
+        manager = self._manager
+        pid = header.producer_id
+        entry = manager.producers.get(pid)
+        if entry is None:
+            entry = manager.producers[pid] = ProducerEntry(pid, header.producer_epoch)
+        completed = _apply(entry, header, first_offset, last_offset, timestamp, marker)
+        manager.track_ongoing(entry)
+        if marker is not None:
+            manager.verification_guards.pop(pid, None)
+        if completed is None:
+            return []
+        manager.unreplicated.append(completed)
+        return [completed]
 
 
 def _check_marker(entry: ProducerEntry, marker: TxnMarker) -> None:

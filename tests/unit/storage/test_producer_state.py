@@ -89,6 +89,31 @@ def test_multi_batch_append_is_all_or_nothing(tmp_path: Path) -> None:
     assert (info.base_offset, info.last_offset) == (2, 5)
 
 
+def test_a_failed_second_batch_leaves_no_trace_of_another_producers_first(
+        tmp_path: Path) -> None:
+    """The first batch of an append is applied only at commit: a refused later batch (here
+    another producer's sequence gap) must leave the first producer unknown and nothing
+    written."""
+    plog = open_log(tmp_path / "t-0")
+    append(plog, pbatch(0))
+    with pytest.raises(OutOfOrderSequenceNumber):
+        append(plog, pbatch(0, pid=5), pbatch(9))
+    assert 5 not in plog.producer_state.producers and plog.log_end_offset == 2
+    assert append(plog, pbatch(2), pbatch(0, pid=5)).last_offset == 5
+
+
+def test_a_single_batch_append_updates_the_producer_in_place(tmp_path: Path) -> None:
+    """One batch per append (what Kafka's clients send per partition) is applied to the
+    producer's entry itself, and retried it is still found as a duplicate."""
+    plog = open_log(tmp_path / "t-0")
+    append(plog, pbatch(0))
+    entry = plog.producer_state.producers[77]
+    append(plog, pbatch(2))
+    assert plog.producer_state.producers[77] is entry and entry.last_seq == 3
+    dup = append(plog, pbatch(2))
+    assert dup.duplicate and (dup.base_offset, dup.last_offset) == (2, 3)
+
+
 @pytest.mark.parametrize("keep_snapshots", [True, False], ids=["snapshot", "rescan"])
 def test_state_survives_reopen(tmp_path: Path, keep_snapshots: bool) -> None:
     plog = open_log(tmp_path / "t-0", segment_bytes=600)
