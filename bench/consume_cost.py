@@ -100,10 +100,13 @@ def one_read(broker: compare.Broker, topic: str, records: int, timeout: float) -
 
 
 def fill(broker: compare.Broker, topic: str, args: argparse.Namespace) -> None:
+    """The topic's records, and one read of them (discarded): the first consumer group
+    creates the offsets topic, which no measured read should pay for."""
     broker.start(120)
     try:
         compare.create_topic(broker.bootstrap, topic, args.partitions)
         compare.producer_perf(broker.bootstrap, topic, args.records, "1", -1, args.timeout)
+        compare.consumer_perf(broker.bootstrap, topic, args.records, args.timeout)
     finally:
         broker.stop()
 

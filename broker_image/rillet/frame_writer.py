@@ -4,10 +4,10 @@ A SplicedFrame (protocol/file_records.py) goes out in wire order: the framing by
 the stream, each large file range with os.sendfile, the kernel copying the range from the
 page cache to the socket, so record bytes never pass through Python. A range goes straight
 to the socket when the stream has nothing unsent before it; what the socket does not take at
-once is left to ``loop.sendfile``, which waits until the bytes before it have left. Small ranges are copied into the
-bytes around them (SENDFILE_MIN_BYTES). On a TLS connection the kernel cannot encrypt, so
-the frame is materialised (pread) and written as bytes: the same bytes either way. The
-frame's descriptors are closed once it has been written or has failed.
+once is left to ``loop.sendfile``, which waits until the bytes before it have left. Small
+ranges are copied into the bytes around them (SENDFILE_MIN_BYTES). On a TLS connection the
+kernel cannot encrypt, so the frame is materialised (pread) and written as bytes: the same
+bytes either way. The frame's descriptors are closed once it has been written or has failed.
 """
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ async def _send_parts(writer: asyncio.StreamWriter, frame: SplicedFrame) -> None
     """The frame's parts in order: large file ranges with sendfile, everything between them
     (framing, small ranges copied) in one write each."""
     loop = asyncio.get_running_loop()
-    sock = writer.get_extra_info("socket").fileno()
+    transport_socket = writer.get_extra_info("socket")
+    sock = transport_socket.fileno() if transport_socket is not None else -1
     pending: list[bytes] = []
     for part in frame.parts:
         if isinstance(part, bytes):
@@ -60,16 +61,17 @@ async def _send_parts(writer: asyncio.StreamWriter, frame: SplicedFrame) -> None
 
 async def _sendfile(loop: asyncio.AbstractEventLoop, writer: asyncio.StreamWriter, sock: int,
                     part: FileRange) -> None:
-    """One range, after what was written before it. When the transport holds nothing
-    unsent, the range goes straight to the socket, as much as it takes now; only what is
-    left waits in ``loop.sendfile`` (which first waits for the transport to empty and
-    pauses reading around the send: some ten syscalls and several loop turns per range,
-    paid for every partition of a consumer's fetch if taken each time)."""
+    """One range, after what was written before it (``sock``: the transport's socket
+    descriptor, -1 if it has none). When the transport holds nothing unsent, the range goes
+    straight to the socket, as much as it takes now; only what is left waits in
+    ``loop.sendfile`` (which first waits for the transport to empty and pauses reading
+    around the send: some ten syscalls and several loop turns per range, paid for every
+    partition of a consumer's fetch if taken each time)."""
     if writer.transport.is_closing():   # loop.sendfile raises RuntimeError on it
         raise ConnectionResetError("connection closed while a response was sent")
     sent = 0
-    if writer.transport.get_write_buffer_size() == 0:
-        sent = send_now(sock, part)
+    if sock >= 0 and writer.transport.get_write_buffer_size() == 0:
+        sent = _send_now(sock, part)
     if sent < part.length:
         sent += await loop.sendfile(writer.transport, part.file, part.position + sent,
                                     part.length - sent)
@@ -78,7 +80,7 @@ async def _sendfile(loop: asyncio.AbstractEventLoop, writer: asyncio.StreamWrite
                         f"{part.position}")
 
 
-def send_now(sock: int, part: FileRange) -> int:
+def _send_now(sock: int, part: FileRange) -> int:
     """Bytes of ``part`` the non-blocking socket ``sock`` takes without waiting. Raises
     ShortFile at the file's end before the range's (the file was truncated)."""
     sent = 0
