@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import socket
 import ssl
 import struct
 import uuid
@@ -184,13 +185,17 @@ def _frame_of(path: Path, spans: list[bytes | tuple[int, int]]) -> SplicedFrame:
     return SplicedFrame(parts, sum(len(p) if isinstance(p, bytes) else p.length for p in parts))
 
 
-async def _received(frame: SplicedFrame) -> tuple[bytes, BaseException | None]:
+async def _received(frame: SplicedFrame, send_buffer: int | None = None
+                    ) -> tuple[bytes, BaseException | None]:
     """What a peer receives of ``frame`` written with sendfile on a loopback socket, and what
-    the writer raised."""
+    the writer raised. ``send_buffer``: the writer's SO_SNDBUF (and the peer's SO_RCVBUF)."""
     raised: list[BaseException | None] = []
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
+            if send_buffer is not None:
+                writer.get_extra_info("socket").setsockopt(
+                    socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
             await write_frame(writer, frame, sendfile=True)
             raised.append(None)
         except Exception as exc:
@@ -200,7 +205,11 @@ async def _received(frame: SplicedFrame) -> tuple[bytes, BaseException | None]:
 
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    sock = socket.socket()
+    if send_buffer is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, send_buffer)
+    sock.connect(("127.0.0.1", port))
+    reader, writer = await asyncio.open_connection(sock=sock)
     data = await asyncio.wait_for(reader.read(), 30)
     writer.close()
     server.close()
@@ -208,16 +217,30 @@ async def _received(frame: SplicedFrame) -> tuple[bytes, BaseException | None]:
     return data, raised[0]
 
 
+def _count_sendfile(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[int]]:
+    """(bytes each os.sendfile moved, counts asked of loop.sendfile), as they happen."""
+    import asyncio.base_events
+    kernel: list[int] = []
+    looped: list[int] = []
+    real_os = os.sendfile
+    real_loop = asyncio.base_events.BaseEventLoop.sendfile
+
+    def counted_os(out_fd: int, in_fd: int, offset: int | None, count: int) -> int:
+        sent = real_os(out_fd, in_fd, offset, count)
+        kernel.append(sent)
+        return sent
+
+    async def counted_loop(self, transport, file, offset=0, count=None, **kw):
+        looped.append(count)
+        return await real_loop(self, transport, file, offset, count, **kw)
+    monkeypatch.setattr(os, "sendfile", counted_os)
+    monkeypatch.setattr(asyncio.base_events.BaseEventLoop, "sendfile", counted_loop)
+    return kernel, looped
+
+
 def test_write_frame_sends_with_sendfile_what_materialise_copies(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import asyncio.base_events
-    sendfiles: list[int] = []
-    real = asyncio.base_events.BaseEventLoop.sendfile
-
-    async def counted(self, transport, file, offset=0, count=None, **kw):
-        sendfiles.append(count)
-        return await real(self, transport, file, offset, count, **kw)
-    monkeypatch.setattr(asyncio.base_events.BaseEventLoop, "sendfile", counted)
+    kernel, _ = _count_sendfile(monkeypatch)
     path = tmp_path / "segment.log"
     content = os.urandom(3 << 20)
     path.write_bytes(content)
@@ -230,7 +253,25 @@ def test_write_frame_sends_with_sendfile_what_materialise_copies(
     assert raised is None and data == want
     assert all(p.file.closed for p in frame.parts if isinstance(p, FileRange))
     # The large ranges went by sendfile (the kernel), the small ones were copied.
-    assert sorted(sendfiles) == sorted([1 << 20, SENDFILE_MIN_BYTES, 700_000])
+    assert sum(kernel) == (1 << 20) + SENDFILE_MIN_BYTES + 700_000
+
+
+def test_what_the_socket_does_not_take_at_once_waits_and_follows_in_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ranges far larger than the socket's buffers: each is sent straight away as far as the
+    socket takes it, the rest once the peer has read, and the peer gets the frame's bytes in
+    order."""
+    kernel, looped = _count_sendfile(monkeypatch)
+    path = tmp_path / "segment.log"
+    path.write_bytes(os.urandom(8 << 20))
+    spans: list[bytes | tuple[int, int]] = [
+        b"\0\0\0\x10head", (100, 3 << 20), b"mid", (4 << 20, 4 << 20), b"tail"]
+    want = _frame_of(path, spans).materialise()
+    data, raised = asyncio.run(_received(_frame_of(path, spans), send_buffer=64 * 1024))
+    assert raised is None and data == want
+    assert sum(kernel) == 7 << 20
+    # Both ranges outgrew the buffers: a remainder of each waited in loop.sendfile.
+    assert len(looped) == 2 and 0 < looped[0] < 3 << 20 and 0 < looped[1] < 4 << 20
 
 
 def test_a_range_past_the_end_of_its_file_fails_the_frame(tmp_path: Path) -> None:

@@ -141,6 +141,12 @@ class OffsetIndex(_IndexFile):
         i = bisect_right(self._relative, offset - self.base_offset)
         return self._positions[i - 1] if i else 0
 
+    def position_floor(self, position: int) -> int:
+        """The largest indexed position <= ``position`` (0 if none): a batch starts there,
+        so a walk of batch headers toward ``position`` may start there."""
+        i = bisect_right(self._positions, position)
+        return self._positions[i - 1] if i else 0
+
     def truncate_to(self, offset: int) -> None:
         """Drop entries whose offset >= ``offset``."""
         self._truncate_entries(bisect_left(self._relative, offset - self.base_offset))

@@ -167,3 +167,32 @@ def test_a_segment_holds_one_file_descriptor(tmp_path: Path) -> None:
     assert len(os.listdir("/proc/self/fd")) == before
     again = LogSegment(tmp_path, 0, index_interval_bytes=100)
     assert again.load() and len(again.offset_index) == len(segments[0].offset_index)
+
+
+def _assert_byte_ranges_match_reads(segment: LogSegment, last_offset: int) -> None:
+    for offset in range(segment.base_offset, last_offset + 2):
+        for max_bytes in (1, 150, 333, 500, 1024, 2500, 1 << 20):
+            for max_offset in (None, offset, offset + 1, offset + 3, offset + 9, last_offset):
+                for min_one in (True, False):
+                    copied = segment.read(offset, max_bytes, max_offset, min_one)
+                    position, length = segment.byte_range(offset, max_bytes, max_offset, min_one)
+                    assert segment.read_at(position, length) == copied, (
+                        offset, max_bytes, max_offset, min_one)
+
+
+def test_byte_range_is_the_read_for_every_offset_limit_and_bound(tmp_path: Path) -> None:
+    """The sendfile range of a fetch, found from the index, is exactly what the copying read
+    returns: whole batches, within max_bytes, none at or past max_offset."""
+    segment = LogSegment(tmp_path, 100, index_interval_bytes=300)
+    fill(segment, 30)
+    assert len(segment.offset_index) > 3
+    _assert_byte_ranges_match_reads(segment, 159)
+
+
+def test_byte_range_without_index_entries_walks_the_batches(tmp_path: Path) -> None:
+    """An index that lost its entries (rebuilt later, or never written before a crash) only
+    makes the walk longer, never the range different."""
+    segment = LogSegment(tmp_path, 0, index_interval_bytes=300)
+    fill(segment, 12)
+    segment.offset_index.reset()
+    _assert_byte_ranges_match_reads(segment, 23)
