@@ -24,7 +24,7 @@ from rillet.raft import rpc
 class _StoppingRaft:
     """What RaftNode.handle does once stop() has begun (raft/node.py)."""
 
-    async def handle(self, sender: int, message: Any, max_wait_ms: int) -> Any:
+    async def handle(self, sender: int, message: Any, max_wait_ms: int, wait_guard: Any) -> Any:
         raise errors.NotController("this node is shutting down")
 
 

@@ -10,6 +10,7 @@ import logging
 from typing import Any
 
 from ..metadata.log import METADATA_TOPIC
+from ..peer_watch import peer_may_end
 from ..protocol import errors
 from ..raft import rpc
 from .registry import RequestContext
@@ -32,7 +33,8 @@ async def answer(ctx: RequestContext, api_key: int, req: Any) -> Any:
                                                  rpc.INCONSISTENT_CLUSTER_ID))
     max_wait = int(req.max_wait.total_seconds() * 1000) if api_key == rpc.FETCH else 0
     try:
-        response = await broker.raft.handle(sender, message, max_wait)
+        # A fetcher that hangs up during the long poll frees its connection at once.
+        response = await broker.raft.handle(sender, message, max_wait, peer_may_end)
     except errors.NotController as exc:
         # Raised only while this node stops (a parked follower Fetch is woken by it): an
         # answer the sender retries elsewhere, as from a node that is down, not a failure

@@ -23,11 +23,11 @@ import logging
 import random
 import ssl
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Mapping, Protocol, TypeVar
+from typing import Any, Awaitable, Callable, ContextManager, Mapping, Protocol, TypeVar
 
 from ..client.connection import BrokerConnection, KafkaClientError
-from ..peer_watch import peer_may_end
 from ..protocol import errors
 from . import messages as m
 from . import rpc
@@ -214,8 +214,11 @@ class RaftNode:
             await self._run(self._c.step(message, now_ms(), sender))
             self._after_step()
 
-    async def handle(self, sender: int, request: m.Request, max_wait_ms: int = 0) -> m.Response:
-        """Answer a quorum request from `sender` (a Fetch may be long-polled)."""
+    async def handle(self, sender: int, request: m.Request, max_wait_ms: int = 0,
+                     wait_guard: Callable[[], ContextManager[None]] = nullcontext
+                     ) -> m.Response:
+        """Answer a quorum request from `sender` (a Fetch may be long-polled, inside
+        `wait_guard()`: the listener's, which ends the wait when the fetcher hangs up)."""
         response = await self._handle_once(sender, request)
         if not isinstance(request, m.FetchRequest):
             return response
@@ -224,7 +227,7 @@ class RaftNode:
                 and not self._parking.has_news(sender, response.epoch, request.fetch_offset,
                                                response.high_watermark, now_ms()):
             seen = (self._c.epoch, self._c.high_watermark, self.log.end_offset)
-            with peer_may_end():   # a fetcher gone meanwhile frees its connection now
+            with wait_guard():
                 await self.wait_for(
                     lambda: (self._c.epoch, self._c.high_watermark, self.log.end_offset)
                     != seen, max_wait_ms / 1000)
