@@ -27,7 +27,7 @@ from rillet.controller.channel import ControllerChannel, Registration
 from rillet.defs.broker_config import Voter
 from tests.cluster import LocalCluster
 from tests.integration.test_cluster import WAIT_S
-from tests.integration.test_log_dir_heartbeat import _state
+from tests.integration.test_log_dir_heartbeat import _state, lead_one_partition_per_dir
 from tests.polling import wait_until
 from tests.tcp_proxy import LinkProxy
 from tests.wire import Wire
@@ -118,23 +118,9 @@ def test_after_a_dropped_connection_offline_dirs_still_reach_the_controller(
                 return not _run(loop, channel.broker_heartbeat(
                     FAKE, epoch, 1 << 40, False, offline)).fenced
             wait_until(heartbeat, WAIT_S, "broker 9 unfenced")
-            with Wire(node.bootstrap, timeout=30) as w:
-                resp = w.request(19, 7, {"timeout": 15000, "validate_only": False, "topics": [
-                    {"name": name, "num_partitions": -1, "replication_factor": -1,
-                     "assignments": [{"partition_index": 0, "broker_ids": [FAKE, 1]}],
-                     "configs": []} for name in ("bad", "good")]})
-            assert [int(t.error_code) for t in resp.topics] == [0, 0], resp
-            ids = {t.name: t.topic_id for t in resp.topics}
-            with Wire(f"127.0.0.1:{cluster.specs[0].controller_port}", timeout=15) as ctl:
-                assigned = ctl.request(73, 0, {"broker_id": FAKE, "broker_epoch": epoch,
-                                               "directories": [
-                    {"id_": d, "topics": [{"topic_id": ids[name],
-                                           "partitions": [{"partition_index": 0}]}]}
-                    for d, name in ((BAD, "bad"), (GOOD, "good"))]})
-            assert int(assigned.error_code) == 0, assigned
-            for topic in ("bad", "good"):
-                wait_until(lambda t=topic: _state(node.bootstrap, t)[0] == FAKE, WAIT_S,
-                           f"broker 9 leading `{topic}`")
+            lead_one_partition_per_dir(node.bootstrap,
+                                       f"127.0.0.1:{cluster.specs[0].controller_port}", epoch,
+                                       {"bad": BAD, "good": GOOD})
             assert len(requests.connections()) == 1
             assert requests.connections()[0][:3] == [(18, 0), (62, 2), (63, 1)]
 

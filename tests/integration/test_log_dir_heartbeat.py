@@ -40,6 +40,27 @@ def _heartbeat(w: Wire, epoch: int, offline: list[uuid.UUID]) -> Any:
     return resp
 
 
+def lead_one_partition_per_dir(bootstrap: str, controller: str, epoch: int,
+                               dirs: dict[str, uuid.UUID]) -> None:
+    """Broker FAKE (registered at `epoch`) made the leader of a new one-partition topic per
+    entry of `dirs` (topic name -> dir id), each replica assigned to its dir (KIP-858)."""
+    with Wire(bootstrap, timeout=30) as w:
+        resp = w.request(19, 7, {"timeout": 15000, "validate_only": False, "topics": [
+            {"name": name, "num_partitions": -1, "replication_factor": -1,
+             "assignments": [{"partition_index": 0, "broker_ids": [FAKE, 1]}],
+             "configs": []} for name in dirs]})
+    assert [int(t.error_code) for t in resp.topics] == [0] * len(dirs), resp
+    ids = {t.name: t.topic_id for t in resp.topics}
+    with Wire(controller, timeout=15) as ctl:
+        assigned = ctl.request(73, 0, {"broker_id": FAKE, "broker_epoch": epoch, "directories": [
+            {"id_": d, "topics": [{"topic_id": ids[name], "partitions": [{"partition_index": 0}]}]}
+            for name, d in dirs.items()]})
+    assert int(assigned.error_code) == 0, assigned
+    for topic in dirs:
+        wait_until(lambda t=topic: _state(bootstrap, t)[0] == FAKE, WAIT_S,
+                   f"broker 9 leading `{topic}`")
+
+
 def test_a_heartbeat_naming_an_offline_dir_moves_leadership_off_its_replicas(
         tmp_path: Path) -> None:
     cluster = LocalCluster(tmp_path, nodes=1,
@@ -50,7 +71,8 @@ def test_a_heartbeat_naming_an_offline_dir_moves_leadership_off_its_replicas(
         with Wire(node.bootstrap, timeout=15) as w:
             cluster_id = w.request(3, 7, {"topics": [], "allow_auto_topic_creation": False}
                                    ).cluster_id
-        with Wire(f"127.0.0.1:{cluster.specs[0].controller_port}", timeout=15) as ctl:
+        controller = f"127.0.0.1:{cluster.specs[0].controller_port}"
+        with Wire(controller, timeout=15) as ctl:
             reg = ctl.request(62, 2, {
                 "broker_id": FAKE, "cluster_id": cluster_id, "incarnation_id": uuid.uuid4(),
                 "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 1,
@@ -60,22 +82,8 @@ def test_a_heartbeat_naming_an_offline_dir_moves_leadership_off_its_replicas(
             epoch = int(reg.broker_epoch)
             wait_until(lambda: not _heartbeat(ctl, epoch, []).is_fenced, WAIT_S,
                        "broker 9 unfenced")
-            with Wire(node.bootstrap, timeout=30) as w:
-                resp = w.request(19, 7, {"timeout": 15000, "validate_only": False, "topics": [
-                    {"name": name, "num_partitions": -1, "replication_factor": -1,
-                     "assignments": [{"partition_index": 0, "broker_ids": [FAKE, 1]}],
-                     "configs": []} for name in ("bad", "good")]})
-            assert [int(t.error_code) for t in resp.topics] == [0, 0], resp
-            ids = {t.name: t.topic_id for t in resp.topics}
-            assigned = ctl.request(73, 0, {"broker_id": FAKE, "broker_epoch": epoch,
-                                           "directories": [
-                {"id_": d, "topics": [{"topic_id": ids[name],
-                                       "partitions": [{"partition_index": 0}]}]}
-                for d, name in ((BAD, "bad"), (GOOD, "good"))]})
-            assert int(assigned.error_code) == 0, assigned
-            for topic in ("bad", "good"):
-                wait_until(lambda t=topic: _state(node.bootstrap, t)[0] == FAKE, WAIT_S,
-                           f"broker 9 leading `{topic}`")
+            lead_one_partition_per_dir(node.bootstrap, controller, epoch,
+                                       {"bad": BAD, "good": GOOD})
 
             _heartbeat(ctl, epoch, [BAD])
             wait_until(lambda: _state(node.bootstrap, "bad") == (1, (1,)), WAIT_S,

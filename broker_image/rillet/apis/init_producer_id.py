@@ -59,7 +59,11 @@ async def init_producer_id(ctx: RequestContext, req: Any) -> Any:
     try:
         pid = await ctx.broker.controller.next_producer_id()
     except errors.KafkaError as exc:
-        # No controller to hand out an id block (an election under way): clients retry this.
+        # No controller to hand out an id block (an election under way). As Kafka 3.5+
+        # (KAFKA-14417/14694): COORDINATOR_LOAD_IN_PROGRESS, which every client retries as
+        # is. COORDINATOR_NOT_AVAILABLE sends kafka-python 3.0.12's idempotent producer to
+        # FindCoordinator with a null key, a malformed request that closes the connection,
+        # again and again: it never gets an id and its flush() never ends.
         log.info("InitProducerId: %s", exc)
-        return _answer(ctx, errors.CoordinatorNotAvailable.code)
+        return _answer(ctx, errors.CoordinatorLoadInProgress.code)
     return _answer(ctx, 0, pid, 0)
