@@ -18,6 +18,7 @@ what idempotence (its default companion) costs; --partitions picks the partition
 from __future__ import annotations
 
 import argparse
+import signal
 import statistics
 import sys
 from contextlib import ExitStack
@@ -60,6 +61,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    # A SIGTERM (e.g. `timeout`) unwinds like Ctrl-C, so the ExitStack stops every broker.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     pythons = sources_to_run(args)
     sources = list(pythons)
     # (source, case) -> [(MB/s, broker CPU us per record)]

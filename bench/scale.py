@@ -5,7 +5,8 @@ For each --partitions count N, each system gets fresh 3-node clusters of combine
 broker+controller nodes, started the same way as bench/compare_cluster.py starts them (its
 Cluster classes), and runs these steps, each bounded by --step-timeout:
 
-- create: CreateTopics for N partitions, RF=3 (topics of --per-topic partitions, one request),
+- create: CreateTopics for N partitions, RF=3 (topics of --per-topic partitions, requests of at
+  most --per-request partitions, since Kafka refuses an operation of over 10,000 records),
   timed until every node's Metadata lists all N with a leader;
 - Metadata for all topics (v12) from one node, --metadata-samples times: the response's size
   and its median round trip (sent to the last byte received, not decoded);
@@ -172,14 +173,20 @@ class ScaleRun:
         sizes = [min(per_topic, self.total - start) for start in range(0, self.total, per_topic)]
         topics = [{"name": f"{TOPIC_PREFIX}{i}", "num_partitions": n, "replication_factor": 3,
                    "assignments": [], "configs": []} for i, n in enumerate(sizes)]
+        # Kafka's controller refuses one operation that writes more than 10,000 metadata
+        # records (POLICY_VIOLATION): 10,000 partitions go as requests of at most
+        # --per-request partitions each, one after another, to both systems alike.
+        per_request = max(1, self.args.per_request // per_topic)
         self.quorum_at_start = self._quorum()
         started = time.monotonic()
-        reply = self.wires[0].call(CREATE_TOPICS, 5, {
-            "topics": topics, "timeout": int(self.args.step_timeout * 1000),
-            "validate_only": False}, timeout=self.args.step_timeout)
-        failed = [(t.name, t.error_code) for t in reply.body.topics if t.error_code]
-        if failed:
-            raise RuntimeError(f"CreateTopics errors: {failed[:5]}")
+        for first in range(0, len(topics), per_request):
+            reply = self.wires[0].call(CREATE_TOPICS, 5, {
+                "topics": topics[first:first + per_request],
+                "timeout": int(self.args.step_timeout * 1000),
+                "validate_only": False}, timeout=self.args.step_timeout)
+            failed = [(t.name, t.error_code) for t in reply.body.topics if t.error_code]
+            if failed:
+                raise RuntimeError(f"CreateTopics errors: {failed[:5]}")
         for index in range(NODES):
             wait_for(f"node {index + 1} serving {self.total} partitions",
                      lambda index=index: self._all_led(index), started, self.args.step_timeout)
@@ -320,6 +327,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--partitions", default="1000,5000,10000",
                         help="comma-separated partition counts, each on fresh clusters")
     parser.add_argument("--per-topic", type=int, default=100)
+    parser.add_argument("--per-request", type=int, default=5000,
+                        help="partitions per CreateTopics request (whole topics)")
     parser.add_argument("--systems", default="rillet,kafka")
     parser.add_argument("--metadata-samples", type=int, default=10)
     parser.add_argument("--step-timeout", type=float, default=600)
