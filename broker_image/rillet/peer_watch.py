@@ -80,8 +80,13 @@ class PeerWatch(asyncio.Protocol):
 
     # -- the waits ----------------------------------------------------------------------------
 
+    def watches_current_task(self) -> bool:
+        """The task running now is the connection's own (only it may be cancelled here)."""
+        return asyncio.current_task() is self._task
+
     @contextmanager
-    def _may_end(self) -> Iterator[None]:
+    def may_end(self) -> Iterator[None]:
+        """In the connection's own task: its peer leaving ends the block with PeerGone."""
         if self.gone:
             raise PeerGone("the client closed the connection")
         self._waiting = True
@@ -108,8 +113,8 @@ def peer_may_end() -> Iterator[None]:
     """Around a wait that changes nothing: the client leaving ends it with PeerGone. Outside
     a watched connection's own task (a background task, a test), it only waits."""
     watch = _CURRENT.get()
-    if watch is None or asyncio.current_task() is not watch._task:
+    if watch is None or not watch.watches_current_task():
         yield
         return
-    with watch._may_end():
+    with watch.may_end():
         yield

@@ -153,11 +153,8 @@ class ControllerChannel:
                 API_VERSIONS, API_VERSIONS_VERSION, correlation, self._client_id,
                 build(request_schema(API_VERSIONS, API_VERSIONS_VERSION), {})))
             await writer.drain()
-            size = response_size(await reader.readexactly(4))
-            got, resp = decode_response(API_VERSIONS, API_VERSIONS_VERSION,
-                                        await reader.readexactly(size))
-            if got != correlation:
-                raise OSError("controller's ApiVersions response has another correlation id")
+            _, resp = decode_response(API_VERSIONS, API_VERSIONS_VERSION,
+                                      await _read_answer(reader, correlation))
             conn = _Connection(reader, writer, ApiRanges.from_response(resp))
         except BaseException:
             writer.close()
@@ -176,12 +173,9 @@ class ControllerChannel:
             conn.writer.write(_SIZE.pack(len(frame)) + frame[:4] + _CORRELATION.pack(ours)
                               + frame[8:])
             await conn.writer.drain()
-            size = response_size(await conn.reader.readexactly(4))
-            body = await conn.reader.readexactly(size)
-            if _CORRELATION.unpack_from(body, 0)[0] != ours:
-                raise OSError("controller's response has another correlation id")
+            body = await _read_answer(conn.reader, ours)
             ok = True
-            return _SIZE.pack(size) + theirs + body[4:]
+            return _SIZE.pack(len(body)) + theirs + body[4:]
         finally:
             if ok:
                 self._idle.setdefault(address, []).append(conn)
@@ -326,3 +320,13 @@ class ControllerChannel:
                                                                        topic_ids)):
                 answers[i] = answer
         return answers
+
+
+async def _read_answer(reader: asyncio.StreamReader, correlation: int) -> bytes:
+    """One size-prefixed answer from the controller: its body, correlation id first.
+    OSError when it answers another request (the connection is out of step and must close)."""
+    size = response_size(await reader.readexactly(4))
+    body = await reader.readexactly(size)
+    if _CORRELATION.unpack_from(body, 0)[0] != correlation:
+        raise OSError("controller's response has another correlation id")
+    return body

@@ -1,11 +1,13 @@
-"""min.insync.replicas per topic, as acks=all appends need it: looked up once per metadata
-image and broker config, not on every batch.
+"""min.insync.replicas per topic, as acks=all appends need it: looked up once per change
+of the configs, not on every batch.
 
 A topic's value is its override, else the broker's setting (topic_value). Both come from
-immutable objects replaced whole on a change (the metadata image on every committed step,
-the BrokerConfig on a dynamic config change), so a value found under one (image, config)
-pair holds until either is replaced; the cache then starts again, empty. Its size is
-bounded by the topics produced to with acks=all under one image.
+immutable objects replaced whole on a change: the image's configs mapping (a new image
+carries the old mapping over unless a step changed a config, as creating a topic with
+overrides or deleting one with them does) and the BrokerConfig (on a dynamic config change).
+So a value found under one (configs, BrokerConfig) pair holds until either is replaced; the
+cache then starts again, empty. ISR and leader changes, which replace the image many times a
+second under load, keep it. Its size is bounded by the topics produced to with acks=all.
 
 Owned by the ReplicaManager; event loop only.
 """
@@ -19,14 +21,14 @@ from ..protocol import errors
 
 class MinInsyncReplicas:
     def __init__(self) -> None:
-        self._image: MetadataImage | None = None
+        self._configs: object = None   # the image's configs mapping the cache was made under
         self._config: BrokerConfig | None = None
         self._by_topic: dict[str, int] = {}
 
     def of(self, image: MetadataImage, config: BrokerConfig, topic: str) -> int:
         """The topic's min.insync.replicas under `image` and `config`."""
-        if image is not self._image or config is not self._config:
-            self._image, self._config, self._by_topic = image, config, {}
+        if image.configs is not self._configs or config is not self._config:
+            self._configs, self._config, self._by_topic = image.configs, config, {}
         value = self._by_topic.get(topic)
         if value is None:
             # The typed value alone (topic_value), not effective()'s config source too,

@@ -150,3 +150,38 @@ def test_min_insync_replicas_follows_a_new_broker_config(tmp_path: Path) -> None
         leader.append(acks=-1)
     assert leader.logs.get(*TP).log_end_offset == 3   # nothing appended
     leader.close()
+
+
+def test_min_insync_replicas_of_a_topic_recreated_under_its_name_is_the_new_ones(
+        tmp_path: Path) -> None:
+    """The cached value lives as long as the image's configs mapping: deleting a topic with an
+    override and creating it again without one (or the reverse) replaces the mapping."""
+    leader = Leader(tmp_path, [1])
+    leader.apply(_min_isr("2"))
+    with pytest.raises(errors.NotEnoughReplicas):
+        leader.append(acks=-1)
+    old_id = str(uuid.uuid5(uuid.NAMESPACE_DNS, TOPIC))
+    new_id = str(uuid.uuid4())
+    leader.apply({"type": mrec.REMOVE_TOPIC, "topic_id": old_id},
+                 {"type": mrec.TOPIC, "name": TOPIC, "topic_id": new_id},
+                 {"type": mrec.PARTITION, "topic_id": new_id, "partition": 0, "replicas": [1],
+                  "isr": [1], "leader": 1, "leader_epoch": 0})
+    assert leader.append(acks=-1) == 3   # the broker's default again: 1
+    leader.apply(_min_isr("2"))
+    with pytest.raises(errors.NotEnoughReplicas):
+        leader.append(acks=-1)
+    leader.close()
+
+
+def test_a_leader_or_isr_change_keeps_the_configs_mapping(tmp_path: Path) -> None:
+    """What lets the min.insync.replicas cache outlive ISR churn: a step that changes no
+    config carries the configs mapping over as it is."""
+    leader = Leader(tmp_path, [1, 2])
+    leader.apply(_min_isr("2"))
+    configs = leader.image.configs
+    tid = str(uuid.uuid5(uuid.NAMESPACE_DNS, TOPIC))
+    leader.apply({"type": mrec.PARTITION_CHANGE, "topic_id": tid, "partition": 0, "isr": [1]})
+    assert leader.image.configs is configs
+    with pytest.raises(errors.NotEnoughReplicas):   # and the new ISR is what is checked
+        leader.append(acks=-1)
+    leader.close()
