@@ -176,12 +176,12 @@ class ScaleRun:
         # Kafka's controller refuses one operation that writes more than 10,000 metadata
         # records (POLICY_VIOLATION): 10,000 partitions go as requests of at most
         # --per-request partitions each, one after another, to both systems alike.
-        per_request = max(1, self.args.per_request // per_topic)
+        topics_per_request = max(1, self.args.per_request // per_topic)
         self.quorum_at_start = self._quorum()
         started = time.monotonic()
-        for first in range(0, len(topics), per_request):
+        for first in range(0, len(topics), topics_per_request):
             reply = self.wires[0].call(CREATE_TOPICS, 5, {
-                "topics": topics[first:first + per_request],
+                "topics": topics[first:first + topics_per_request],
                 "timeout": int(self.args.step_timeout * 1000),
                 "validate_only": False}, timeout=self.args.step_timeout)
             failed = [(t.name, t.error_code) for t in reply.body.topics if t.error_code]
