@@ -13,7 +13,6 @@ offsets), the same checkpoint folder across restarts, and the same query.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from dataclasses import dataclass, field
@@ -25,7 +24,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from rillet_spark.events import parse_events, windowed_aggregates
-from rillet_spark.lag import LagExporter, offsets_behind
+from rillet_spark.lag import LagExporter
+from rillet_spark.progress import ProgressListener, ProgressReporter
 from rillet_spark.security import ClientSecurity, SecurityConfigError, kafka_options
 from rillet_spark.session import build_session
 
@@ -184,41 +184,27 @@ def run(spark: SparkSession, cfg: JobConfig) -> int:
     lag = LagExporter.create()
     if cfg.metrics_port is not None:
         lag.serve(cfg.metrics_port, cfg.metrics_address)
-    query = start(spark, cfg)
-    deadline = None if cfg.timeout_seconds is None else time.monotonic() + cfg.timeout_seconds
-    last_batch = -1
+    reporter = ProgressReporter(lag)
+    listener = ProgressListener(reporter)
+    spark.streams.addListener(listener)
     try:
-        while True:
-            ended = query.awaitTermination(1)
-            last_batch = _report_progress(query.recentProgress, last_batch, lag)
-            if ended:
-                break
-            if deadline is not None and time.monotonic() >= deadline:
-                query.stop()
-                break
-    except StreamingQueryException as exc:
-        print(f"windowed_counts: {explain_failure(exc, cfg)}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def progress_line(p: dict) -> str:
-    # endOffset comes as the source's own JSON text ({"topic": {"0": 12, ...}})
-    ends = [json.loads(e) if isinstance(e, str) else e
-            for e in (s.get("endOffset") for s in p.get("sources") or ())]
-    return (f"progress: batch {p['batchId']}, {p.get('numInputRows', 0)} input rows, "
-            f"watermark {(p.get('eventTime') or {}).get('watermark', '-')}, "
-            f"offsets {json.dumps(ends[0] if len(ends) == 1 else ends)}, "
-            f"behind latest {sum(offsets_behind(p).values())}")
-
-
-def _report_progress(progress: list[dict], last_batch: int, lag: LagExporter) -> int:
-    for p in progress:
-        if p["batchId"] > last_batch:
-            lag.observe(p)
-            print(progress_line(p), flush=True)
-            last_batch = p["batchId"]
-    return last_batch
+        query = start(spark, cfg)
+        deadline = None if cfg.timeout_seconds is None else time.monotonic() + cfg.timeout_seconds
+        try:
+            while not query.awaitTermination(1):
+                if deadline is not None and time.monotonic() >= deadline:
+                    query.stop()
+                    break
+        except StreamingQueryException as exc:
+            print(f"windowed_counts: {explain_failure(exc, cfg)}", file=sys.stderr)
+            return 1
+        finally:
+            # Listener events are delivered asynchronously: a batch that ended just before the
+            # query may not have reached the listener yet; its report is in recentProgress.
+            reporter.report(query.recentProgress)
+        return 0
+    finally:
+        spark.streams.removeListener(listener)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

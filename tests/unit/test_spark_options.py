@@ -9,6 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "spark"))
 from rillet_spark.lag import LagExporter, offsets_behind  # noqa: E402
+from rillet_spark.progress import ProgressReporter  # noqa: E402
 from rillet_spark.security import (  # noqa: E402
     ClientSecurity,
     SecurityConfigError,
@@ -90,6 +91,29 @@ def test_exporter_sets_the_gauges() -> None:
     assert get("rillet_spark_offsets_behind_latest", {"topic": "events", "partition": "0"}) == 250
     assert get("rillet_spark_offsets_behind_latest_total") == 250
     assert get("rillet_spark_last_batch_id") == 7
+
+
+def _batch(batch_id: int, end: int, latest: int) -> dict:
+    return {"batchId": batch_id, "sources": [{"endOffset": f'{{"events": {{"0": {end}}}}}',
+                                              "latestOffset": f'{{"events": {{"0": {latest}}}}}'}]}
+
+
+def test_each_batch_is_reported_once_whether_the_listener_or_the_final_drain_sees_it_first(
+        capsys: pytest.CaptureFixture) -> None:
+    reporter = ProgressReporter(LagExporter.create())
+    total = lambda: reporter.lag.registry.get_sample_value(  # noqa: E731
+        "rillet_spark_offsets_behind_latest_total")
+    reporter.report([_batch(0, 100, 400)])        # the listener, as batch 0 ends
+    assert total() == 300
+    reporter.report([_batch(1, 200, 400)])
+    assert total() == 200
+    # the drain after the query ended: recentProgress holds every batch, one not yet heard
+    reporter.report([_batch(0, 100, 400), _batch(1, 200, 400), _batch(2, 400, 400)])
+    assert total() == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(",")[0] for line in lines] == [
+        "progress: batch 0", "progress: batch 1", "progress: batch 2"]
+    assert lines[0].endswith("behind latest 300")
 
 
 def test_the_image_pins_what_pyproject_pins() -> None:
