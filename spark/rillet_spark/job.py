@@ -25,7 +25,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from rillet_spark.events import parse_events, windowed_aggregates
 from rillet_spark.lag import LagExporter
-from rillet_spark.progress import ProgressListener, ProgressReporter
+from rillet_spark.progress import ProgressListener, BatchReporter
 from rillet_spark.security import ClientSecurity, SecurityConfigError, kafka_options
 from rillet_spark.session import build_session
 
@@ -184,7 +184,7 @@ def run(spark: SparkSession, cfg: JobConfig) -> int:
     lag = LagExporter.create()
     if cfg.metrics_port is not None:
         lag.serve(cfg.metrics_port, cfg.metrics_address)
-    reporter = ProgressReporter(lag)
+    reporter = BatchReporter(lag)
     listener = ProgressListener(reporter)
     spark.streams.addListener(listener)
     try:

@@ -17,21 +17,24 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 Partition = tuple[str, int]
 
 
-def _offsets(value: Any) -> dict[Partition, int]:
-    """A source offset as progress carries it ('{"topic": {"0": 12}}' text or a dict).
+def source_offset(value: Any) -> Mapping[str, Any] | None:
+    """A source offset as progress carries it ('{"topic": {"0": 12}}' text or a dict), or None.
 
     Not every batch knows both ends: the first batch after a restart from a checkpoint carries
     no latestOffset, which PySpark hands over as "None" (or "null", or empty). That is
-    "unknown" (no entry), never an error: the gauges are an aid, and a failure here would
-    stop the query's driver."""
+    "unknown", never an error: the gauges and progress lines are an aid, and a failure here
+    would stop the query's driver (or, in a listener, silently drop the batch's line)."""
     if isinstance(value, str):
         try:
             value = json.loads(value) if value.strip() else None
         except json.JSONDecodeError:
-            return {}
-    if not isinstance(value, Mapping):
-        return {}
-    return {(topic, int(p)): int(off) for topic, parts in value.items()
+            return None
+    return value if isinstance(value, Mapping) else None
+
+
+def _offsets(value: Any) -> dict[Partition, int]:
+    parsed = source_offset(value) or {}
+    return {(topic, int(p)): int(off) for topic, parts in parsed.items()
             if isinstance(parts, Mapping) for p, off in parts.items()}
 
 

@@ -15,13 +15,12 @@ from typing import Any, Iterable, Mapping
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from rillet_spark.lag import LagExporter, offsets_behind
+from rillet_spark.lag import LagExporter, offsets_behind, source_offset
 
 
 def progress_line(p: Mapping[str, Any]) -> str:
-    # endOffset comes as the source's own JSON text ({"topic": {"0": 12, ...}})
-    ends = [json.loads(e) if isinstance(e, str) else e
-            for e in (s.get("endOffset") for s in p.get("sources") or ())]
+    # endOffset comes as the source's own JSON text ({"topic": {"0": 12, ...}}), "None" if unknown
+    ends = [source_offset(s.get("endOffset")) for s in p.get("sources") or ()]
     return (f"progress: batch {p['batchId']}, {p.get('numInputRows', 0)} input rows, "
             f"watermark {(p.get('eventTime') or {}).get('watermark', '-')}, "
             f"offsets {json.dumps(ends[0] if len(ends) == 1 else ends)}, "
@@ -29,8 +28,12 @@ def progress_line(p: Mapping[str, Any]) -> str:
 
 
 @dataclass
-class ProgressReporter:
-    """Reports each batch once, whether the listener or the final drain sees it first."""
+class BatchReporter:
+    """Reports each batch once, whether the listener or the final drain sees it first.
+
+    Spark adds a progress to recentProgress before it posts the event, and posts events in
+    order, so the drain holds every batch the listener has yet to hear. Should Spark's listener
+    queue overflow and drop an event, that batch goes unreported once a later one is."""
 
     lag: LagExporter
     last_batch: int = -1
@@ -48,7 +51,7 @@ class ProgressReporter:
 class ProgressListener(StreamingQueryListener):
     """Hands each progress of one query (by id) to the reporter, on Spark's listener thread."""
 
-    def __init__(self, reporter: ProgressReporter) -> None:
+    def __init__(self, reporter: BatchReporter) -> None:
         self.reporter = reporter
         self.query_id: str | None = None
 
@@ -60,10 +63,12 @@ class ProgressListener(StreamingQueryListener):
 
     def onQueryProgress(self, event: Any) -> None:
         p = event.progress
-        if self.query_id is not None and str(p.id) == self.query_id:
+        if self.query_id is not None and str(p["id"]) == self.query_id:
             self.reporter.report([p])
 
     def onQueryIdle(self, event: Any) -> None:
+        # An idle query's progress repeats its last batch id; only the drain may see it, and
+        # the batchId check skips it there.
         pass
 
     def onQueryTerminated(self, event: Any) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "spark"))
 from rillet_spark.lag import LagExporter, offsets_behind  # noqa: E402
-from rillet_spark.progress import ProgressReporter  # noqa: E402
+from rillet_spark.progress import BatchReporter, ProgressListener, progress_line  # noqa: E402
 from rillet_spark.security import (  # noqa: E402
     ClientSecurity,
     SecurityConfigError,
@@ -100,7 +100,7 @@ def _batch(batch_id: int, end: int, latest: int) -> dict:
 
 def test_each_batch_is_reported_once_whether_the_listener_or_the_final_drain_sees_it_first(
         capsys: pytest.CaptureFixture) -> None:
-    reporter = ProgressReporter(LagExporter.create())
+    reporter = BatchReporter(LagExporter.create())
     total = lambda: reporter.lag.registry.get_sample_value(  # noqa: E731
         "rillet_spark_offsets_behind_latest_total")
     reporter.report([_batch(0, 100, 400)])        # the listener, as batch 0 ends
@@ -114,6 +114,29 @@ def test_each_batch_is_reported_once_whether_the_listener_or_the_final_drain_see
     assert [line.split(",")[0] for line in lines] == [
         "progress: batch 0", "progress: batch 1", "progress: batch 2"]
     assert lines[0].endswith("behind latest 300")
+
+
+def test_the_listener_reports_only_the_query_started_first_after_it_was_added(
+        capsys: pytest.CaptureFixture) -> None:
+    from types import SimpleNamespace
+    import uuid
+    ours, other = uuid.uuid4(), uuid.uuid4()
+    listener = ProgressListener(BatchReporter(LagExporter.create()))
+    listener.onQueryStarted(SimpleNamespace(id=ours))
+    listener.onQueryStarted(SimpleNamespace(id=other))   # another query of the same session
+    for query_id, batch in ((other, _batch(0, 5, 5)), (ours, _batch(0, 100, 400)),
+                            (other, _batch(1, 9, 9))):
+        listener.onQueryProgress(SimpleNamespace(progress={**batch, "id": query_id}))
+    assert capsys.readouterr().out.splitlines() == [
+        'progress: batch 0, 0 input rows, watermark -, offsets {"events": {"0": 100}}, '
+        'behind latest 300']
+
+
+def test_a_progress_line_of_a_batch_without_a_known_end_offset() -> None:
+    """PySpark hands a null endOffset over as "None": the line says null, it does not raise."""
+    line = progress_line({"batchId": 3, "sources": [{"endOffset": "None",
+                                                     "latestOffset": '{"events": {"0": 7}}'}]})
+    assert line.endswith("offsets null, behind latest 0")
 
 
 def test_the_image_pins_what_pyproject_pins() -> None:
