@@ -27,7 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare import create_topic, producer_perf  # noqa: E402
 from measurements import rotated  # noqa: E402
-from startup import (add_source_options, cpu_seconds, running_broker,  # noqa: E402
+from processes import cpu_seconds  # noqa: E402
+from startup import (add_source_options, running_broker,  # noqa: E402
                      sources_to_run)
 
 # (acks, idempotence: "" the client's default for that acks, else enable.idempotence's value)

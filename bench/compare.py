@@ -13,6 +13,10 @@ rillet, Kafka and the rillet/Kafka ratio:
 - transactional produce records/s and MB/s (--transactional-id, a commit every 100 ms),
   8 partitions;
 - consumer MB/s (the tool's fetch MB/s, which leaves out the group join) for 1 and 8 partitions;
+- per produce row, the CPU time per record of the broker (every thread of its processes, from
+  /proc schedstat) and of the client (the tool's JVM, from its rusage): on 2 cores the client
+  needs more than one of them, so the MB/s rows measure the pair; the broker's CPU per record
+  is what it costs on its own;
 - broker peak RSS (VmHWM of the broker process tree, read before it stops);
 - start-up: from process start to the first Metadata answer that lists a broker. Kafka's storage
   format runs before its clock starts; rillet formats itself on first start, inside its clock.
@@ -37,6 +41,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -54,6 +59,7 @@ from metadata_probe import wait_ready  # noqa: E402  (stdlib-only module beside 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measurements import (Measurements, error_lines, ratio, rotated,  # noqa: E402
                           run_rounds, summarise, with_spread)
+from processes import process_tree, tree_cpu_seconds, vm_hwm  # noqa: E402
 
 RECORD_SIZE = 1024
 MB = 1024 * 1024
@@ -110,7 +116,12 @@ class Broker:
     def peak_rss_bytes(self) -> int:
         """VmHWM summed over the broker process and its descendants."""
         assert self.proc is not None
-        return sum(_vm_hwm(pid) for pid in _process_tree(self.proc.pid))
+        return sum(vm_hwm(pid) for pid in process_tree(self.proc.pid))
+
+    def cpu_seconds(self) -> float:
+        """CPU time the broker's processes have used so far, all their threads."""
+        assert self.proc is not None
+        return tree_cpu_seconds(self.proc.pid)
 
     def stop(self, timeout: float = 60.0) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -191,29 +202,6 @@ def source_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": f"{source}:{path}" if path else source}
 
 
-def _process_tree(root: int) -> list[int]:
-    pids, frontier = [root], [root]
-    while frontier:
-        pid = frontier.pop()
-        try:
-            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        except OSError:
-            continue
-        for child in map(int, children):
-            pids.append(child)
-            frontier.append(child)
-    return pids
-
-
-def _vm_hwm(pid: int) -> int:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return 0
-    match = re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
-    return int(match.group(1)) * 1024 if match else 0
-
-
 # --- Kafka's tools ---------------------------------------------------------------------------
 
 
@@ -243,10 +231,14 @@ _PRODUCER_SUMMARY = re.compile(
 
 def producer_perf(bootstrap: str, topic: str, records: int, acks: str, throughput: int,
                   timeout: float, *extra: str) -> dict[str, float]:
+    """The tool's summary line, and ``client_cpu_s``: the CPU time the tool's JVM used (its
+    start included), which its children's rusage holds once it has been waited for."""
+    before = _children_cpu_s()
     out = run_tool("kafka-producer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic,
                    "--num-records", str(records), "--record-size", str(RECORD_SIZE),
                    "--throughput", str(throughput), "--command-property", f"acks={acks}",
                    *extra, timeout=timeout)
+    client_cpu_s = _children_cpu_s() - before
     matches = _PRODUCER_SUMMARY.findall(out)
     if not matches:
         raise RuntimeError(f"no summary line in producer-perf-test output: {out[-400:]}")
@@ -254,7 +246,12 @@ def producer_perf(bootstrap: str, topic: str, records: int, acks: str, throughpu
     if int(sent) != records:
         raise RuntimeError(f"sent {sent} of {records} records")
     return {"records_s": float(rps), "mb_s": float(mbps), "p50_ms": float(p50),
-            "p99_ms": float(p99)}
+            "p99_ms": float(p99), "client_cpu_s": client_cpu_s}
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def consumer_perf(bootstrap: str, topic: str, records: int, timeout: float) -> dict[str, float]:
@@ -290,6 +287,10 @@ def transactional_case(broker: Broker, args: argparse.Namespace) -> dict[str, fl
 
 
 PRODUCE_CASES = [("1", 1), ("1", 8), ("all", 1), ("all", 8)]
+# Each produce row's figures: throughput, then the CPU per record of the broker (all its
+# threads) and of the client (the perf tool's JVM, its start included). On 2 cores the two
+# share the machine, so the throughput is bounded by their sum as much as by either.
+PRODUCE_UNITS = ("mb_s", "records_s", "broker_us", "client_us")
 
 
 def warm_up(broker: Broker, args: argparse.Namespace) -> dict[str, float]:
@@ -329,12 +330,16 @@ def measure(broker: Broker, args: argparse.Namespace, round_no: int = 0) -> Meas
             def produce_case(topic: str = topic, acks: str = acks, parts: int = partitions,
                              key: str = key) -> dict[str, float]:
                 create_topic(broker.bootstrap, topic, parts)
+                broker_cpu_s = broker.cpu_seconds()
                 result = producer_perf(broker.bootstrap, topic, args.records, acks, -1,
                                        args.step_timeout)
-                print(f"    {key}: {result}", file=sys.stderr)
-                return {f"{key}_records_s": result["records_s"], f"{key}_mb_s": result["mb_s"]}
+                broker_cpu_s = broker.cpu_seconds() - broker_cpu_s
+                print(f"    {key}: {result}, broker CPU {broker_cpu_s:.2f} s", file=sys.stderr)
+                return {f"{key}_records_s": result["records_s"], f"{key}_mb_s": result["mb_s"],
+                        f"{key}_broker_us": broker_cpu_s * 1e6 / args.records,
+                        f"{key}_client_us": result["client_cpu_s"] * 1e6 / args.records}
 
-            m.attempt([f"{key}_records_s", f"{key}_mb_s"], produce_case)
+            m.attempt([f"{key}_{unit}" for unit in PRODUCE_UNITS], produce_case)
 
         def latency_case() -> dict[str, float]:
             create_topic(broker.bootstrap, "bench-latency", 1)
@@ -370,6 +375,10 @@ ROWS: list[tuple[str, str, str]] = [
     *[(f"produce_acks{a}_p{p}_{unit}", f"produce acks={a} {p} partition{'s' if p > 1 else ''} {label}",
        "higher")
       for a, p in PRODUCE_CASES for unit, label in (("mb_s", "MB/s"), ("records_s", "records/s"))],
+    *[(f"produce_acks{a}_p{p}_{unit}", f"produce acks={a} {p} partition{'s' if p > 1 else ''} "
+       f"{label} CPU us/record", "lower")
+      for a, p in PRODUCE_CASES for unit, label in (("broker_us", "broker"),
+                                                    ("client_us", "client"))],
     ("produce_txn_p8_mb_s", f"produce transactional 8 partitions MB/s "
                             f"(a commit every {TXN_DURATION_MS} ms)", "higher"),
     ("produce_txn_p8_records_s", "produce transactional 8 partitions records/s", "higher"),

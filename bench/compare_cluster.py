@@ -31,11 +31,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare import (KAFKA_TOOLS, KAFKA_VERSION, MB, _process_tree,  # noqa: E402
-                     _vm_hwm, compile_source, consumer_perf, free_port, producer_perf,
-                     run_tool, runtime_rillet, source_env)
+from compare import (KAFKA_TOOLS, KAFKA_VERSION, MB, compile_source,  # noqa: E402
+                     consumer_perf, free_port, producer_perf, run_tool, runtime_rillet,
+                     source_env)
 from measurements import (Measurements, error_lines, ratio, rotated,  # noqa: E402
                           run_rounds, summarise, with_spread)
+from processes import process_tree, vm_hwm  # noqa: E402
 
 from rillet.local_cluster import NodeSpec, cluster_settings, serve_command  # noqa: E402
 
@@ -110,7 +111,7 @@ class Cluster:
 
     def node_peak_rss_bytes(self, index: int) -> int:
         """VmHWM of node `index`'s process tree (since its last start)."""
-        return sum(_vm_hwm(pid) for pid in _process_tree(self.procs[index].pid))
+        return sum(vm_hwm(pid) for pid in process_tree(self.procs[index].pid))
 
     def peak_rss_bytes(self) -> int:
         return sum(self.node_peak_rss_bytes(i) for i in range(len(self.procs)))

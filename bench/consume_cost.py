@@ -33,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import compare  # noqa: E402  (the broker process and tool wrappers compare.py runs)
+from processes import process_tree  # noqa: E402
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -91,7 +92,7 @@ class KeptKafka(compare.KafkaBroker):
 def one_read(broker: compare.Broker, topic: str, records: int, timeout: float) -> Read:
     """The broker's CPU and the tool's speed over one full read of ``topic``."""
     assert broker.proc is not None
-    pids = compare._process_tree(broker.proc.pid)
+    pids = process_tree(broker.proc.pid)
     user0, sys0 = cpu_seconds(pids)
     result = compare.consumer_perf(broker.bootstrap, topic, records, timeout)
     user1, sys1 = cpu_seconds(pids)

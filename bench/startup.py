@@ -35,24 +35,13 @@ from metadata_probe import wait_ready  # noqa: E402  (stdlib-only module beside 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare import free_port, runtime_rillet  # noqa: E402
 from measurements import rotated  # noqa: E402
+from processes import cpu_seconds  # noqa: E402
 
 
 def compile_tree(source: Path) -> None:
     """Byte-compile a source tree before any clock runs (as compare.py does for this one)."""
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(source / "rillet")],
                    check=True, timeout=300, stdout=subprocess.DEVNULL)
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time the process's threads have run so far (schedstat: nanoseconds on a CPU), which
-    other processes' load on the machine does not inflate as it does the wall clock."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            total += int((task / "schedstat").read_text().split()[0])
-        except (OSError, ValueError, IndexError):   # a thread that just ended
-            continue
-    return total / 1e9
 
 
 @contextmanager
