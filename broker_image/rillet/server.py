@@ -6,7 +6,8 @@ next frame is read, so responses leave in request order, as Kafka guarantees per
 connection. A framing error closes that one connection with a log line; the broker
 carries on. An SSL listener does its TLS handshake first, with the context current at that
 moment (so a renewed certificate applies to new connections); a failed handshake closes
-that connection only.
+that connection only. A connection that waits longer than connections.max.idle.ms for its
+next request is closed by one periodic sweep over all of them.
 """
 from __future__ import annotations
 
@@ -32,6 +33,9 @@ if TYPE_CHECKING:   # a type only: the CLI loads security/tls.py for a TLS liste
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
+# The idle sweep runs every tenth of connections.max.idle.ms, at most this far apart: an idle
+# connection is closed within 110 % of the setting (or the setting plus this).
+IDLE_SWEEP_MAX_S = 5.0
 
 
 class KafkaServer:
@@ -58,6 +62,11 @@ class KafkaServer:
         self._busy: set[asyncio.Task[None]] = set()  # connections with a request in progress
         self._ids = itertools.count(1)
         self._tls_watch: asyncio.Future[None] | None = None
+        # Connections waiting for their next request: since when (loop time), id and peer.
+        # One sweep closes those idle past connections.max.idle.ms, as Kafka's selector
+        # does, instead of a timer armed and cancelled around every request.
+        self._waiting: dict[asyncio.StreamWriter, tuple[float, int, str]] = {}
+        self._idle_sweep: asyncio.Task[None] | None = None
 
     async def bind(self) -> None:
         """Take the address without accepting yet, so a port in use is found before the
@@ -78,6 +87,8 @@ class KafkaServer:
             # Renewed files are picked up (or a broken one reported) without waiting for a
             # connection to ask.
             self._tls_watch = asyncio.ensure_future(self.tls.watch())
+        if self.idle_timeout_s > 0:   # as Kafka: a negative connections.max.idle.ms: never
+            self._idle_sweep = asyncio.create_task(self._sweep_idle())
         log.info("listening on %s:%d (%s listener %s, %s)", self.host, self.port,
                  self.listener, self.listener_name, self.security_protocol)
 
@@ -109,14 +120,15 @@ class KafkaServer:
                 session.principal = principal
             # After the handshake: TLS puts a protocol of its own under the stream's.
             PeerWatch.install(writer)
+            loop = asyncio.get_running_loop()
+            task = asyncio.current_task()
+            assert task is not None
             while True:
-                try:
-                    # asyncio.timeout, not wait_for: no extra task per request.
-                    async with asyncio.timeout(self.idle_timeout_s):
-                        head = await reader.readexactly(4)
-                except TimeoutError:
-                    log.info("closing idle connection %d from %s", conn_id, peer)
-                    return
+                # Idle from here until a request's first bytes are in (_sweep_idle).
+                self._waiting[writer] = (loop.time(), conn_id, peer)
+                head = await reader.readexactly(4)
+                # pop: the sweep may have closed it just as bytes came in (EOF follows).
+                self._waiting.pop(writer, None)
                 (size,) = _SIZE.unpack(head)
                 limit, setting = self.max_request_bytes, "socket.request.max.bytes"
                 if not session.authenticated and self.max_unauthenticated_bytes < limit:
@@ -130,8 +142,6 @@ class KafkaServer:
                                 "[%d, %d] (%s)", conn_id, peer, size, least, limit, setting)
                     return
                 frame = await reader.readexactly(size)
-                task = asyncio.current_task()
-                assert task is not None
                 self._busy.add(task)
                 try:
                     response = await dispatch_frame(self.broker, frame, peer, conn_id,
@@ -165,11 +175,28 @@ class KafkaServer:
         except asyncio.CancelledError:
             raise
         finally:
+            self._waiting.pop(writer, None)
             writer.close()
             try:
                 await asyncio.wait_for(writer.wait_closed(), 1)
             except (Exception, asyncio.CancelledError):
                 pass
+
+    async def _sweep_idle(self) -> None:
+        """Close the connections that have waited for a request longer than
+        connections.max.idle.ms. A connection with a request in progress (a long poll) or
+        muted by a quota is not waiting, so never idle. Closing ends its read with EOF, and
+        its task ends as for a peer that hung up."""
+        loop = asyncio.get_running_loop()
+        interval = min(self.idle_timeout_s / 10, IDLE_SWEEP_MAX_S)
+        while True:
+            await asyncio.sleep(interval)
+            cutoff = loop.time() - self.idle_timeout_s
+            for writer, (since, conn_id, peer) in list(self._waiting.items()):
+                if since <= cutoff:
+                    del self._waiting[writer]
+                    log.info("closing idle connection %d from %s", conn_id, peer)
+                    writer.close()
 
     async def _handshake(self, writer: asyncio.StreamWriter, conn_id: int,
                          peer: str) -> str | None:
@@ -200,6 +227,8 @@ class KafkaServer:
             self._server.close()
         if self._tls_watch is not None:
             self._tls_watch.cancel()
+        if self._idle_sweep is not None:
+            self._idle_sweep.cancel()
         for task in self._connections - self._busy:
             task.cancel()
         pending = list(self._connections)

@@ -1,0 +1,81 @@
+"""connections.max.idle.ms: a connection that sends nothing for that long is closed by the
+broker (as Kafka's selector closes it), one in use stays, and a request in progress (a long
+poll longer than the setting) is answered, not cut off."""
+from __future__ import annotations
+
+import time
+
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from tests.harness import BrokerProcess
+from tests.polling import wait_until
+from tests.wire import Wire
+
+IDLE_MS = 1500
+# The sweep runs every tenth of the setting: closed within 1.1x of it, plus this process's
+# and the broker's scheduling on a loaded machine.
+CLOSED_WITHIN_S = 20.0
+API_VERSIONS = {"client_software_name": "idle-test", "client_software_version": "1"}
+
+
+def _idle_broker(broker_factory) -> BrokerProcess:
+    return broker_factory(config={"connections.max.idle.ms": IDLE_MS})
+
+
+def _closed_after(wire: Wire) -> float:
+    """Seconds from now until the broker closes ``wire`` (bounded by CLOSED_WITHIN_S)."""
+    start = time.monotonic()
+    wait_until(lambda: wire.is_closed(timeout=0.5), timeout=CLOSED_WITHIN_S,
+               what="the broker to close the idle connection")
+    return time.monotonic() - start
+
+
+def test_an_idle_connection_is_closed_after_the_setting_and_not_before(broker_factory) -> None:
+    broker = _idle_broker(broker_factory)
+    with Wire(broker.bootstrap) as wire:
+        assert wire.request(18, 3, API_VERSIONS).error_code == 0
+        waited = _closed_after(wire)
+    # Never before the setting: the clock starts when the answer had gone out, before ours.
+    assert waited >= IDLE_MS / 1000 - 0.1, f"closed after {waited:.2f}s of {IDLE_MS} ms idle"
+    assert "closing idle connection" in broker.log()
+    # The broker carries on: a new connection is served.
+    with Wire(broker.bootstrap) as wire:
+        assert wire.request(18, 3, API_VERSIONS).error_code == 0
+
+
+def test_a_connection_in_use_stays_open(broker_factory) -> None:
+    broker = _idle_broker(broker_factory)
+    with Wire(broker.bootstrap) as wire:
+        # Three times the setting, a request every fifth of it: never idle long enough.
+        deadline = time.monotonic() + 3 * IDLE_MS / 1000
+        while time.monotonic() < deadline:
+            assert wire.request(18, 3, API_VERSIONS).error_code == 0
+            time.sleep(IDLE_MS / 1000 / 5)
+        assert not wire.is_closed(timeout=0.05)
+
+
+def test_a_long_poll_longer_than_the_setting_is_answered(broker_factory) -> None:
+    broker = _idle_broker(broker_factory)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.create_topics([NewTopic("quiet", 1, 1)])
+    finally:
+        admin.close()
+    max_wait_ms = 3 * IDLE_MS
+    body = {"replica_id": -1, "max_wait": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": "quiet", "partitions": [{
+                "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}
+    with Wire(broker.bootstrap, timeout=60) as wire:
+        wait_until(lambda: wire.request(1, 11, {**body, "max_wait": 0})
+                   .responses[0].partitions[0].error_code == 0,
+                   timeout=30, what="the topic served")
+        started = time.monotonic()
+        answer = wire.request(1, 11, body)
+        waited = time.monotonic() - started
+        assert answer.responses[0].partitions[0].error_code == 0
+        assert answer.responses[0].partitions[0].records in (None, b"")
+        # It was held for its max_wait, past the idle setting, and answered.
+        assert waited >= max_wait_ms / 1000 - 0.1
