@@ -13,10 +13,11 @@ rillet, Kafka and the rillet/Kafka ratio:
 - transactional produce records/s and MB/s (--transactional-id, a commit every 100 ms),
   8 partitions;
 - consumer MB/s (the tool's fetch MB/s, which leaves out the group join) for 1 and 8 partitions;
-- per produce row, the CPU time per record of the broker (every thread of its processes, from
-  /proc schedstat) and of the client (the tool's JVM, from its rusage): on 2 cores the client
-  needs more than one of them, so the MB/s rows measure the pair; the broker's CPU per record
-  is what it costs on its own;
+- per produce row, the CPU time per record of the broker (user + system of its processes,
+  ended threads included, from /proc) and of the client (the tool's JVM from its rusage, its
+  start and exit included: some 1.2 s of CPU whatever the record count): on 2 cores the
+  client needs more than one of them, so the MB/s rows measure the pair; the broker's CPU per
+  record is what it costs on its own;
 - broker peak RSS (VmHWM of the broker process tree, read before it stops);
 - start-up: from process start to the first Metadata answer that lists a broker. Kafka's storage
   format runs before its clock starts; rillet formats itself on first start, inside its clock.
@@ -119,7 +120,7 @@ class Broker:
         return sum(vm_hwm(pid) for pid in process_tree(self.proc.pid))
 
     def cpu_seconds(self) -> float:
-        """CPU time the broker's processes have used so far, all their threads."""
+        """CPU time the broker's processes have used so far, ended threads included."""
         assert self.proc is not None
         return tree_cpu_seconds(self.proc.pid)
 
@@ -232,7 +233,9 @@ _PRODUCER_SUMMARY = re.compile(
 def producer_perf(bootstrap: str, topic: str, records: int, acks: str, throughput: int,
                   timeout: float, *extra: str) -> dict[str, float]:
     """The tool's summary line, and ``client_cpu_s``: the CPU time the tool's JVM used (its
-    start included), which its children's rusage holds once it has been waited for."""
+    start included), which this process's children's rusage holds once it has been waited
+    for. So no other child may end during the run: the benches run their tools one at a time
+    (client_ceiling.py's responder process runs throughout and is reaped after them)."""
     before = _children_cpu_s()
     out = run_tool("kafka-producer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic,
                    "--num-records", str(records), "--record-size", str(RECORD_SIZE),
@@ -376,9 +379,10 @@ ROWS: list[tuple[str, str, str]] = [
        "higher")
       for a, p in PRODUCE_CASES for unit, label in (("mb_s", "MB/s"), ("records_s", "records/s"))],
     *[(f"produce_acks{a}_p{p}_{unit}", f"produce acks={a} {p} partition{'s' if p > 1 else ''} "
-       f"{label} CPU us/record", "lower")
-      for a, p in PRODUCE_CASES for unit, label in (("broker_us", "broker"),
-                                                    ("client_us", "client"))],
+       f"{label}", "lower")
+      for a, p in PRODUCE_CASES
+      for unit, label in (("broker_us", "broker CPU us/record"),
+                          ("client_us", "client CPU us/record (JVM start included)"))],
     ("produce_txn_p8_mb_s", f"produce transactional 8 partitions MB/s "
                             f"(a commit every {TXN_DURATION_MS} ms)", "higher"),
     ("produce_txn_p8_records_s", "produce transactional 8 partitions records/s", "higher"),

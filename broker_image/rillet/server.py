@@ -33,8 +33,9 @@ if TYPE_CHECKING:   # a type only: the CLI loads security/tls.py for a TLS liste
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
-# The idle sweep runs every tenth of connections.max.idle.ms, at most this far apart: an idle
-# connection is closed within 110 % of the setting (or the setting plus this).
+# The idle sweep runs every tenth of connections.max.idle.ms, within these bounds: an idle
+# connection is closed within 110 % of the setting (or the setting plus the largest).
+IDLE_SWEEP_MIN_S = 0.05
 IDLE_SWEEP_MAX_S = 5.0
 
 
@@ -87,7 +88,8 @@ class KafkaServer:
             # Renewed files are picked up (or a broken one reported) without waiting for a
             # connection to ask.
             self._tls_watch = asyncio.ensure_future(self.tls.watch())
-        if self.idle_timeout_s > 0:   # as Kafka: a negative connections.max.idle.ms: never
+        # A negative connections.max.idle.ms (and 0) never closes an idle connection.
+        if self.idle_timeout_s > 0:
             self._idle_sweep = asyncio.create_task(self._sweep_idle())
         log.info("listening on %s:%d (%s listener %s, %s)", self.host, self.port,
                  self.listener, self.listener_name, self.security_protocol)
@@ -127,8 +129,9 @@ class KafkaServer:
                 # Idle from here until a request's first bytes are in (_sweep_idle).
                 self._waiting[writer] = (loop.time(), conn_id, peer)
                 head = await reader.readexactly(4)
-                # pop: the sweep may have closed it just as bytes came in (EOF follows).
-                self._waiting.pop(writer, None)
+                # None: the sweep closed it as these bytes came in; no answer could leave.
+                if self._waiting.pop(writer, None) is None:
+                    return
                 (size,) = _SIZE.unpack(head)
                 limit, setting = self.max_request_bytes, "socket.request.max.bytes"
                 if not session.authenticated and self.max_unauthenticated_bytes < limit:
@@ -185,18 +188,24 @@ class KafkaServer:
     async def _sweep_idle(self) -> None:
         """Close the connections that have waited for a request longer than
         connections.max.idle.ms. A connection with a request in progress (a long poll) or
-        muted by a quota is not waiting, so never idle. Closing ends its read with EOF, and
-        its task ends as for a peer that hung up."""
+        muted by a quota is not waiting, so never idle. The socket is dropped at once, as
+        Kafka does, with whatever the peer has not read of earlier answers (a peer that
+        stopped reading would hold a graceful close open): its read ends, and its task
+        ends as for a peer that hung up."""
         loop = asyncio.get_running_loop()
-        interval = min(self.idle_timeout_s / 10, IDLE_SWEEP_MAX_S)
+        interval = min(max(self.idle_timeout_s / 10, IDLE_SWEEP_MIN_S), IDLE_SWEEP_MAX_S)
         while True:
             await asyncio.sleep(interval)
             cutoff = loop.time() - self.idle_timeout_s
             for writer, (since, conn_id, peer) in list(self._waiting.items()):
-                if since <= cutoff:
-                    del self._waiting[writer]
-                    log.info("closing idle connection %d from %s", conn_id, peer)
-                    writer.close()
+                if since > cutoff:
+                    continue
+                del self._waiting[writer]
+                log.info("closing idle connection %d from %s", conn_id, peer)
+                try:
+                    writer.transport.abort()
+                except Exception:   # one connection's failure never stops the sweep
+                    log.exception("closing idle connection %d from %s failed", conn_id, peer)
 
     async def _handshake(self, writer: asyncio.StreamWriter, conn_id: int,
                          peer: str) -> str | None:
