@@ -33,22 +33,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import compare  # noqa: E402  (the broker process and tool wrappers compare.py runs)
-from processes import process_tree  # noqa: E402
-
-_TICK = os.sysconf("SC_CLK_TCK")
-
+from processes import process_tree, user_system_seconds  # noqa: E402
 
 def cpu_seconds(pids: list[int]) -> tuple[float, float]:
-    """(user, system) CPU seconds of ``pids`` (fields 14 and 15 of /proc/<pid>/stat)."""
-    user = system = 0
+    """(user, system) CPU seconds of ``pids``; a process that has gone counts 0."""
+    user = system = 0.0
     for pid in pids:
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            u, s = user_system_seconds(pid)
         except OSError:
             continue
-        user += int(fields[11])
-        system += int(fields[12])
-    return user / _TICK, system / _TICK
+        user, system = user + u, system + s
+    return user, system
 
 
 @dataclass(frozen=True)

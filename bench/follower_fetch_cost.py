@@ -30,7 +30,6 @@ older checkout: run it with PYTHONPATH=<that checkout>/broker_image:<that checko
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import threading
@@ -45,6 +44,7 @@ from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient as KafkaAdmin  # noqa: E402
 from confluent_kafka.admin import NewTopic  # noqa: E402
 
+from bench.processes import user_system_seconds  # noqa: E402
 from tests.cluster import LocalCluster  # noqa: E402
 from tests.harness import free_port  # noqa: E402
 from tests.polling import wait_until  # noqa: E402
@@ -52,14 +52,6 @@ from tests.polling import wait_until  # noqa: E402
 TOPIC = "fetchcost"
 FETCHES = "rillet_replica_fetch_requests_total"
 POLL_S = 0.5
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (its threads included)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS   # utime, stime (fields 14, 15)
 
 
 def fetches_served(admin: str) -> float:
@@ -98,7 +90,7 @@ class Window:
         self.pids, self.admins = pids, admins
 
     def _sample(self) -> tuple[float, float, float]:
-        return (sum(cpu_seconds(p) for p in self.pids.values()),
+        return (sum(sum(user_system_seconds(p)) for p in self.pids.values()),
                 sum(fetches_served(a) for a in self.admins.values()), time.monotonic())
 
     def measure(self, seconds: float) -> dict[str, float]:

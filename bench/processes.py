@@ -54,15 +54,21 @@ def cpu_seconds(pid: int) -> float:
     return total / 1e9
 
 
+def user_system_seconds(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of the process so far, threads that have ended included
+    (/proc/PID/stat fields 14 and 15, in clock ticks: 10 ms, fine for runs of seconds). Raises
+    OSError when the process has gone."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) / _TICK, int(fields[12]) / _TICK
+
+
 def tree_cpu_seconds(root: int) -> float:
-    """User + system CPU time of ``root`` and its descendants so far, threads that have ended
-    included (/proc/PID/stat, in clock ticks: 10 ms, fine for runs of seconds). A process that
-    has gone counts 0."""
-    ticks = 0
+    """User + system CPU seconds of ``root`` and its descendants so far, ended threads
+    included; a process that has gone counts 0."""
+    total = 0.0
     for pid in process_tree(root):
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += sum(user_system_seconds(pid))
         except OSError:
             continue
-        ticks += int(fields[11]) + int(fields[12])   # utime, stime (fields 14 and 15)
-    return ticks / _TICK
+    return total

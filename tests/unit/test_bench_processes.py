@@ -14,7 +14,8 @@ import pytest
 from tests.polling import wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from processes import cpu_seconds, process_tree, tree_cpu_seconds, vm_hwm  # noqa: E402
+from processes import (  # noqa: E402
+    cpu_seconds, process_tree, tree_cpu_seconds, user_system_seconds, vm_hwm)
 
 # A parent that starts a busy child from a thread (as a JVM forks from any thread) and waits.
 PARENT = ("import subprocess, sys, threading\n"
@@ -56,6 +57,8 @@ def test_the_cpu_of_a_thread_that_has_ended_still_counts() -> None:
     try:
         assert proc.stdout.readline().strip() == "done"
         assert tree_cpu_seconds(proc.pid) >= 0.3 - 0.02   # 10 ms clock ticks
+        user, system = user_system_seconds(proc.pid)
+        assert user > 0 and system > 0 and user + system == tree_cpu_seconds(proc.pid)
         # The live-threads figure has lost it: why a JVM is read with tree_cpu_seconds.
         assert cpu_seconds(proc.pid) < 0.3
     finally:
@@ -67,5 +70,6 @@ def test_a_process_that_has_gone() -> None:
     proc.wait()
     assert tree_cpu_seconds(proc.pid) == 0.0
     assert vm_hwm(proc.pid) == 0
-    with pytest.raises(OSError):
-        cpu_seconds(proc.pid)
+    for read in (cpu_seconds, user_system_seconds):
+        with pytest.raises(OSError):
+            read(proc.pid)
