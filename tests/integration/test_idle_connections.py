@@ -1,13 +1,17 @@
 """connections.max.idle.ms: a connection that sends nothing for that long is closed by the
 broker (as Kafka's selector closes it), one in use stays, and a request in progress (a long
-poll longer than the setting) is answered, not cut off."""
+poll longer than the setting) is answered, not cut off, and so is one a quota muted for longer
+than the setting. A negative setting never closes one."""
 from __future__ import annotations
 
 import time
 
+from rillet.records import Record, encode_batch
 from tests.harness import BrokerProcess
 from tests.polling import wait_until
 from tests.wire import Wire
+
+from .clients import create_topic
 
 IDLE_MS = 1500
 # The sweep runs every tenth of the setting: closed within 1.1x of it, plus this process's
@@ -37,6 +41,17 @@ def test_an_idle_connection_is_closed_after_the_setting_and_not_before(broker_fa
     # The broker carries on: a new connection is served.
     with Wire(broker.bootstrap) as wire:
         assert wire.request(18, 3, API_VERSIONS).error_code == 0
+
+
+def test_a_negative_setting_never_closes_an_idle_connection(broker_factory) -> None:
+    # Kafka's selector keeps no idle expiry for a negative setting.
+    broker = broker_factory(config={"connections.max.idle.ms": -1})
+    with Wire(broker.bootstrap) as wire:
+        assert wire.request(18, 3, API_VERSIONS).error_code == 0
+        # Idle for twice the setting the other tests close at: still open, still served.
+        assert not wire.is_closed(timeout=2 * IDLE_MS / 1000)
+        assert wire.request(18, 3, API_VERSIONS).error_code == 0
+    assert "closing idle connection" not in broker.log()
 
 
 def test_a_connection_in_use_stays_open(broker_factory) -> None:
@@ -75,3 +90,33 @@ def test_a_long_poll_longer_than_the_setting_is_answered(broker_factory) -> None
         assert answer.responses[0].partitions[0].records in (None, b"")
         # It was held for its max_wait, past the idle setting, and answered.
         assert waited >= max_wait_ms / 1000 - 0.1
+
+
+def test_a_connection_muted_by_a_quota_past_the_setting_is_answered(broker_factory) -> None:
+    broker = broker_factory(config={"connections.max.idle.ms": IDLE_MS,
+                                    "quota.window.num": 2, "quota.window.size.seconds": 1})
+    create_topic(broker.bootstrap, "muted", partitions=1)
+    with Wire(broker.bootstrap) as admin:
+        # The Wire's client id, held to 10 kB/s.
+        altered = admin.request(49, 1, {"validate_only": False, "entries": [{
+            "entity": [{"entity_type": "client-id", "entity_name": "wire-test"}],
+            "ops": [{"key": "producer_byte_rate", "value": 10_000, "remove": False}]}]})
+        assert altered.entries[0].error_code == 0, altered
+    batch = encode_batch([Record(offset=0, timestamp=int(time.time() * 1000), key=None,
+                                 value=b"x" * 40_000)])
+    with Wire(broker.bootstrap, timeout=60) as wire:
+        asked_at = time.monotonic()
+        produced = wire.request(0, 9, {"transactional_id": None, "acks": 1, "timeout": 10000,
+                                       "topic_data": [{"name": "muted", "partition_data": [
+                                           {"index": 0, "records": batch}]}]})
+        assert produced.responses[0].partition_responses[0].error_code == 0, produced
+        # Four times the rate over the first one-second span: about 3 s to wait.
+        waited = produced.throttle_time.total_seconds()
+        assert waited > IDLE_MS / 1000, f"muted for {waited} s only"
+        # Asked at once: the broker reads it only when the mute is over, past the idle
+        # setting, and answers it; the muted connection was never idle.
+        metadata = {"topics": None, "allow_auto_topic_creation": False,
+                    "include_topic_authorized_operations": False}
+        assert wire.request(3, 12, metadata).brokers, "no answer"
+        assert time.monotonic() - asked_at >= waited
+    assert "closing idle connection" not in broker.log()

@@ -196,6 +196,36 @@ def test_many_connections_complete_their_handshake_at_once(tls_broker, pki) -> N
     assert len(versions) == 60 and all(v in ("TLSv1.2", "TLSv1.3") for v in versions)
 
 
+def test_an_idle_tls_connection_is_closed_after_the_setting(tmp_path, pki) -> None:
+    idle_ms = 1500
+    broker = _tls_broker(tmp_path, pki, **{"connections.max.idle.ms": str(idle_ms)})
+    try:
+        ctx = ssl.create_default_context(cafile=str(pki["ca"]))
+        # Read before connecting: the broker's idle clock starts after the handshake.
+        start = time.monotonic()
+        with socket.create_connection((broker.host, broker.port), timeout=30) as raw, \
+                ctx.wrap_socket(raw, server_hostname="127.0.0.1") as conn:
+            port = conn.getsockname()[1]
+
+            def closed() -> bool:
+                conn.settimeout(0.5)
+                try:
+                    return conn.recv(1) == b""
+                except TimeoutError:
+                    return False
+                except (ConnectionResetError, ssl.SSLError):
+                    return True
+
+            wait_until(closed, 20, "the broker to close the idle TLS connection")
+            waited = time.monotonic() - start
+        assert waited >= idle_ms / 1000, f"closed after {waited:.2f}s of {idle_ms} ms idle"
+        assert any(f"from 127.0.0.1:{port}" in line for line in broker.log().splitlines()
+                   if "closing idle connection" in line), broker.log()[-2000:]
+        assert broker.proc.poll() is None
+    finally:
+        broker.stop()
+
+
 def test_mtls_requires_a_certificate_from_the_broker_ca(tmp_path, pki) -> None:
     from kafka import KafkaProducer
     from kafka.errors import KafkaError
