@@ -14,10 +14,14 @@ if the peer goes meanwhile, the connection's task is cancelled there and the blo
 anywhere else could cut a request half done, so nothing else is cancelled.
 
 Kafka clients never half-close a connection to wait for an answer, so an EOF counts as gone.
+
+It also notes when the peer last sent bytes: the idle sweep (server.py) counts a request still
+arriving as activity, as Kafka's selector counts every read.
 """
 from __future__ import annotations
 
 import asyncio
+import time
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Iterator
@@ -38,6 +42,7 @@ class PeerWatch(asyncio.Protocol):
         self.gone = False
         self._waiting = False   # the task is inside peer_may_end(): it may be cancelled
         self._cancelled = False  # by _peer_left, not yet seen by _may_end
+        self.last_read = time.monotonic()   # when bytes last came in
 
     @classmethod
     def install(cls, writer: asyncio.StreamWriter) -> PeerWatch:
@@ -54,6 +59,7 @@ class PeerWatch(asyncio.Protocol):
     # -- the protocol, passed through --------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
+        self.last_read = time.monotonic()
         self._inner.data_received(data)  # type: ignore[attr-defined]
 
     def eof_received(self) -> bool | None:

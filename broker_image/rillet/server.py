@@ -6,8 +6,9 @@ next frame is read, so responses leave in request order, as Kafka guarantees per
 connection. A framing error closes that one connection with a log line; the broker
 carries on. An SSL listener does its TLS handshake first, with the context current at that
 moment (so a renewed certificate applies to new connections); a failed handshake closes
-that connection only. A connection that waits longer than connections.max.idle.ms for its
-next request is closed by one periodic sweep over all of them.
+that connection only. A connection that sends no bytes for longer than
+connections.max.idle.ms while it waits for its next request, or for the rest of one, is closed
+by one periodic sweep over all of them.
 """
 from __future__ import annotations
 
@@ -63,10 +64,11 @@ class KafkaServer:
         self._busy: set[asyncio.Task[None]] = set()  # connections with a request in progress
         self._ids = itertools.count(1)
         self._tls_watch: asyncio.Future[None] | None = None
-        # Connections waiting for their next request: since when (loop time), id and peer.
+        # Connections reading a request (the first bytes of the next, or the rest of one):
+        # since when (time.monotonic), id, peer and the watch that knows when bytes last came.
         # One sweep closes those idle past connections.max.idle.ms, as Kafka's selector
         # does, instead of a timer armed and cancelled around every request.
-        self._waiting: dict[asyncio.StreamWriter, tuple[float, int, str]] = {}
+        self._waiting: dict[asyncio.StreamWriter, tuple[float, int, str, PeerWatch]] = {}
         self._idle_sweep: asyncio.Task[None] | None = None
 
     async def bind(self) -> None:
@@ -121,17 +123,14 @@ class KafkaServer:
                     return
                 session.principal = principal
             # After the handshake: TLS puts a protocol of its own under the stream's.
-            PeerWatch.install(writer)
-            loop = asyncio.get_running_loop()
+            watch = PeerWatch.install(writer)
             task = asyncio.current_task()
             assert task is not None
             while True:
-                # Idle from here until a request's first bytes are in (_sweep_idle).
-                self._waiting[writer] = (loop.time(), conn_id, peer)
+                # Idle from here while no bytes come, until a whole request is in (_sweep_idle):
+                # a peer that sends a size and stalls is closed too.
+                self._waiting[writer] = (time.monotonic(), conn_id, peer, watch)
                 head = await reader.readexactly(4)
-                # None: the sweep closed it as these bytes came in; no answer could leave.
-                if self._waiting.pop(writer, None) is None:
-                    return
                 (size,) = _SIZE.unpack(head)
                 limit, setting = self.max_request_bytes, "socket.request.max.bytes"
                 if not session.authenticated and self.max_unauthenticated_bytes < limit:
@@ -145,6 +144,9 @@ class KafkaServer:
                                 "[%d, %d] (%s)", conn_id, peer, size, least, limit, setting)
                     return
                 frame = await reader.readexactly(size)
+                # None: the sweep closed it as these bytes came in; no answer could leave.
+                if self._waiting.pop(writer, None) is None:
+                    return
                 self._busy.add(task)
                 try:
                     response = await dispatch_frame(self.broker, frame, peer, conn_id,
@@ -186,19 +188,19 @@ class KafkaServer:
                 pass
 
     async def _sweep_idle(self) -> None:
-        """Close the connections that have waited for a request longer than
+        """Close the connections that, reading a request, have had no bytes for longer than
         connections.max.idle.ms. A connection with a request in progress (a long poll) or
-        muted by a quota is not waiting, so never idle. The socket is dropped at once, as
+        muted by a quota is not reading, so never idle. The socket is dropped at once, as
         Kafka does, with whatever the peer has not read of earlier answers (a peer that
         stopped reading would hold a graceful close open): its read ends, and its task
         ends as for a peer that hung up."""
-        loop = asyncio.get_running_loop()
         interval = min(max(self.idle_timeout_s / 10, IDLE_SWEEP_MIN_S), IDLE_SWEEP_MAX_S)
         while True:
             await asyncio.sleep(interval)
-            cutoff = loop.time() - self.idle_timeout_s
-            for writer, (since, conn_id, peer) in list(self._waiting.items()):
-                if since > cutoff:
+            cutoff = time.monotonic() - self.idle_timeout_s
+            for writer, (since, conn_id, peer, watch) in list(self._waiting.items()):
+                # A request arriving slowly is in use: bytes came in since it began waiting.
+                if since > cutoff or watch.last_read > cutoff:
                     continue
                 del self._waiting[writer]
                 log.info("closing idle connection %d from %s", conn_id, peer)

@@ -1,11 +1,14 @@
 """connections.max.idle.ms: a connection that sends nothing for that long is closed by the
 broker (as Kafka's selector closes it), one in use stays, and a request in progress (a long
 poll longer than the setting) is answered, not cut off, and so is one a quota muted for longer
-than the setting. A negative setting never closes one."""
+than the setting. A request that stops half sent is idle too; one arriving slowly is not. A
+negative setting never closes one."""
 from __future__ import annotations
 
 import time
 
+from rillet.protocol.build import build
+from rillet.protocol.codec import encode_request, request_schema
 from rillet.records import Record, encode_batch
 from tests.harness import BrokerProcess
 from tests.polling import wait_until
@@ -41,6 +44,44 @@ def test_an_idle_connection_is_closed_after_the_setting_and_not_before(broker_fa
     # The broker carries on: a new connection is served.
     with Wire(broker.bootstrap) as wire:
         assert wire.request(18, 3, API_VERSIONS).error_code == 0
+
+
+def _api_versions_frame() -> bytes:
+    return encode_request(18, 3, 1, "wire-test", build(request_schema(18, 3), API_VERSIONS))
+
+
+def test_a_request_that_stops_half_sent_is_closed_as_idle(broker_factory) -> None:
+    broker = _idle_broker(broker_factory)
+    frame = _api_versions_frame()
+    with Wire(broker.bootstrap) as wire:
+        start = time.monotonic()
+        wire.send_raw(frame[:len(frame) // 2])   # its size and then half of it
+        wait_until(lambda: wire.is_closed(timeout=0.5), timeout=CLOSED_WITHIN_S,
+                   what="the broker to close the stalled connection")
+        waited = time.monotonic() - start
+    assert waited >= IDLE_MS / 1000, f"closed after {waited:.2f}s of {IDLE_MS} ms idle"
+
+
+def test_a_request_arriving_slowly_is_answered(broker_factory) -> None:
+    idle_ms = 3000
+    broker = broker_factory(config={"connections.max.idle.ms": idle_ms})
+    frame = _api_versions_frame()
+    chunks = [frame[i:i + 3] for i in range(0, len(frame), 3)]
+    # A chunk every tenth of the setting (a late one would have to be 9 tenths late to
+    # close it), spread over longer than the setting.
+    gap = idle_ms / 1000 / 10
+    assert (len(chunks) - 1) * gap > idle_ms / 1000, len(frame)
+    with Wire(broker.bootstrap) as wire:
+        started = time.monotonic()
+        for i, chunk in enumerate(chunks):
+            if i:
+                time.sleep(gap)   # the client's pace, not a wait for the broker
+            wire.send_raw(chunk)
+        sending = time.monotonic() - started
+        assert sending > idle_ms / 1000
+        # Answered: the connection stayed open while the request was coming in.
+        assert len(wire.recv_frame()) > 8
+    assert "closing idle connection" not in broker.log()
 
 
 def test_a_negative_setting_never_closes_an_idle_connection(broker_factory) -> None:
