@@ -29,6 +29,7 @@ QUOTA_BYTES_S = 100_000
 RECORD = b"x" * 1000
 WARMUP_S = 3.0      # past the first sample's burst
 MEASURE_S = 12.0
+FLOOD_S = 6.0      # the unthrottled client's run, from the start
 
 
 @pytest.fixture
@@ -144,7 +145,7 @@ def test_producer_byte_rate_holds_one_client_and_not_another(tools: KafkaTools,
     slow = MeasuredProducer(tools.bootstrap, "slow")
     fast = MeasuredProducer(tools.bootstrap, "fast")
     started = time.monotonic()
-    side = threading.Thread(target=fast.run, args=(topic_name, 6.0), daemon=True)
+    side = threading.Thread(target=fast.run, args=(topic_name, FLOOD_S), daemon=True)
     side.start()
     slow.run(topic_name, WARMUP_S + MEASURE_S)
     side.join(60)
@@ -152,15 +153,19 @@ def test_producer_byte_rate_holds_one_client_and_not_another(tools: KafkaTools,
     slow.close()
     fast.close()
 
+    # Never over the bound, while the other client floods the node and after.
     rate = slow.rate_after(started + WARMUP_S, MEASURE_S)
-    # The quota counts whole requests (headers and batch framing too): the payload rate
-    # sits a little under the bound, and within 10% of it.
-    assert 0.9 * QUOTA_BYTES_S <= rate <= 1.1 * QUOTA_BYTES_S, rate
+    assert rate <= 1.1 * QUOTA_BYTES_S, rate
+    # Nor held under it, once the flood is over (during it, the slow client's own thread
+    # competes with the flood for this machine's CPU). The quota counts whole requests
+    # (headers and batch framing too): the payload rate sits a little under the bound.
+    calm = slow.rate_after(started + FLOOD_S + 1, WARMUP_S + MEASURE_S - FLOOD_S - 1)
+    assert 0.9 * QUOTA_BYTES_S <= calm <= 1.1 * QUOTA_BYTES_S, calm
     assert slow.max_throttle_ms > 0
     # The other client id shares the node and the topic, and is never throttled.
     assert fast.max_throttle_ms == 0
     fast_bytes = sum(size for _, size in fast.acked)
-    assert fast_bytes > 3 * QUOTA_BYTES_S * 6.0 / 2, fast_bytes
+    assert fast_bytes > 3 * QUOTA_BYTES_S * FLOOD_S / 2, fast_bytes
 
 
 def _throttle_max(stats: list[int], raw: str) -> None:

@@ -27,6 +27,7 @@ from .clients import create_topic
 pytestmark = pytest.mark.timeout(180)
 
 SESSION_MS = 6000
+LEAVER_SESSION_MS = 30000
 GROUP_CONFIG = {"group.initial.rebalance.delay.ms": 300}
 
 
@@ -133,7 +134,8 @@ def test_leave_and_death_reassign_partitions(gbroker: BrokerProcess, tmp_path: P
     bs = gbroker.bootstrap
     create_topic(bs, "moving", 6)
     a = GroupConsumer(bs, "g-moving", "moving").start()
-    b = GroupConsumer(bs, "g-moving", "moving").start()
+    # b leaves: with a long session, only its LeaveGroup can end its membership in time.
+    b = GroupConsumer(bs, "g-moving", "moving", **{"session.timeout.ms": LEAVER_SESSION_MS}).start()
     # The third member is a separate process so it can be killed without a LeaveGroup.
     script = tmp_path / "victim.py"
     script.write_text(VICTIM.format(bs=bs, session=SESSION_MS))
@@ -147,11 +149,11 @@ def test_leave_and_death_reassign_partitions(gbroker: BrokerProcess, tmp_path: P
         victim.wait(10)
         wait_until(stable([a, b], 6, 3), SESSION_MS / 1000 + 15, "reassignment after expiry")
         assert time.monotonic() - killed_at >= SESSION_MS / 1000 - 1.5  # it was an expiry
-        # Leave: b closes (LeaveGroup); a gets everything well within a session timeout.
+        # Leave: b closes (LeaveGroup); a gets everything well within b's session timeout.
         left_at = time.monotonic()
         b.stop()
-        wait_until(stable([a], 6, 6), SESSION_MS / 1000, "a owning all 6 partitions")
-        assert time.monotonic() - left_at < SESSION_MS / 1000
+        wait_until(stable([a], 6, 6), LEAVER_SESSION_MS / 1000 - 10, "a owning all 6 partitions")
+        assert time.monotonic() - left_at < LEAVER_SESSION_MS / 1000   # not an expiry
         values = [f"x{i}" for i in range(60)]
         produce(bs, "moving", values, 6)
         wait_until(lambda: set(values) <= {v.decode() for v in a.values()}, 20,

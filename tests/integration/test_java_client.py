@@ -224,8 +224,9 @@ def test_console_consumer_offset_and_empty_tail(kafka_tools: KafkaTools, topic_n
     kafka_tools.create_topic(topic_name, 1)
     kafka_tools.produce_lines(topic_name, [f"k:v{i}" for i in range(10)]).ok()
     # --timeout-ms firing before --max-messages is a normal end: exit 0 (plus an ERROR log line)
+    # The timeout bounds each poll, the first (metadata, offsets, fetch) included.
     result = kafka_tools.consume(topic_name, 20, "--partition", "0", "--offset", "6",
-                                 timeout_ms=5000).ok()
+                                 timeout_ms=10000).ok()
     assert "Processed a total of 4 messages" in result.stderr, result.describe()
     assert [r.value for r in parse_consumed(result)] == ["v6", "v7", "v8", "v9"]
 

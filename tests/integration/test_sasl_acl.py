@@ -417,6 +417,11 @@ def test_kafka_get_offsets_needs_no_cluster_acl(secured, kafka_jars,  # noqa: F8
     assert not ops & {AclOperation.DELETE, AclOperation.ALTER, AclOperation.ALTER_CONFIGS}
 
 
+def _quorum_changes(cluster: LocalCluster) -> list[int]:
+    """How many quorum leadership changes each node has logged so far."""
+    return [cluster.node(i).log().count("quorum epoch ") for i in cluster.node_ids]
+
+
 def test_forwarded_admin_requests_are_judged_as_the_client(tmp_path) -> None:
     """CreateTopics sent to a broker that is not the controller travels in an Envelope with
     the client's principal: refused for alice, done for admin; replication runs over a
@@ -441,6 +446,7 @@ def test_forwarded_admin_requests_are_judged_as_the_client(tmp_path) -> None:
             "super.users": "User:admin;User:ANONYMOUS"})
     try:
         cluster.start()
+        elections = _quorum_changes(cluster)
         conf = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}
         for i in cluster.node_ids:
             # Each node in turn: two of the three relay to the active controller.
@@ -459,6 +465,9 @@ def test_forwarded_admin_requests_are_judged_as_the_client(tmp_path) -> None:
         # The controller judged all three (as alice); a relaying broker judged none itself.
         denials = {i: cluster.node(i).log().count("denied: principal=User:alice")
                    for i in cluster.node_ids}
-        assert sorted(denials.values()) == [0, 0, 3], cluster.logs()
+        assert sum(denials.values()) == 3, cluster.logs()
+        # Unless a stalled node cost the controller its leadership meanwhile, one node judged.
+        if _quorum_changes(cluster) == elections:
+            assert sorted(denials.values()) == [0, 0, 3], cluster.logs()
     finally:
         cluster.close()

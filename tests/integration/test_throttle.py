@@ -223,9 +223,10 @@ def test_throttle_holds_back_a_catching_up_follower_not_other_partitions(
         moved = _log_size(cluster, follower, slow) - before
         elapsed = time.monotonic() - started
         allowed = rate * (elapsed + WINDOW_S) + 3 * FETCH_MAX
+        # (Short of caught up, when the throttle allows less than the whole backlog: a
+        # separate check of that would fail on a machine slow enough to allow it all.)
         assert moved <= allowed, (f"{moved} bytes replicated in {elapsed:.1f}s, a throttle of "
                                   f"{rate} B/s allows at most {allowed:.0f}")
-        assert moved < target - before, "the throttled follower caught up at once"
     finally:
         # Lifting the throttle lets it catch up.
         _alter(cluster, BROKER, str(throttled_node),
