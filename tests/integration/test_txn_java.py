@@ -115,10 +115,10 @@ def test_java_copier_is_exactly_once_with_random_aborts(txn_node: BrokerProcess,
     aborted = Counter(everything) - wanted
     assert Counter(everything) - aborted == wanted, f"{len(everything)} read uncommitted"
     assert set(aborted) <= set(inputs), sorted(set(aborted) - set(inputs))[:10]
-    # Every transaction added the sink before it ended: each send queues the sink for
-    # AddPartitionsToTxn, and sendOffsetsToTransaction, which the copier calls before it
-    # decides to abort, returns only after the requests queued before its own are answered.
-    # So each ended with one marker in it: the offsets left over are the commits and aborts.
+    # Each transaction's sends queue the sink for AddPartitionsToTxn, and the copier waits on
+    # sendOffsetsToTransaction (the coordinator's round trips) before it decides to abort: so
+    # the sink is in every transaction, which ends with one marker in it. The offsets left
+    # over are the commits and the aborts.
     commits = len({s["totalProcessed"] for s in statuses} - {0})
     markers = sink_end_offset(bootstrap, sink) - len(everything)
     assert markers > commits > 0, f"{markers} control markers for {commits} commits"
