@@ -33,18 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import compare  # noqa: E402  (the broker process and tool wrappers compare.py runs)
-from processes import process_tree, user_system_seconds  # noqa: E402
-
-def cpu_seconds(pids: list[int]) -> tuple[float, float]:
-    """(user, system) CPU seconds of ``pids``; a process that has gone counts 0."""
-    user = system = 0.0
-    for pid in pids:
-        try:
-            u, s = user_system_seconds(pid)
-        except OSError:
-            continue
-        user, system = user + u, system + s
-    return user, system
+from processes import pids_user_system, process_tree  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -89,9 +78,9 @@ def one_read(broker: compare.Broker, topic: str, records: int, timeout: float) -
     """The broker's CPU and the tool's speed over one full read of ``topic``."""
     assert broker.proc is not None
     pids = process_tree(broker.proc.pid)
-    user0, sys0 = cpu_seconds(pids)
+    user0, sys0 = pids_user_system(pids)
     result = compare.consumer_perf(broker.bootstrap, topic, records, timeout)
-    user1, sys1 = cpu_seconds(pids)
+    user1, sys1 = pids_user_system(pids)
     mb = records * compare.RECORD_SIZE / compare.MB
     return Read((user1 - user0) * 1000 / mb, (sys1 - sys0) * 1000 / mb, result["fetch_mb_s"])
 

@@ -62,13 +62,19 @@ def user_system_seconds(pid: int) -> tuple[float, float]:
     return int(fields[11]) / _TICK, int(fields[12]) / _TICK
 
 
+def pids_user_system(pids: list[int]) -> tuple[float, float]:
+    """(user, system) CPU seconds of ``pids`` so far; a process that has gone counts 0."""
+    user = system = 0.0
+    for pid in pids:
+        try:
+            u, s = user_system_seconds(pid)
+        except OSError:
+            continue
+        user, system = user + u, system + s
+    return user, system
+
+
 def tree_cpu_seconds(root: int) -> float:
     """User + system CPU seconds of ``root`` and its descendants so far, ended threads
     included; a process that has gone counts 0."""
-    total = 0.0
-    for pid in process_tree(root):
-        try:
-            total += sum(user_system_seconds(pid))
-        except OSError:
-            continue
-    return total
+    return sum(pids_user_system(process_tree(root)))

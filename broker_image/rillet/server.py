@@ -90,7 +90,9 @@ class KafkaServer:
             # Renewed files are picked up (or a broken one reported) without waiting for a
             # connection to ask.
             self._tls_watch = asyncio.ensure_future(self.tls.watch())
-        # A negative connections.max.idle.ms (and 0) never closes an idle connection.
+        # A negative connections.max.idle.ms never closes an idle connection, as in Kafka; nor
+        # does 0, with which Kafka would close every connection as soon as it waits, leaving a
+        # broker no client can use twice.
         if self.idle_timeout_s > 0:
             self._idle_sweep = asyncio.create_task(self._sweep_idle())
         log.info("listening on %s:%d (%s listener %s, %s)", self.host, self.port,

@@ -180,6 +180,7 @@ def test_static_member_fencing_and_rebalance_signal(gbroker: BrokerProcess) -> N
                                                        "member_id": b.member_id,
                                                        "group_instance_id": "inst"})
                 answers.append(code(hb.error_code))
+                await asyncio.sleep(0.05)
             assert answers[-1] == REBALANCE_IN_PROGRESS, answers
             rejoin = await conn.request(JOIN, 5, join_body(b.member_id, instance="inst"))
             newcomer = await asyncio.wait_for(pending, 10)

@@ -55,11 +55,14 @@ def test_a_request_that_stops_half_sent_is_closed_as_idle(broker_factory) -> Non
     frame = _api_versions_frame()
     with Wire(broker.bootstrap) as wire:
         start = time.monotonic()
+        port = wire.sock.getsockname()[1]
         wire.send_raw(frame[:len(frame) // 2])   # its size and then half of it
         wait_until(lambda: wire.is_closed(timeout=0.5), timeout=CLOSED_WITHIN_S,
                    what="the broker to close the stalled connection")
         waited = time.monotonic() - start
     assert waited >= IDLE_MS / 1000, f"closed after {waited:.2f}s of {IDLE_MS} ms idle"
+    assert f"from 127.0.0.1:{port}" in "".join(
+        line for line in broker.log().splitlines() if "closing idle connection" in line)
 
 
 def test_a_request_arriving_slowly_is_answered(broker_factory) -> None:
@@ -96,14 +99,17 @@ def test_a_negative_setting_never_closes_an_idle_connection(broker_factory) -> N
 
 
 def test_a_connection_in_use_stays_open(broker_factory) -> None:
-    broker = _idle_broker(broker_factory)
+    idle_ms = 3000
+    broker = broker_factory(config={"connections.max.idle.ms": idle_ms})
     with Wire(broker.bootstrap) as wire:
-        # Three times the setting, a request every fifth of it: never idle long enough.
-        deadline = time.monotonic() + 3 * IDLE_MS / 1000
+        # Twice the setting, a request every tenth of it: never idle long enough (this
+        # process would have to stall for 9 tenths of the setting).
+        deadline = time.monotonic() + 2 * idle_ms / 1000
         while time.monotonic() < deadline:
             assert wire.request(18, 3, API_VERSIONS).error_code == 0
-            time.sleep(IDLE_MS / 1000 / 5)
+            time.sleep(idle_ms / 1000 / 10)   # the client's pace, not a wait for the broker
         assert not wire.is_closed(timeout=0.05)
+    assert "closing idle connection" not in broker.log()
 
 
 def test_a_long_poll_longer_than_the_setting_is_answered(broker_factory) -> None:

@@ -17,13 +17,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from processes import (  # noqa: E402
     cpu_seconds, process_tree, tree_cpu_seconds, user_system_seconds, vm_hwm)
 
-# A parent that starts a busy child from a thread (as a JVM forks from any thread) and waits.
+# A parent that starts a busy child from a thread (as a JVM forks from any thread) and waits
+# in that thread: the child stays the thread's (one that ends hands its children to another).
 PARENT = ("import subprocess, sys, threading\n"
           "def start():\n"
-          "    global child\n"
-          "    child = subprocess.Popen([sys.executable, '-c', 'while True: pass'])\n"
-          "t = threading.Thread(target=start); t.start(); t.join()\n"
-          "child.wait()\n")
+          "    subprocess.Popen([sys.executable, '-c', 'while True: pass']).wait()\n"
+          "t = threading.Thread(target=start); t.start(); t.join()\n")
 # Busy in a thread for 0.3 s of CPU, which then ends; the process waits to be read.
 THREAD_THEN_WAIT = ("import sys, threading, time\n"
                     "def burn():\n"
