@@ -11,9 +11,17 @@ from tests.tcp_proxy import recv_exact
 
 
 class Wire:
-    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 10.0,
+                 receive_buffer: int | None = None) -> None:
+        """``receive_buffer``: SO_RCVBUF, set before connecting (the window it offers)."""
         host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        if receive_buffer is None:
+            self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        else:
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+            self.sock.settimeout(timeout)
+            self.sock.connect((host, int(port)))
         self.correlation = 0
 
     def close(self) -> None:

@@ -8,7 +8,8 @@ carries on. An SSL listener does its TLS handshake first, with the context curre
 moment (so a renewed certificate applies to new connections); a failed handshake closes
 that connection only. A connection that sends no bytes for longer than
 connections.max.idle.ms while it waits for its next request, or for the rest of one, is closed
-by one periodic sweep over all of them.
+by one periodic sweep over all of them; so is one whose peer reads nothing of an answer for as
+long (tcp_progress.py).
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from .protocol.codec import FramingError, peek_key_version
 from .protocol.file_records import ShortFile
 from .security import handshake_alert
 from .security.session import ANONYMOUS, Session
+from .tcp_progress import bytes_acked
 
 if TYPE_CHECKING:   # a type only: the CLI loads security/tls.py for a TLS listener only
     from .security.tls import ReloadingContext
@@ -69,6 +71,11 @@ class KafkaServer:
         # One sweep closes those idle past connections.max.idle.ms, as Kafka's selector
         # does, instead of a timer armed and cancelled around every request.
         self._waiting: dict[asyncio.StreamWriter, tuple[float, int, str, PeerWatch]] = {}
+        # Connections writing an answer: since when, id, peer and task; and, for the sweep,
+        # the bytes each peer had acknowledged when it last saw them move, and when.
+        self._writing: dict[asyncio.StreamWriter, tuple[float, int, str, asyncio.Task[None]]] = {}
+        self._acked: dict[asyncio.StreamWriter, tuple[int, float]] = {}
+        self._stalled: set[asyncio.StreamWriter] = set()   # cancelled by the sweep, to drop
         self._idle_sweep: asyncio.Task[None] | None = None
 
     async def bind(self) -> None:
@@ -156,7 +163,11 @@ class KafkaServer:
                     if response is not None:
                         # Fetch records go out of their files with sendfile, unless TLS
                         # must encrypt them (frame_writer.py).
-                        await write_frame(writer, response, sendfile=self.tls is None)
+                        self._writing[writer] = (time.monotonic(), conn_id, peer, task)
+                        try:
+                            await write_frame(writer, response, sendfile=self.tls is None)
+                        finally:
+                            self._writing.pop(writer, None)
                     if session.close_after_response:
                         return
                 except (FramingError, ShortFile) as exc:
@@ -183,6 +194,11 @@ class KafkaServer:
             raise
         finally:
             self._waiting.pop(writer, None)
+            self._acked.pop(writer, None)
+            if writer in self._stalled:
+                # Dropped, not closed: a close would wait on the answer the peer left unread.
+                self._stalled.discard(writer)
+                writer.transport.abort()
             writer.close()
             try:
                 await asyncio.wait_for(writer.wait_closed(), 1)
@@ -199,7 +215,8 @@ class KafkaServer:
         interval = min(max(self.idle_timeout_s / 10, IDLE_SWEEP_MIN_S), IDLE_SWEEP_MAX_S)
         while True:
             await asyncio.sleep(interval)
-            cutoff = time.monotonic() - self.idle_timeout_s
+            now = time.monotonic()
+            cutoff = now - self.idle_timeout_s
             for writer, (since, conn_id, peer, watch) in list(self._waiting.items()):
                 # A request arriving slowly is in use: bytes came in since it began waiting.
                 if since > cutoff or watch.last_read > cutoff:
@@ -210,6 +227,31 @@ class KafkaServer:
                     writer.transport.abort()
                 except Exception:   # one connection's failure never stops the sweep
                     log.exception("closing idle connection %d from %s failed", conn_id, peer)
+            self._sweep_writes(now, cutoff)
+
+    def _sweep_writes(self, now: float, cutoff: float) -> None:
+        """Close the connections whose peer has acknowledged none of an answer's bytes for
+        longer than connections.max.idle.ms (it stopped reading; a slow one is in use). Where
+        the kernel does not tell, an answer's write is left to wait."""
+        for writer in self._acked.keys() - self._writing.keys():
+            del self._acked[writer]
+        for writer, (since, conn_id, peer, task) in list(self._writing.items()):
+            acked = bytes_acked(writer.get_extra_info("socket"))
+            if acked is None:
+                continue
+            seen = self._acked.get(writer)
+            if seen is None or seen[0] != acked:
+                self._acked[writer] = (acked, now)
+                continue
+            if since > cutoff or seen[1] > cutoff:
+                continue
+            del self._writing[writer], self._acked[writer]
+            log.info("closing connection %d from %s: its peer read nothing of its answer "
+                     "for connections.max.idle.ms", conn_id, peer)
+            # The task first, its socket then (_serve): an answer going out with sendfile
+            # waits in asyncio on the socket, which must still be open when that wait ends.
+            self._stalled.add(writer)
+            task.cancel()
 
     async def _handshake(self, writer: asyncio.StreamWriter, conn_id: int,
                          peer: str) -> str | None:
