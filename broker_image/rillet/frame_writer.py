@@ -3,8 +3,8 @@
 A SplicedFrame (protocol/file_records.py) goes out in wire order: the framing bytes through
 the stream, each large file range with os.sendfile, the kernel copying the range from the
 page cache to the socket, so record bytes never pass through Python. A range goes straight
-to the socket when the stream has nothing unsent before it; what the socket does not take at
-once is left to ``loop.sendfile``, which waits until the bytes before it have left. Small
+to the socket once the stream has nothing unsent before it (it waits for that in drain(),
+see _drain_empty); what the socket does not take at once is left to ``loop.sendfile``. Small
 ranges are copied into the bytes around them (SENDFILE_MIN_BYTES). On a TLS connection the
 kernel cannot encrypt, so the frame is materialised (pread) and written as bytes: the same
 bytes either way. The frame's descriptors are closed once it has been written or has failed.
@@ -62,22 +62,37 @@ async def _send_parts(writer: asyncio.StreamWriter, frame: SplicedFrame) -> None
 async def _sendfile(loop: asyncio.AbstractEventLoop, writer: asyncio.StreamWriter, sock: int,
                     part: FileRange) -> None:
     """One range, after what was written before it (``sock``: the transport's socket
-    descriptor, -1 if it has none). When the transport holds nothing unsent, the range goes
+    descriptor, -1 if it has none). Once the transport holds nothing unsent, the range goes
     straight to the socket, as much as it takes now; only what is left waits in
-    ``loop.sendfile`` (which first waits for the transport to empty and pauses reading
-    around the send: some ten syscalls and several loop turns per range, paid for every
-    partition of a consumer's fetch if taken each time)."""
+    ``loop.sendfile`` (which pauses reading around the send: some ten syscalls and several
+    loop turns per range, paid for every partition of a consumer's fetch if taken each
+    time)."""
     if writer.transport.is_closing():   # loop.sendfile raises RuntimeError on it
         raise ConnectionResetError("connection closed while a response was sent")
-    sent = 0
-    if sock >= 0 and writer.transport.get_write_buffer_size() == 0:
-        sent = _send_now(sock, part)
+    if writer.transport.get_write_buffer_size():
+        await _drain_empty(writer)
+    sent = _send_now(sock, part) if sock >= 0 else 0
     if sent < part.length:
         sent += await loop.sendfile(writer.transport, part.file, part.position + sent,
                                     part.length - sent)
     if sent != part.length:
         raise ShortFile(f"{part.file.name}: sent {sent} of {part.length} bytes at "
                         f"{part.position}")
+
+
+async def _drain_empty(writer: asyncio.StreamWriter) -> None:
+    """Wait until the transport has sent all it holds. loop.sendfile would wait so itself,
+    but Python 3.11 leaves the transport broken when the task is cancelled in that wait
+    (the idle sweep cancels a connection whose peer stopped reading): drain() is cancelled
+    cleanly, and with the limits at 0 it waits for the buffer to empty."""
+    transport = writer.transport
+    low, high = transport.get_write_buffer_limits()
+    transport.set_write_buffer_limits(high=0)
+    try:
+        await writer.drain()
+    finally:
+        if not transport.is_closing():
+            transport.set_write_buffer_limits(high=high, low=low)
 
 
 def _send_now(sock: int, part: FileRange) -> int:

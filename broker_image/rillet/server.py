@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import socket
 import ssl
 import struct
 import time
@@ -28,13 +29,14 @@ from .protocol.codec import FramingError, peek_key_version
 from .protocol.file_records import ShortFile
 from .security import handshake_alert
 from .security.session import ANONYMOUS, Session
-from .tcp_progress import bytes_acked
+from .tcp_progress import send_progress
 
 if TYPE_CHECKING:   # a type only: the CLI loads security/tls.py for a TLS listener only
     from .security.tls import ReloadingContext
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
+_LINGER_RESET = struct.pack("ii", 1, 0)   # struct linger: on, 0 s
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
 # The idle sweep runs every tenth of connections.max.idle.ms, within these bounds: an idle
 # connection is closed within 110 % of the setting (or the setting plus the largest).
@@ -196,9 +198,8 @@ class KafkaServer:
             self._waiting.pop(writer, None)
             self._acked.pop(writer, None)
             if writer in self._stalled:
-                # Dropped, not closed: a close would wait on the answer the peer left unread.
                 self._stalled.discard(writer)
-                writer.transport.abort()
+                _drop(writer)
             writer.close()
             try:
                 await asyncio.wait_for(writer.wait_closed(), 1)
@@ -230,18 +231,20 @@ class KafkaServer:
             self._sweep_writes(now, cutoff)
 
     def _sweep_writes(self, now: float, cutoff: float) -> None:
-        """Close the connections whose peer has acknowledged none of an answer's bytes for
-        longer than connections.max.idle.ms (it stopped reading; a slow one is in use). Where
-        the kernel does not tell, an answer's write is left to wait."""
+        """Close the connections whose peer, with bytes waiting for it, has acknowledged
+        none of an answer for longer than connections.max.idle.ms (it stopped reading; a
+        slow one is in use). Where the kernel does not tell, an answer's write is left to
+        wait."""
         for writer in self._acked.keys() - self._writing.keys():
             del self._acked[writer]
         for writer, (since, conn_id, peer, task) in list(self._writing.items()):
-            acked = bytes_acked(writer.get_extra_info("socket"))
-            if acked is None:
+            progress = send_progress(writer.get_extra_info("socket"))
+            if progress is None:
                 continue
             seen = self._acked.get(writer)
-            if seen is None or seen[0] != acked:
-                self._acked[writer] = (acked, now)
+            # Nothing waiting: the peer has all that was sent (this loop was late to send).
+            if seen is None or seen[0] != progress.acked or not progress.waiting:
+                self._acked[writer] = (progress.acked, now)
                 continue
             if since > cutoff or seen[1] > cutoff:
                 continue
@@ -289,7 +292,22 @@ class KafkaServer:
         pending = list(self._connections)
         if pending:
             _, still = await asyncio.wait(pending, timeout=grace_s)
+            # An answer still going out after the grace period is dropped with its connection.
+            self._stalled.update(w for w, entry in self._writing.items() if entry[3] in still)
             for task in still:
                 task.cancel()
             if still:
                 await asyncio.wait(still, timeout=1)
+
+
+def _drop(writer: asyncio.StreamWriter) -> None:
+    """Drop the connection with a reset (SO_LINGER 0), not a close: a close would leave the
+    kernel holding the answer the peer left unread, up to a send buffer's worth, and probing
+    the shut window for minutes."""
+    sock = writer.get_extra_info("socket")
+    try:
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+    except OSError:   # already gone
+        pass
+    writer.transport.abort()

@@ -1,10 +1,11 @@
-"""tcp_progress.bytes_acked on real loopback sockets: it follows what the peer's kernel
-acknowledged, stops when the peer's window is shut, and is None where nothing says."""
+"""tcp_progress.send_progress on real loopback sockets: it follows what the peer's kernel
+acknowledged, stops with bytes waiting when the peer's window is shut, shows nothing waiting
+once the peer has it all, and is None where nothing says."""
 from __future__ import annotations
 
 import socket
 
-from rillet.tcp_progress import bytes_acked
+from rillet.tcp_progress import send_progress
 from tests.polling import wait_until
 
 
@@ -19,14 +20,15 @@ def _pair(receive_buffer: int | None = None) -> tuple[socket.socket, socket.sock
     return sender, client
 
 
-def test_the_bytes_a_peer_acknowledged_and_where_they_stop() -> None:
+def test_what_a_peer_took_and_where_it_stops() -> None:
     sender, receiver = _pair(receive_buffer=16 * 1024)
     try:
-        assert bytes_acked(sender) == 0
+        assert send_progress(sender).acked == 0
         sender.sendall(b"x" * 1000)
-        wait_until(lambda: bytes_acked(sender) == 1000, 10, "the 1000 bytes acknowledged")
-        # The receiver reads nothing: its window shuts, and the count stops short of what
-        # the sender's kernel took (its send buffer's worth and more).
+        wait_until(lambda: send_progress(sender).acked == 1000, 10, "the 1000 bytes acked")
+        assert not send_progress(sender).waiting   # the peer has all of it, unread or not
+        # The receiver reads nothing: its window shuts, the count stops short of what the
+        # sender's kernel took (its send buffer's worth and more), and bytes wait.
         sender.setblocking(False)
         sent = 1000
         try:
@@ -34,11 +36,12 @@ def test_the_bytes_a_peer_acknowledged_and_where_they_stop() -> None:
                 sent += sender.send(b"y" * 65536)
         except BlockingIOError:
             pass
-        stuck = bytes_acked(sender)
-        assert stuck is not None and 1000 <= stuck < sent
+        stuck = send_progress(sender)
+        assert stuck.waiting and 1000 <= stuck.acked < sent
         # Reading moves it on.
         receiver.recv(1 << 20)
-        wait_until(lambda: (bytes_acked(sender) or 0) > stuck, 10, "the count to move on")
+        wait_until(lambda: send_progress(sender).acked > stuck.acked, 10,
+                   "the count to move on")
     finally:
         sender.close()
         receiver.close()
@@ -48,10 +51,10 @@ def test_none_where_the_kernel_does_not_say() -> None:
     sender, receiver = _pair()
     sender.close()
     receiver.close()
-    assert bytes_acked(sender) is None   # closed
-    assert bytes_acked(None) is None     # a transport without a socket
+    assert send_progress(sender) is None   # closed
+    assert send_progress(None) is None     # a transport without a socket
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
-        assert bytes_acked(udp) is None
+        assert send_progress(udp) is None
     finally:
         udp.close()
