@@ -31,20 +31,26 @@ def _idle_broker(broker_factory) -> BrokerProcess:
     return broker_factory(config={"connections.max.idle.ms": IDLE_MS})
 
 
+def _closed_as_idle(broker: BrokerProcess, wire: Wire, start: float) -> None:
+    """Wait for the broker to close ``wire``; not before the setting from ``start``, and
+    logged as idle with its port."""
+    port = wire.sock.getsockname()[1]
+    wait_until(lambda: wire.is_closed(timeout=0.5), timeout=CLOSED_WITHIN_S,
+               what="the broker to close the idle connection")
+    waited = time.monotonic() - start
+    assert waited >= IDLE_MS / 1000, f"closed after {waited:.2f}s of {IDLE_MS} ms idle"
+    assert f"from 127.0.0.1:{port}" in "".join(
+        line for line in broker.log().splitlines() if "closing idle connection" in line)
+
+
 def test_an_idle_connection_is_closed_after_the_setting_and_not_before(broker_factory) -> None:
     broker = _idle_broker(broker_factory)
     with Wire(broker.bootstrap) as wire:
-        port = wire.sock.getsockname()[1]
         # Read before the request: the broker's idle clock (the same monotonic clock) starts
         # once the answer has gone out, after this.
         start = time.monotonic()
         assert wire.request(18, 3, API_VERSIONS).error_code == 0
-        wait_until(lambda: wire.is_closed(timeout=0.5), timeout=CLOSED_WITHIN_S,
-                   what="the broker to close the idle connection")
-        waited = time.monotonic() - start
-    assert waited >= IDLE_MS / 1000, f"closed after {waited:.2f}s of {IDLE_MS} ms idle"
-    assert f"from 127.0.0.1:{port}" in "".join(
-        line for line in broker.log().splitlines() if "closing idle connection" in line)
+        _closed_as_idle(broker, wire, start)
     # The broker carries on: a new connection is served.
     with Wire(broker.bootstrap) as wire:
         assert wire.request(18, 3, API_VERSIONS).error_code == 0
@@ -59,14 +65,8 @@ def test_a_request_that_stops_half_sent_is_closed_as_idle(broker_factory) -> Non
     frame = _api_versions_frame()
     with Wire(broker.bootstrap) as wire:
         start = time.monotonic()
-        port = wire.sock.getsockname()[1]
         wire.send_raw(frame[:len(frame) // 2])   # its size and then half of it
-        wait_until(lambda: wire.is_closed(timeout=0.5), timeout=CLOSED_WITHIN_S,
-                   what="the broker to close the stalled connection")
-        waited = time.monotonic() - start
-    assert waited >= IDLE_MS / 1000, f"closed after {waited:.2f}s of {IDLE_MS} ms idle"
-    assert f"from 127.0.0.1:{port}" in "".join(
-        line for line in broker.log().splitlines() if "closing idle connection" in line)
+        _closed_as_idle(broker, wire, start)
 
 
 def test_a_request_arriving_slowly_is_answered(broker_factory) -> None:
