@@ -71,6 +71,8 @@ async def _sendfile(loop: asyncio.AbstractEventLoop, writer: asyncio.StreamWrite
         raise ConnectionResetError("connection closed while a response was sent")
     if writer.transport.get_write_buffer_size():
         await _drain_empty(writer)
+        if writer.transport.is_closing():   # a lost connection ends drain() without an error
+            raise ConnectionResetError("connection closed while a response was sent")
     sent = _send_now(sock, part) if sock >= 0 else 0
     if sent < part.length:
         sent += await loop.sendfile(writer.transport, part.file, part.position + sent,

@@ -225,7 +225,7 @@ class KafkaServer:
                 del self._waiting[writer]
                 log.info("closing idle connection %d from %s", conn_id, peer)
                 try:
-                    writer.transport.abort()
+                    _drop(writer)
                 except Exception:   # one connection's failure never stops the sweep
                     log.exception("closing idle connection %d from %s failed", conn_id, peer)
             self._sweep_writes(now, cutoff)
@@ -301,12 +301,14 @@ class KafkaServer:
 
 
 def _drop(writer: asyncio.StreamWriter) -> None:
-    """Drop the connection with a reset (SO_LINGER 0), not a close: a close would leave the
-    kernel holding the answer the peer left unread, up to a send buffer's worth, and probing
-    the shut window for minutes."""
+    """Drop the connection at once. With bytes still waiting for the peer (an answer it left
+    unread, even one the kernel took whole), with a reset (SO_LINGER 0): a close would leave
+    the kernel holding them, up to a send buffer's worth, probing the shut window for
+    minutes. Otherwise with a FIN, as Kafka closes an idle connection."""
     sock = writer.get_extra_info("socket")
+    progress = send_progress(sock)
     try:
-        if sock is not None:
+        if progress is not None and progress.waiting:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
     except OSError:   # already gone
         pass

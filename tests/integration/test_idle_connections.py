@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import struct
 import time
+from pathlib import Path
 
 import pytest
 
@@ -173,19 +174,26 @@ def test_a_connection_muted_by_a_quota_past_the_setting_is_answered(broker_facto
     assert "closing idle connection" not in broker.log()
 
 
-# Answers larger than the kernel's send and receive buffers together (Linux's send buffer
-# grows to tcp_wmem's 4 MiB), so that a peer that stops reading leaves its write waiting.
+# Answers of 4 MB partitions: larger than the kernel's send and receive buffers together
+# (the send buffer grows up to tcp_wmem's largest), so that a peer that stops reading leaves
+# the broker's write waiting; or one partition small enough for the kernel to take whole.
 BIG_RECORD = 500_000
-PER_PARTITION = 8         # records of BIG_RECORD: 4 MB a partition
+PER_PARTITION = 8
 STALLED = "read nothing of its answer"
 RECEIVE_BUFFER = 64 * 1024
 
 
-def _big_topic(broker: BrokerProcess, topic: str, partitions: int) -> None:
+def _partitions_past_the_kernel() -> int:
+    largest_send_buffer = int(Path("/proc/sys/net/ipv4/tcp_wmem").read_text().split()[2])
+    return max(4, 2 * largest_send_buffer // (BIG_RECORD * PER_PARTITION) + 1)
+
+
+def _big_topic(broker: BrokerProcess, topic: str, partitions: int,
+               per_partition: int = PER_PARTITION) -> None:
     create_topic(broker.bootstrap, topic, partitions=partitions)
     with Wire(broker.bootstrap, timeout=60) as wire:
         for partition in range(partitions):
-            for _ in range(PER_PARTITION):
+            for _ in range(per_partition):
                 batch = encode_batch([Record(offset=0, timestamp=int(time.time() * 1000),
                                              key=None, value=b"x" * BIG_RECORD)])
                 produced = wire.request(0, 9, {
@@ -220,9 +228,19 @@ def _read_paced(wire: Wire, count: int, pause_s: float) -> int:
     return got
 
 
+def _reset_before_the_end(wire: Wire, got: int, size: int) -> None:
+    """What this side's kernel holds may still be read, then the reset (a drop: the broker's
+    kernel keeps nothing of the answer); never the rest of it, and a read that times out
+    fails the test."""
+    with pytest.raises(ConnectionResetError):
+        while chunk := wire.sock.recv(1 << 20):
+            got += len(chunk)
+    assert got < size, f"{got} of {size} bytes read"
+
+
 def test_a_peer_that_stops_reading_its_answer_is_dropped(broker_factory) -> None:
     broker = _idle_broker(broker_factory)
-    partitions = 4   # an answer of many file ranges, with framing bytes between them
+    partitions = _partitions_past_the_kernel()   # many file ranges, framing bytes between
     _big_topic(broker, "big", partitions)
     with Wire(broker.bootstrap, timeout=30, receive_buffer=RECEIVE_BUFFER) as wire:
         port = wire.sock.getsockname()[1]
@@ -235,29 +253,39 @@ def test_a_peer_that_stops_reading_its_answer_is_dropped(broker_factory) -> None
         assert waited >= IDLE_MS / 1000 - 0.1, f"dropped after {waited:.2f}s stalled"
         assert f"from 127.0.0.1:{port}" in "".join(
             line for line in broker.log().splitlines() if STALLED in line)
-        # Dropped: what this side's kernel holds may still be read, then the reset; never
-        # the rest of the answer (a read that times out fails the test).
-        with pytest.raises(ConnectionResetError):
-            while chunk := wire.sock.recv(1 << 20):
-                got += len(chunk)
-        assert got < size, f"{got} of {size} bytes read"
+        _reset_before_the_end(wire, got, size)
     # The broker carries on, and dropped it without a fault (asyncio's sendfile included).
     with Wire(broker.bootstrap) as other:
         assert other.request(18, 3, API_VERSIONS).error_code == 0
     assert " ERROR " not in broker.log(), broker.log()[-3000:]
 
 
-def test_a_peer_that_reads_its_answer_slowly_gets_all_of_it(broker_factory) -> None:
+def test_an_unread_answer_the_kernel_took_whole_is_dropped_when_idle(broker_factory) -> None:
     broker = _idle_broker(broker_factory)
-    partitions = 4
+    _big_topic(broker, "small", 1, per_partition=2)   # 1 MB: the broker's write completes
+    with Wire(broker.bootstrap, timeout=30, receive_buffer=RECEIVE_BUFFER) as wire:
+        start = time.monotonic()
+        size = _fetch_everything(wire, "small", 1)
+        wait_until(lambda: "closing idle connection" in broker.log(), CLOSED_WITHIN_S,
+                   "the broker to close the idle connection")
+        assert time.monotonic() - start >= IDLE_MS / 1000
+        assert STALLED not in broker.log()
+        _reset_before_the_end(wire, 4, size)
+
+
+def test_a_peer_that_reads_its_answer_slowly_gets_all_of_it(broker_factory) -> None:
+    idle_ms = 3000
+    broker = broker_factory(config={"connections.max.idle.ms": idle_ms})
+    partitions = _partitions_past_the_kernel()
     _big_topic(broker, "slow", partitions)
     with Wire(broker.bootstrap, timeout=60, receive_buffer=RECEIVE_BUFFER) as wire:
         started = time.monotonic()
         size = _fetch_everything(wire, "slow", partitions)
-        # At most 64 kB every 20 ms, 3.2 MB/s: the broker's write waits on this pace for
-        # all of the answer but the last few MB, longer than the setting.
-        got = _read_paced(wire, size, 0.02)
+        # At most 64 kB every 40 ms, 1.6 MB/s: the broker's write waits on this pace for
+        # all of the answer but the last few MB, longer than the setting (a pause of this
+        # process would have to last 3 s to close it).
+        got = _read_paced(wire, size, 0.04)
         took = time.monotonic() - started
     assert got == size > BIG_RECORD * PER_PARTITION * partitions
-    assert took > 2 * IDLE_MS / 1000, f"read in {took:.1f} s: too fast to tell"
+    assert took > 2 * idle_ms / 1000, f"read in {took:.1f} s: too fast to tell"
     assert STALLED not in broker.log()

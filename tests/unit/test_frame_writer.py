@@ -15,7 +15,7 @@ import pytest
 from rillet.frame_writer import write_frame
 from rillet.protocol.file_records import FileRange, SplicedFrame
 
-RANGE = 1 << 20
+RANGE = 8 << 20   # more than a socket takes while its peer reads nothing
 
 
 async def _steps(n: int = 20) -> None:
@@ -24,10 +24,17 @@ async def _steps(n: int = 20) -> None:
         await asyncio.sleep(0)
 
 
-@pytest.mark.parametrize("buffered", [True, False], ids=["bytes-buffered", "socket-full"])
-def test_a_cancelled_sendfile_leaves_the_transport_whole(tmp_path: Path, buffered: bool) -> None:
+# Where the answer waits: behind bytes of an earlier answer in the transport; behind its own
+# first bytes, which a full socket left there; or in asyncio's sendfile, after the socket took
+# the start of the range.
+WAITS = ["bytes-buffered", "socket-full", "range-started"]
+
+
+@pytest.mark.parametrize("wait", WAITS)
+def test_a_cancelled_sendfile_leaves_the_transport_whole(tmp_path: Path, wait: str) -> None:
     records = tmp_path / "records"
     records.write_bytes(b"r" * RANGE)
+    buffered = wait == "bytes-buffered"
 
     async def scenario() -> list[dict[str, Any]]:
         loop = asyncio.get_running_loop()
@@ -50,7 +57,7 @@ def test_a_cancelled_sendfile_leaves_the_transport_whole(tmp_path: Path, buffere
             # range's sendfile must wait for them to leave first.
             writer.transport.set_write_buffer_limits(high=64 << 20)
             writer.write(b"x" * (16 << 20) if buffered else b"")
-            if not buffered:
+            if wait == "socket-full":
                 fd = writer.get_extra_info("socket").fileno()
                 try:
                     while True:
@@ -58,14 +65,17 @@ def test_a_cancelled_sendfile_leaves_the_transport_whole(tmp_path: Path, buffere
                 except BlockingIOError:
                     pass
             assert (writer.transport.get_write_buffer_size() > 0) == buffered
-            frame = SplicedFrame(parts=[b"head", FileRange(io.FileIO(records), 0, RANGE)],
-                                 size=4 + RANGE)
+            head = [] if wait == "range-started" else [b"head"]
+            frame = SplicedFrame(parts=[*head, FileRange(io.FileIO(records), 0, RANGE)],
+                                 size=4 * len(head) + RANGE)
             task = asyncio.create_task(write_frame(writer, frame, sendfile=True))
             await _steps()
             assert not task.done(), "the answer did not wait on the peer"
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
+            # Whole: reading again (sendfile pauses it), its buffer empty or as it was.
+            assert writer.transport.is_reading() and not writer.transport.is_closing()
             writer.transport.abort()
             await _steps()
             assert writer.transport.is_closing()
